@@ -1,0 +1,20 @@
+"""tiles: write a GPU kernel once against typed tiles; run it on NVIDIA, AMD and Apple GPUs.
+
+    import tiles as tl
+
+    @tl.kernel
+    def scale(Y, X, s, *, BR=64, BC=64):
+        br, bc = tl.grid(tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
+        x = tl.regs(tl.f32, BR, BC)
+        tl.load(x, X, (br, bc))
+        tl.mul(x, x, s)
+        tl.store(Y, x, (br, bc))
+"""
+from .dsl import (TileError, abs, add, add_col, add_row, atomic_add, bounds_mask, causal_mask, cdiv, check_eq,
+                  col_max, col_min, col_sum, copy, div, div_col, div_row, exp, exp2, fill, grid, kernel, load, log,
+                  log2, max, maximum, min, minimum, mma_AB, mma_ABt, mma_AtB, mma_AtBt, mul, mul_col, mul_row, neg,
+                  pipeline, range, regs, row_max, row_min, row_sum, rvec, shared, shared_vec, store, sub, sub_col,
+                  sub_row, zero)
+from .dtypes import DType, bf16, f16, f32, fp8e4m3, fp8e5m2, i32
+
+__version__ = "0.1.0"

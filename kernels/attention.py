@@ -1,0 +1,99 @@
+"""Attention forward (FlashAttention-style online softmax): MHA and GQA, causal or not, head dim 64/128.
+
+O = softmax(Q K^T * scale) V per (batch, head), and the log-sum-exp of each row for the backward pass.
+Q, O: (B, H, N, D); K, V: (B, H_kv, N_kv, D) with H a multiple of H_kv; LSE: (B, H, N) float32.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tiles as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+# workers own rows of the query block: consumer warpgroups (sm_90a), warps (sm_80), waves, simdgroups.
+CONFIGS = {
+    "default": dict(BM=64, BN=64),
+    "sm_80": dict(BM=128, BN=64, stages=2, workers=8),
+    "sm_90a": dict(BM=128, BN=128, stages=2, workers=2),
+    "gfx942": dict(BM=128, BN=64, workers=8, schedule="pingpong"),
+    "gfx950": dict(BM=128, BN=64, workers=8, schedule="pingpong"),
+    "apple": dict(BM=32, BN=32, stages=2, workers=4),
+}
+
+
+@tl.kernel(configs=CONFIGS)
+def attention_fwd(O, LSE, Q, K, V, scale, *, D, BM, BN, causal=False):
+    bm, h, b = tl.grid(tl.cdiv(Q.rows, BM), Q.depth, Q.batch)
+    tl.check_eq(Q.cols, D)
+    tl.check_eq(K.cols, D)
+    tl.check_eq(V.cols, D)
+    tl.check_eq(K.rows, V.rows)
+    tl.check_eq(K.depth, V.depth)
+    tl.check_eq(Q.depth % K.depth, 0)
+    if causal:
+        tl.check_eq(K.rows, Q.rows)
+    hk = h // (Q.depth // K.depth)  # GQA: this query head reads kv head hk
+
+    q = tl.shared(Q.dtype, BM, D, name="q")
+    k = tl.shared(K.dtype, BN, D, name="k")
+    v = tl.shared(V.dtype, BN, D, name="v")
+    s = tl.regs(tl.f32, BM, BN, name="s")
+    p = tl.regs(Q.dtype, BM, BN, name="p")
+    o = tl.regs(tl.f32, BM, D, name="o")
+    m = tl.rvec(tl.f32, BM, name="m")          # running row max (log2 domain)
+    m_new = tl.rvec(tl.f32, BM, name="m_new")
+    corr = tl.rvec(tl.f32, BM, name="corr")    # rescale of what was summed so far
+    l = tl.rvec(tl.f32, BM, name="l")          # running row sum  # noqa: E741
+
+    tl.load(q, Q, (b, h, bm, 0))
+    tl.fill(m, -math.inf)
+    tl.zero(l)
+    tl.zero(o)
+    n_kv = tl.cdiv(K.rows, BN)
+    if causal:  # blocks entirely above the diagonal contribute nothing
+        n_kv = tl.minimum(n_kv, tl.cdiv((bm + 1) * BM, BN))
+    for j in tl.pipeline(n_kv, name="j"):
+        tl.load(k, K, (b, hk, j, 0))
+        tl.load(v, V, (b, hk, j, 0))
+        tl.zero(s)
+        tl.mma_ABt(s, q, k, s)
+        tl.mul(s, s, scale * LOG2E)
+        tl.bounds_mask(s, s, BM, K.rows - j * BN, -math.inf)
+        if causal:
+            tl.causal_mask(s, s, bm * BM, j * BN, -math.inf)
+        tl.row_max(m_new, s, m)
+        tl.sub(corr, m, m_new)
+        tl.exp2(corr, corr)
+        tl.sub_row(s, s, m_new)
+        tl.exp2(s, s)
+        tl.mul(l, l, corr)
+        tl.row_sum(l, s, l)
+        tl.mul_row(o, o, corr)
+        tl.copy(p, s)
+        tl.mma_AB(o, p, v, o)
+        tl.copy(m, m_new)
+    tl.div_row(o, o, l)
+    tl.store(O, o, (b, h, bm, 0))
+    tl.log2(l, l)
+    tl.add(l, l, m)
+    tl.mul(l, l, LN2)
+    tl.store(LSE, l, (b, h, bm))
+
+
+def attention(q, k, v, *, causal=False, scale=None, backend=None, **config):
+    """(O, LSE) for numpy q (B, H, N, D), k and v (B, H_kv, N_kv, D)."""
+    bsz, heads, n, d = q.shape
+    o = np.full(q.shape, np.nan, dtype=q.dtype)
+    lse = np.full((bsz, heads, n), np.nan, dtype=np.float32)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    attention_fwd(o, lse, q, k, v, float(scale), backend=backend, D=d, causal=causal, **config)
+    return o, lse
+
+
+def flops(b: int, h: int, n: int, d: int, causal: bool, n_kv: int | None = None) -> float:
+    f = 4.0 * b * h * n * (n_kv or n) * d
+    return f / 2 if causal else f

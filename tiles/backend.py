@@ -1,0 +1,125 @@
+"""Backends: where a kernel runs. Each registers itself here; the reference interpreter is always present.
+
+A backend is one (compiler, place) pair: "reference" (numpy), "cuda" (an NVIDIA GPU), "hip-emu:gfx942"
+(the generated HIP executed on the CPU), ... Vendor packages register theirs on import and must import
+cheaply: heavy imports (cupy, hip-python, PyObjC) happen in `available()` or at the first launch.
+"""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from . import dtypes, interp, ir
+from .dsl import TileError
+from .types import GL
+
+
+class Backend:
+    name = "reference"
+    target: str | None = None     # the target whose kernel configurations it uses
+    kind = "reference"            # "reference" | "device" | "emulator"
+    device = "CPU (numpy)"
+
+    def available(self) -> str | None:
+        """None if this backend can run here, else why not."""
+        return None
+
+    def asarray(self, a: np.ndarray):
+        """A host array moved to where this backend runs."""
+        return a
+
+    def numpy(self, a) -> np.ndarray:
+        return np.asarray(a)
+
+    def launch(self, kfn, args, **overrides):
+        k = kfn.trace(args, self.target, **overrides)
+        check_args(k, args)
+        self.run(k, args)
+        return k
+
+    def run(self, k: ir.Kernel, args) -> None:
+        interp.run(k, args)
+
+    def __repr__(self):
+        return f"<backend {self.name}>"
+
+
+_REGISTRY: dict[str, Backend] = {}
+_VENDORS = ("cuda", "hip", "metal")
+
+
+def register(b: Backend) -> Backend:
+    _REGISTRY[b.name] = b
+    return b
+
+
+def _discover():
+    for v in _VENDORS:
+        importlib.import_module(f"tiles.backends.{v}")
+
+
+def all_backends() -> list[Backend]:
+    _discover()
+    return list(_REGISTRY.values())
+
+
+def available() -> list[Backend]:
+    return [b for b in all_backends() if b.available() is None]
+
+
+def get(name: str) -> Backend:
+    _discover()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown backend {name!r}; known: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def for_arrays(args) -> Backend:
+    """The backend where the arrays live: CUDA arrays (cupy, torch) -> cuda, numpy -> reference."""
+    for a in args:
+        if hasattr(a, "__cuda_array_interface__") or getattr(getattr(a, "device", None), "type", None) == "cuda":
+            return get("cuda")
+    return get("reference")
+
+
+def launch(kfn, args, backend=None, **overrides):
+    b = get(backend) if isinstance(backend, str) else backend or for_arrays(args)
+    why = b.available()
+    if why is not None:
+        raise RuntimeError(f"backend {b.name} cannot run here: {why}")
+    return b.launch(kfn, args, **overrides)
+
+
+def check_args(k: ir.Kernel, args) -> dict:
+    """Checks every backend makes before a launch; returns the scalar environment. Raises TileError."""
+    if len(args) != len(k.params):
+        raise TileError(f"{k.name} takes {len(k.params)} arguments, got {len(args)}", k.loc)
+    for p, a in zip(k.params, args):
+        if not isinstance(p, GL):
+            continue
+        shape, strides = tuple(a.shape), _strides(a)
+        if len(shape) != p.rank:
+            raise TileError(f"argument {p.name}: expected rank {p.rank}, got shape {shape}", k.loc)
+        if dtypes.of(a) != p.dtype:
+            raise TileError(f"argument {p.name}: expected dtype {p.dtype}, got {dtypes.of(a)}", k.loc)
+        if shape[-1] > 1 and strides[-1] != 1:
+            raise TileError(f"argument {p.name}: the last dim must be contiguous (stride 1 element), "
+                            f"got strides {strides} (in elements)", k.loc)
+        if any(n == 0 for n in shape):
+            raise TileError(f"argument {p.name}: empty array of shape {shape}", k.loc)
+    env = interp.bind(k, args)
+    for c in k.checks:
+        va, vb = ir.evaluate(c.a, env), ir.evaluate(c.b, env)
+        if va != vb:
+            raise TileError(f"argument check failed: {ir.fmt(c.a)} is {va} but {ir.fmt(c.b)} is {vb}", c.loc)
+    return env
+
+
+def _strides(a) -> tuple:
+    """Strides in elements, for numpy, cupy and torch arrays."""
+    s = a.stride() if callable(getattr(a, "stride", None)) else tuple(x // a.itemsize for x in a.strides)
+    return tuple(s)
+
+
+register(Backend())

@@ -1,0 +1,70 @@
+"""What every C-family backend (CUDA C++, HIP C++, MSL) shares: scalar expressions as C, and a source writer."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from . import dtypes, ir
+
+
+def c_float(v: float) -> str:
+    if math.isinf(v):
+        return "-INFINITY" if v < 0 else "INFINITY"
+    if math.isnan(v):
+        return "NAN"
+    return repr(float(v)) + "f"
+
+
+def default_names(e: ir.Expr) -> str:
+    """The C name of a leaf: dims as `A.rows`, scalars by name, block indices and loop variables."""
+    if isinstance(e, ir.Dim):
+        return f"{e.arg}.{ir.Dim.NAMES[e.axis]}"
+    if isinstance(e, ir.ScalarArg):
+        return e.name
+    if isinstance(e, ir.BlockIdx):
+        return f"block_{'xyz'[e.axis]}"
+    if isinstance(e, ir.LoopVar):
+        return e.name
+    raise TypeError(e)
+
+
+def c_expr(e: ir.Expr, names: Callable[[ir.Expr], str] = default_names) -> str:
+    """C source of a scalar expression. cdiv/min/max become tiles_cdiv/min/max, which each header library
+    defines; integer // and % are C's (operands are non-negative in kernels)."""
+    if isinstance(e, ir.Const):
+        return c_float(e.value) if e.dtype == dtypes.f32 else str(int(e.value))
+    if isinstance(e, ir.BinOp):
+        op = {"//": "/"}.get(e.op, e.op)
+        return f"({c_expr(e.a, names)} {op} {c_expr(e.b, names)})"
+    if isinstance(e, ir.Call):
+        return f"tiles_{e.fn}({', '.join(c_expr(a, names) for a in e.args)})"
+    return names(e)
+
+
+class Writer:
+    """Indented source text."""
+
+    def __init__(self, indent: str = "    "):
+        self.lines: list[str] = []
+        self.depth, self.indent = 0, indent
+
+    def __call__(self, line: str = "") -> "Writer":
+        self.lines.append(self.indent * self.depth + line if line else "")
+        return self
+
+    def block(self, head: str, tail: str = "}"):
+        """with w.block("for (...) {"): ... — writes head, indents the body, writes tail."""
+        w = self
+
+        class _Block:
+            def __enter__(self):
+                w(head)
+                w.depth += 1
+
+            def __exit__(self, *exc):
+                w.depth -= 1
+                w(tail)
+        return _Block()
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"

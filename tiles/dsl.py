@@ -1,0 +1,355 @@
+"""The kernel DSL: a Python function traced into the IR.
+
+Ops are plain calls, destination first (ThunderKittens' order); each records one ir.Op with the line of
+the user's kernel it came from, so that the verifier and the launch checks can point at that line.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import inspect
+import os
+import threading
+from contextlib import contextmanager
+
+from . import dtypes, ir
+from .types import GL, RT, RV, ST, SV
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_state = threading.local()
+
+
+class TileError(Exception):
+    """A kernel that is wrong (shape, dtype, layout, target feature) or a call that does not fit it."""
+
+    def __init__(self, message: str, loc: ir.Loc | None = None):
+        self.loc, self.problem = loc, message
+        super().__init__(f"{loc}\n  {message}" if loc else message)
+
+
+def _loc() -> ir.Loc | None:
+    for frame in inspect.stack()[2:]:
+        if not os.path.abspath(frame.filename).startswith(_HERE + os.sep):
+            text = frame.code_context[0] if frame.code_context else ""
+            return ir.Loc(os.path.basename(frame.filename), frame.lineno, text)
+    return None
+
+
+class _Builder:
+    def __init__(self):
+        self.tiles, self.body, self.checks, self.grid = [], [], [], None
+        self.blocks = [self.body]
+        self.names: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        n = self.names.get(base, 0)
+        self.names[base] = n + 1
+        return base if n == 0 else f"{base}{n}"
+
+    def emit(self, stmt):
+        self.blocks[-1].append(stmt)
+
+
+def _builder() -> _Builder:
+    b = getattr(_state, "builder", None)
+    if b is None:
+        raise TileError("tiles ops can only be called inside a @tiles.kernel function while it is traced")
+    return b
+
+
+def _op(name, dst, *srcs, **attrs):
+    _builder().emit(ir.Op(name, dst, tuple(srcs), attrs, _loc()))
+
+
+# ---------------------------------------------------------------- allocation and structure
+
+def shared(dtype, rows: int, cols: int, name: str = "s") -> ST:
+    t = ST(_builder().fresh(name), dtypes.of(dtype), _size(rows, "rows"), _size(cols, "cols"))
+    _builder().tiles.append(t)
+    return t
+
+
+def shared_vec(dtype, length: int, name: str = "sv") -> SV:
+    t = SV(_builder().fresh(name), dtypes.of(dtype), _size(length, "length"))
+    _builder().tiles.append(t)
+    return t
+
+
+def regs(dtype, rows: int, cols: int, layout: str = "row", name: str = "r") -> RT:
+    if layout not in ("row", "col"):
+        raise TileError(f"layout must be 'row' or 'col', got {layout!r}", _loc())
+    t = RT(_builder().fresh(name), dtypes.of(dtype), _size(rows, "rows"), _size(cols, "cols"), layout)
+    _builder().tiles.append(t)
+    return t
+
+
+def rvec(dtype, length: int, axis: str = "rows", name: str = "v") -> RV:
+    if axis not in ("rows", "cols"):
+        raise TileError(f"axis must be 'rows' or 'cols', got {axis!r}", _loc())
+    t = RV(_builder().fresh(name), dtypes.of(dtype), _size(length, "length"), axis)
+    _builder().tiles.append(t)
+    return t
+
+
+def _size(n, what):
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise TileError(f"tile {what} must be a positive compile-time int, got {n!r}", _loc())
+    return n
+
+
+def grid(*sizes):
+    """Declare the launch grid (1 to 3 dims, scalars of the arguments) and return this block's indices."""
+    b = _builder()
+    if b.grid is not None:
+        raise TileError("tl.grid is called twice", _loc())
+    if not 1 <= len(sizes) <= 3:
+        raise TileError(f"tl.grid takes 1 to 3 sizes, got {len(sizes)}", _loc())
+    b.grid = tuple(ir.as_expr(s) for s in sizes)
+    idx = tuple(ir.BlockIdx(i) for i in builtins.range(len(sizes)))
+    return idx if len(idx) > 1 else idx[0]
+
+
+@contextmanager
+def _loop(kind, n, stages, name):
+    b = _builder()
+    loop = ir.Loop(kind, ir.LoopVar(b.fresh(name)), ir.as_expr(n), [], stages, _loc())
+    b.emit(loop)
+    b.blocks.append(loop.body)
+    try:
+        yield loop.var
+    finally:
+        b.blocks.pop()
+
+
+def range(n, name: str = "i"):  # noqa: A001 - mirrors Python's range inside kernels
+    """A loop over 0..n-1 whose body is traced once."""
+    with _loop("range", n, None, name) as i:
+        yield i
+
+
+def pipeline(n, stages: int | None = None, name: str = "k"):
+    """A loop whose global->shared loads a backend may issue ahead of the compute that uses them."""
+    with _loop("pipeline", n, stages, name) as k:
+        yield k
+
+
+def cdiv(a, b):
+    return ir.Call("cdiv", (ir.as_expr(a), ir.as_expr(b)))
+
+
+def minimum(a, b):
+    return ir.Call("min", (ir.as_expr(a), ir.as_expr(b)))
+
+
+def maximum(a, b):
+    return ir.Call("max", (ir.as_expr(a), ir.as_expr(b)))
+
+
+def check_eq(a, b):
+    """Require two argument extents to be equal; tested before every launch, the error names this line."""
+    _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc()))
+
+
+# ---------------------------------------------------------------- memory
+
+def load(dst, src, idx=()):
+    """dst <- src. From a global, idx gives the tile coordinates (units of dst) over the global's trailing dims."""
+    _op("load", dst, src, idx=_index(idx))
+
+
+def store(dst, src, idx=()):
+    """dst <- src. Into a global, elements past its end are not written."""
+    _op("store", dst, src, idx=_index(idx))
+
+
+def atomic_add(dst, src, idx):
+    """dst += src, atomically, into a global."""
+    _op("atomic_add", dst, src, idx=_index(idx))
+
+
+def _index(idx):
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    return tuple(ir.as_expr(i) for i in idx)
+
+
+# ---------------------------------------------------------------- compute
+
+def _mma(ta, tb):
+    def mma(d, a, b, c):
+        _op("mma", d, a, b, c, trans_a=ta, trans_b=tb)
+    mma.__name__ = f"mma_{'At' if ta else 'A'}{'Bt' if tb else 'B'}"
+    mma.__doc__ = f"d = {'a.T' if ta else 'a'} @ {'b.T' if tb else 'b'} + c, accumulated in f32."
+    return mma
+
+
+mma_AB, mma_ABt, mma_AtB, mma_AtBt = _mma(False, False), _mma(False, True), _mma(True, False), _mma(True, True)
+
+
+def zero(dst):
+    _op("zero", dst)
+
+
+def fill(dst, value):
+    _op("fill", dst, ir.as_expr(value))
+
+
+def copy(dst, src):
+    """dst <- src with dtype conversion (round to nearest even; fp8 e4m3 saturates)."""
+    _op("copy", dst, src)
+
+
+def _scalar_or_tile(x):
+    return x if isinstance(x, (RT, RV, ST, SV, GL)) else ir.as_expr(x)
+
+
+def _unary(name):
+    def f(dst, src):
+        _op(name, dst, src)
+    f.__name__ = name
+    return f
+
+
+def _binary(name):
+    def f(dst, a, b):
+        _op(name, dst, a, _scalar_or_tile(b))
+    f.__name__ = name
+    return f
+
+
+def _reduce(name):
+    def f(dst, src, acc=None):
+        _op(name, dst, src, acc)
+    f.__name__ = name
+    return f
+
+
+def _broadcast(name):
+    def f(dst, src, vec):
+        _op(name, dst, src, vec)
+    f.__name__ = name
+    return f
+
+
+exp, exp2, log, log2, abs, neg = (_unary(n) for n in ir.UNARY)  # noqa: A001
+add, sub, mul, div, max, min = (_binary(n) for n in ir.BINARY)  # noqa: A001
+row_max, row_min, row_sum = (_reduce(f"row_{r}") for r in ir.REDUCE)
+col_max, col_min, col_sum = (_reduce(f"col_{r}") for r in ir.REDUCE)
+add_row, sub_row, mul_row, div_row = (_broadcast(f"{b}_row") for b in ir.BROADCAST)
+add_col, sub_col, mul_col, div_col = (_broadcast(f"{b}_col") for b in ir.BROADCAST)
+
+
+def causal_mask(dst, src, row0, col0, fill):
+    """dst[i, j] = src[i, j] where col0 + j <= row0 + i, else fill."""
+    _op("causal_mask", dst, src, ir.as_expr(row0), ir.as_expr(col0), ir.as_expr(fill))
+
+
+def bounds_mask(dst, src, rows, cols, fill):
+    """dst[i, j] = src[i, j] where i < rows and j < cols, else fill."""
+    _op("bounds_mask", dst, src, ir.as_expr(rows), ir.as_expr(cols), ir.as_expr(fill))
+
+
+# ---------------------------------------------------------------- kernels
+
+class ArgSpec:
+    """What tracing needs to know of one argument: a global's dtype and rank, or a scalar's dtype."""
+
+    def __init__(self, kind: str, dtype: dtypes.DType, rank: int = 0):
+        self.kind, self.dtype, self.rank = kind, dtype, rank
+
+    @staticmethod
+    def of(value) -> "ArgSpec":
+        if isinstance(value, ArgSpec):
+            return value
+        if isinstance(value, bool):
+            raise TypeError("booleans are not kernel arguments; pass flags as keyword constants")
+        if isinstance(value, int):
+            return ArgSpec("scalar", dtypes.i32)
+        if isinstance(value, float):
+            return ArgSpec("scalar", dtypes.f32)
+        shape = getattr(value, "shape", None)
+        if shape is None:
+            raise TypeError(f"cannot pass {type(value).__name__} to a kernel: expected an array or a number")
+        if not 1 <= len(shape) <= 4:
+            raise TypeError(f"arrays of rank 1 to 4 only, got rank {len(shape)}")
+        return ArgSpec("gl", dtypes.of(value), len(shape))
+
+    def key(self):
+        return (self.kind, self.dtype.name, self.rank)
+
+
+class KernelFn:
+    """A traceable kernel. configs maps a target name (or "default") to constants and launch options."""
+
+    def __init__(self, fn, configs: dict | None = None):
+        functools.update_wrapper(self, fn)
+        self.fn, self.configs = fn, dict(configs or {})
+        sig = inspect.signature(fn)
+        self.arg_names = [p.name for p in sig.parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.const_defaults = {p.name: p.default for p in sig.parameters.values() if p.kind == p.KEYWORD_ONLY}
+        self._cache: dict = {}
+
+    def config(self, target: str | None = None, **overrides) -> tuple[dict, dict]:
+        """The constants and launch options for a target: defaults < configs['default'] < configs[target] < overrides."""
+        merged = {**self.configs.get("default", {}), **self.configs.get(target or "", {}), **overrides}
+        consts = {k: v for k, v in self.const_defaults.items() if v is not inspect.Parameter.empty}
+        options = {}
+        for k, v in merged.items():
+            (consts if k in self.const_defaults else options)[k] = v
+        missing = [k for k in self.const_defaults if k not in consts]
+        if missing:
+            raise TypeError(f"{self.__name__}: missing constant(s) {', '.join(missing)}")
+        return consts, options
+
+    def trace(self, args, target: str | None = None, **overrides) -> ir.Kernel:
+        """Trace for argument specs (or example arrays/numbers) and a target's configuration; verified, cached."""
+        specs = [ArgSpec.of(a) for a in args]
+        if len(specs) != len(self.arg_names):
+            raise TypeError(f"{self.__name__} takes {len(self.arg_names)} arguments "
+                            f"({', '.join(self.arg_names)}), got {len(specs)}")
+        consts, options = self.config(target, **overrides)
+        cache_key = (tuple(s.key() for s in specs), target, tuple(sorted(map(repr, consts.items()))),
+                     tuple(sorted(map(repr, options.items()))))
+        if cache_key not in self._cache:
+            self._cache[cache_key] = self._trace(specs, consts, options, target)
+        return self._cache[cache_key]
+
+    def _trace(self, specs, consts, options, target):
+        from .verify import verify
+        params = []
+        for name, s in zip(self.arg_names, specs):
+            if s.kind == "gl":
+                dims = tuple(1 if ax < 4 - s.rank else ir.Dim(name, ax) for ax in builtins.range(4))
+                params.append(GL(name, s.dtype, dims, s.rank))
+            else:
+                params.append(ir.ScalarArg(name, s.dtype))
+        b = _Builder()
+        if getattr(_state, "builder", None) is not None:
+            raise TileError("kernels cannot be traced inside another kernel")
+        _state.builder = b
+        try:
+            self.fn(*params, **consts)
+        finally:
+            _state.builder = None
+        src_file = os.path.basename(inspect.getsourcefile(self.fn) or "?")
+        line = self.fn.__code__.co_firstlineno
+        k = ir.Kernel(self.__name__, params, consts, options, b.grid or (), b.tiles, b.body, b.checks,
+                      ir.Loc(src_file, line, f"def {self.__name__}(...)"))
+        verify(k, target)
+        return k
+
+    def __call__(self, *args, backend=None, **overrides):
+        """Run on a backend (by name; default: chosen from where the arrays live). Arrays are updated in place."""
+        from . import backend as backends
+        return backends.launch(self, args, backend, **overrides)
+
+    def __repr__(self):
+        return f"<tiles kernel {self.__name__}>"
+
+
+def kernel(fn=None, *, configs: dict | None = None):
+    """Decorator: @tiles.kernel or @tiles.kernel(configs={"sm_90a": {...}, "default": {...}})."""
+    if fn is None:
+        return lambda f: KernelFn(f, configs)
+    return KernelFn(fn, configs)

@@ -1,0 +1,163 @@
+"""The reference interpreter: what every op means, in numpy.
+
+Tiles hold float64 arrays whose values are already rounded to the tile's dtype; every op rounds its
+result to its destination's dtype, the way the hardware rounds when it writes a register. Blocks run one
+after another; tiles start as NaN so that reading what nothing wrote shows up in the output.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from . import dtypes, ir
+from .types import GL, RT, RV, ST, SV
+
+_UNARY = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "abs": np.abs, "neg": np.negative}
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "max": np.maximum, "min": np.minimum}
+_REDUCE = {"max": np.max, "min": np.min, "sum": np.sum}
+_COMBINE = {"max": np.maximum, "min": np.minimum, "sum": np.add}
+
+
+def view4(a: np.ndarray) -> np.ndarray:
+    """The 4-D view (batch, depth, rows, cols) of an array of rank 1 to 4; writes go through to `a`."""
+    return a.reshape((1,) * (4 - a.ndim) + a.shape)
+
+
+def bind(k: ir.Kernel, args) -> dict:
+    """The scalar environment of a launch: argument extents and scalar values."""
+    env = {}
+    for p, a in zip(k.params, args):
+        if isinstance(p, GL):
+            for ax, n in enumerate((1,) * (4 - len(a.shape)) + tuple(a.shape)):
+                env[("dim", p.name, ax)] = int(n)
+        else:
+            env[("arg", p.name)] = float(np.float32(a)) if p.dtype == dtypes.f32 else int(a)
+    return env
+
+
+def run(k: ir.Kernel, args) -> None:
+    """Execute the kernel over its whole grid; numpy arrays in args are updated in place."""
+    env = bind(k, args)
+    globals_ = {p: view4(a) for p, a in zip(k.params, args) if isinstance(p, GL)}
+    sizes = [int(ir.evaluate(g, env)) for g in k.grid]
+    for block in itertools.product(*(range(n) for n in sizes)):
+        benv = dict(env)
+        benv.update({("block", i): b for i, b in enumerate(block)})
+        _Block(k, globals_, benv).run(k.body)
+
+
+class _Block:
+    def __init__(self, k, globals_, env):
+        self.g, self.env = globals_, env
+        self.t = {t: np.full(t.shape, np.nan) for t in k.tiles}
+
+    def val(self, x):
+        if isinstance(x, ir.Expr):
+            return ir.evaluate(x, self.env)
+        if isinstance(x, GL):
+            raise TypeError("globals are not values")
+        return self.t[x]
+
+    def put(self, dst, value):
+        self.t[dst] = dst.dtype.round(np.broadcast_to(value, dst.shape)).astype(np.float64)
+
+    def run(self, stmts):
+        for s in stmts:
+            if isinstance(s, ir.Loop):
+                for i in range(int(ir.evaluate(s.count, self.env))):
+                    self.env[ir.key(s.var)] = i
+                    self.run(s.body)
+            else:
+                getattr(self, "op_" + s.name, self.generic)(s)
+
+    # -------------------------------------------------------- memory
+
+    def region(self, g: GL, tile, idx):
+        """Index expressions -> (b, d, row slice, col slice) of the global, clipped, and the tile's valid part."""
+        idx = [int(self.val(i)) for i in idx]
+        idx = [0] * (4 - len(idx)) + idx
+        shape = self.g[g].shape
+        if isinstance(tile, (RV, SV)):
+            b, d, r, c = idx
+            c0 = c * tile.length
+            n = max(0, min(tile.length, shape[3] - c0))
+            return (b, d, r, slice(c0, c0 + n)), (slice(0, n),), 0 <= r < shape[2]
+        b, d, r, c = idx
+        r0, c0 = r * tile.rows, c * tile.cols
+        nr, nc = max(0, min(tile.rows, shape[2] - r0)), max(0, min(tile.cols, shape[3] - c0))
+        return (b, d, slice(r0, r0 + nr), slice(c0, c0 + nc)), (slice(0, nr), slice(0, nc)), True
+
+    def op_load(self, op):
+        dst, src = op.dst, op.srcs[0]
+        if isinstance(src, GL):
+            gsel, tsel, ok = self.region(src, dst, op.attrs["idx"])
+            out = np.zeros(dst.shape)
+            if ok:
+                out[tsel] = self.g[src][gsel].astype(np.float64)
+            self.put(dst, out)
+        else:
+            self.put(dst, self.t[src])
+
+    def op_store(self, op):
+        dst, src = op.dst, op.srcs[0]
+        if isinstance(dst, GL):
+            gsel, tsel, ok = self.region(dst, src, op.attrs["idx"])
+            if ok:
+                self.g[dst][gsel] = dst.dtype.round(self.t[src][tsel]).astype(dst.dtype.np)
+        else:
+            self.put(dst, self.t[src])
+
+    def op_atomic_add(self, op):
+        gsel, tsel, ok = self.region(op.dst, op.srcs[0], op.attrs["idx"])
+        if ok:
+            g = self.g[op.dst]
+            g[gsel] = (g[gsel].astype(np.float64) + self.t[op.srcs[0]][tsel]).astype(np.float32)
+
+    # -------------------------------------------------------- compute
+
+    def op_mma(self, op):
+        a, b, c = (self.t[x] for x in op.srcs)
+        a = a.T if op.attrs["trans_a"] else a
+        b = b.T if op.attrs["trans_b"] else b
+        self.put(op.dst, a @ b + c)
+
+    def op_zero(self, op):
+        self.put(op.dst, 0.0)
+
+    def op_fill(self, op):
+        self.put(op.dst, self.val(op.srcs[0]))
+
+    def op_copy(self, op):
+        self.put(op.dst, self.t[op.srcs[0]])
+
+    def op_causal_mask(self, op):
+        src, row0, col0, fill = (self.val(x) for x in op.srcs)
+        i, j = np.indices(op.dst.shape)
+        self.put(op.dst, np.where(col0 + j <= row0 + i, src, fill))
+
+    def op_bounds_mask(self, op):
+        src, rows, cols, fill = (self.val(x) for x in op.srcs)
+        i, j = np.indices(op.dst.shape)
+        self.put(op.dst, np.where((i < rows) & (j < cols), src, fill))
+
+    def generic(self, op):
+        name = op.name
+        with np.errstate(all="ignore"):
+            if name in _UNARY:
+                self.put(op.dst, _UNARY[name](self.t[op.srcs[0]]))
+            elif name in _BINARY:
+                self.put(op.dst, _BINARY[name](self.t[op.srcs[0]], self.val(op.srcs[1])))
+            elif name[:4] in ("row_", "col_"):
+                src, acc = op.srcs
+                r = _REDUCE[name[4:]](self.t[src], axis=1 if name.startswith("row_") else 0)
+                if acc is not None:
+                    r = _COMBINE[name[4:]](r, self.t[acc])
+                self.put(op.dst, r)
+            elif name.endswith(("_row", "_col")):
+                src, vec = op.srcs
+                v = self.t[vec]
+                self.put(op.dst, _BINARY[name[:3]](self.t[src], v[:, None] if name.endswith("_row") else v[None, :]))
+            else:
+                raise NotImplementedError(f"reference interpreter: no rule for op {name}")

@@ -1,0 +1,239 @@
+"""The typed IR: scalar expressions, statements (ops and loops), kernels, and the printer.
+
+Scalar expressions are also what a kernel author manipulates while tracing (block indices, dims, loop
+variables): they overload arithmetic, the way Triton's tensors do, and every backend prints them as C.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import dtypes
+
+
+# ---------------------------------------------------------------- scalar expressions
+
+class Expr:
+    dtype: dtypes.DType = dtypes.i32
+
+    def _bin(self, op, other, swap=False):
+        other = as_expr(other)
+        a, b = (other, self) if swap else (self, other)
+        return BinOp(op, a, b)
+
+    def __add__(self, o): return self._bin("+", o)
+    def __radd__(self, o): return self._bin("+", o, True)
+    def __sub__(self, o): return self._bin("-", o)
+    def __rsub__(self, o): return self._bin("-", o, True)
+    def __mul__(self, o): return self._bin("*", o)
+    def __rmul__(self, o): return self._bin("*", o, True)
+    def __floordiv__(self, o): return self._bin("//", o)
+    def __rfloordiv__(self, o): return self._bin("//", o, True)
+    def __mod__(self, o): return self._bin("%", o)
+    def __truediv__(self, o): return self._bin("/", o)
+    def __rtruediv__(self, o): return self._bin("/", o, True)
+    def __neg__(self): return BinOp("-", Const(0, self.dtype), self)
+
+    def __bool__(self):
+        raise TypeError("a traced scalar has no Python truth value: its value is known only when the kernel runs; "
+                        "use tl.min/tl.max/masks instead of if/while on it")
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: Any
+    dtype: dtypes.DType = dtypes.i32
+
+
+@dataclass(frozen=True, eq=False)
+class Dim(Expr):
+    """A runtime extent of a global argument: dim 0..3 = batch, depth, rows, cols."""
+    arg: str
+    axis: int
+
+    NAMES = ("batch", "depth", "rows", "cols")
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarArg(Expr):
+    name: str
+    dtype: dtypes.DType = dtypes.f32
+
+
+@dataclass(frozen=True, eq=False)
+class BlockIdx(Expr):
+    axis: int
+
+
+@dataclass(frozen=True, eq=False)
+class LoopVar(Expr):
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class BinOp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self):
+        return dtypes.f32 if dtypes.f32 in (self.a.dtype, self.b.dtype) or self.op == "/" else dtypes.i32
+
+
+@dataclass(frozen=True, eq=False)
+class Call(Expr):
+    fn: str  # min, max, cdiv
+    args: tuple
+
+    @property
+    def dtype(self):
+        return dtypes.f32 if any(a.dtype == dtypes.f32 for a in self.args) else dtypes.i32
+
+
+def as_expr(x) -> Expr:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, bool):
+        raise TypeError("booleans are not scalars")
+    if isinstance(x, int):
+        return Const(x, dtypes.i32)
+    if isinstance(x, float):
+        return Const(x, dtypes.f32)
+    raise TypeError(f"expected a scalar (int, float or traced scalar), got {type(x).__name__}")
+
+
+def evaluate(e: Expr, env: dict) -> Any:
+    """Value of an expression; env maps Dim/ScalarArg/BlockIdx/LoopVar nodes' keys (see `key`) to numbers."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, (Dim, ScalarArg, BlockIdx, LoopVar)):
+        return env[key(e)]
+    if isinstance(e, BinOp):
+        a, b = evaluate(e.a, env), evaluate(e.b, env)
+        if e.op == "+": return a + b
+        if e.op == "-": return a - b
+        if e.op == "*": return a * b
+        if e.op == "/": return a / b
+        if e.op == "//": return int(a) // int(b)
+        if e.op == "%": return int(a) % int(b)
+    if isinstance(e, Call):
+        args = [evaluate(a, env) for a in e.args]
+        if e.fn == "min": return min(args)
+        if e.fn == "max": return max(args)
+        if e.fn == "cdiv": return -(-int(args[0]) // int(args[1]))
+    raise TypeError(f"cannot evaluate {e!r}")
+
+
+def key(e: Expr):
+    if isinstance(e, Dim): return ("dim", e.arg, e.axis)
+    if isinstance(e, ScalarArg): return ("arg", e.name)
+    if isinstance(e, BlockIdx): return ("block", e.axis)
+    if isinstance(e, LoopVar): return ("loop", e.name)
+    raise TypeError(e)
+
+
+def free_vars(e: Expr) -> set:
+    if isinstance(e, (Dim, ScalarArg, BlockIdx, LoopVar)):
+        return {key(e)}
+    if isinstance(e, BinOp):
+        return free_vars(e.a) | free_vars(e.b)
+    if isinstance(e, Call):
+        return set().union(*(free_vars(a) for a in e.args))
+    return set()
+
+
+def fmt(e: Expr) -> str:
+    """Human-readable form, used by the printer and in error messages."""
+    if isinstance(e, Const):
+        v = e.value
+        return ("-inf" if v < 0 else "inf") if isinstance(v, float) and math.isinf(v) else repr(v)
+    if isinstance(e, Dim): return f"{e.arg}.{Dim.NAMES[e.axis]}"
+    if isinstance(e, ScalarArg): return e.name
+    if isinstance(e, BlockIdx): return "block." + "xyz"[e.axis]
+    if isinstance(e, LoopVar): return e.name
+    if isinstance(e, BinOp): return f"({fmt(e.a)} {e.op} {fmt(e.b)})"
+    if isinstance(e, Call): return f"{e.fn}({', '.join(fmt(a) for a in e.args)})"
+    return repr(e)
+
+
+# ---------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class Loc:
+    """Where in the user's kernel an op was written."""
+    file: str
+    line: int
+    text: str
+
+    def __str__(self):
+        return f"{self.file}:{self.line}: {self.text.strip()}"
+
+
+@dataclass(eq=False)
+class Op:
+    name: str              # see OPS
+    dst: Any               # a tile (types.Tile) or None
+    srcs: tuple            # tiles, scalars (Expr) or None
+    attrs: dict = field(default_factory=dict)
+    loc: Loc | None = None
+
+
+@dataclass(eq=False)
+class Loop:
+    kind: str              # "range" | "pipeline"
+    var: LoopVar
+    count: Expr
+    body: list = field(default_factory=list)
+    stages: int | None = None
+    loc: Loc | None = None
+
+
+@dataclass(eq=False)
+class Check:
+    """A precondition on the arguments, tested before every launch (tl.check_eq)."""
+    a: Expr
+    b: Expr
+    loc: Loc | None = None
+
+
+UNARY = ("exp", "exp2", "log", "log2", "abs", "neg")
+BINARY = ("add", "sub", "mul", "div", "max", "min")
+REDUCE = ("max", "min", "sum")
+BROADCAST = ("add", "sub", "mul", "div")
+OPS = (("load", "store", "atomic_add", "mma", "zero", "fill", "copy", "causal_mask", "bounds_mask")
+       + UNARY + BINARY
+       + tuple(f"row_{r}" for r in REDUCE) + tuple(f"col_{r}" for r in REDUCE)
+       + tuple(f"{b}_row" for b in BROADCAST) + tuple(f"{b}_col" for b in BROADCAST))
+
+
+def walk(stmts, loops=()):
+    """Every op under stmts, depth first, with the loops that enclose it."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            yield from walk(s.body, loops + (s,))
+        else:
+            yield s, loops
+
+
+@dataclass(eq=False)
+class Kernel:
+    name: str
+    params: list           # types.GL and ScalarArg, in call order
+    consts: dict           # the compile-time constants the body was traced with
+    options: dict          # per-target launch options (workers, stages, ...) not seen by the body
+    grid: tuple            # Exprs
+    tiles: list            # every shared/register tile and vector, in allocation order
+    body: list             # Op | Loop
+    checks: list           # Check
+    loc: Loc | None = None
+
+    def walk(self):
+        return walk(self.body)
+
+    def __str__(self):
+        from .printer import format_kernel
+        return format_kernel(self)

@@ -1,0 +1,237 @@
+"""The verifier: every rule a kernel must satisfy before any backend sees it.
+
+Errors are TileError, naming the line of the user's kernel and the expected against the actual shape,
+dtype, layout or kind.
+"""
+from __future__ import annotations
+
+from . import dtypes, ir
+from .dsl import TileError
+from .types import GL, RT, RV, ST, SV
+
+MMA_INPUTS = (dtypes.bf16, dtypes.f16, dtypes.fp8e4m3, dtypes.fp8e5m2)
+BASE_TILE = {"nvidia": 16, "amd": 16, "apple": 8}  # register-tile granularity per vendor (the MMA atoms' size)
+
+# (dst kind, src kind) pairs each memory op accepts, and whether it may convert dtypes on the way
+LOADS = {("st", "gl"): False, ("sv", "gl"): False, ("rt", "gl"): True, ("rt", "st"): True,
+         ("rv", "gl"): True, ("rv", "sv"): True}
+STORES = {("gl", "rt"): True, ("gl", "st"): False, ("st", "rt"): True, ("gl", "rv"): True,
+          ("gl", "sv"): False, ("sv", "rv"): True}
+
+
+def _kind(x):
+    return getattr(x, "kind", "scalar")
+
+
+def _desc(x):
+    return x.type_str() if hasattr(x, "type_str") else ir.fmt(x) if isinstance(x, ir.Expr) else repr(x)
+
+
+class _Checker:
+    def __init__(self, op):
+        self.op = op
+
+    def fail(self, msg):
+        raise TileError(f"{self.op.name}: {msg}", self.op.loc)
+
+    def expect(self, cond, what, expected, got):
+        if not cond:
+            self.fail(f"{what}: expected {expected}, got {got}")
+
+    def kind(self, x, kinds, what):
+        self.expect(_kind(x) in kinds, f"{what} kind", " or ".join(kinds), f"{_kind(x)} {_desc(x)}")
+
+    def same_shape(self, a, b, what):
+        self.expect(a.shape == b.shape, f"{what} shape", _shape(b.shape), _shape(a.shape))
+
+
+def _shape(s):
+    return "x".join(str(d) if isinstance(d, int) else ir.fmt(d) for d in s)
+
+
+def verify(k: ir.Kernel, target: str | None = None) -> None:
+    if not k.grid:
+        raise TileError(f"kernel {k.name} never calls tl.grid(...): the launch grid is unknown", k.loc)
+    for op, loops in k.walk():
+        c = _Checker(op)
+        _RULES.get(op.name, _dispatch_default)(c, op)
+    for loop in _loops(k.body):
+        if loop.kind == "pipeline":
+            _check_pipeline(loop)
+    if target is not None:
+        _check_target(k, target)
+
+
+def _loops(stmts):
+    for s in stmts:
+        if isinstance(s, ir.Loop):
+            yield s
+            yield from _loops(s.body)
+
+
+# ---------------------------------------------------------------- per-op rules
+
+def _memory(c, op, table, arrow):
+    dst, src = op.dst, op.srcs[0]
+    pair = (_kind(dst), _kind(src))
+    if pair not in table:
+        allowed = ", ".join(f"{d}{arrow}{s}" for d, s in table)
+        c.fail(f"cannot move {pair[1]} -> {pair[0]} ({_desc(src)} -> {_desc(dst)}); allowed: {allowed}")
+    if not table[pair]:
+        c.expect(dst.dtype == src.dtype, "dtype (no conversion on this path)", src.dtype, dst.dtype)
+    g, t = (src, dst) if isinstance(src, GL) else (dst, src) if isinstance(dst, GL) else (None, None)
+    idx = op.attrs["idx"]
+    if g is None:
+        c.expect(not idx, "index", "none between on-chip tiles", len(idx))
+        if _kind(dst) != "gl":
+            c.same_shape(dst, src, "source")
+        return
+    need = 1 if isinstance(t, (RV, SV)) else 2
+    c.expect(need <= len(idx) <= 4, "index length", f"{need} to 4 (tile coordinates over {g.name}'s trailing dims)",
+             len(idx))
+    if g.rank < need:
+        c.fail(f"global {g.name} has rank {g.rank}; a {'vector' if need == 1 else 'tile'} needs rank >= {need}")
+
+
+def _rule_load(c, op):
+    _memory(c, op, LOADS, "<-")
+
+
+def _rule_store(c, op):
+    _memory(c, op, STORES, "<-")
+
+
+def _rule_atomic(c, op):
+    c.kind(op.dst, ("gl",), "destination")
+    c.kind(op.srcs[0], ("rt",), "source")
+    c.expect(op.dst.dtype == dtypes.f32, "destination dtype", "f32", op.dst.dtype)
+    c.expect(2 <= len(op.attrs["idx"]) <= 4, "index length", "2 to 4", len(op.attrs["idx"]))
+
+
+def _rule_mma(c, op):
+    d, (a, b, acc) = op.dst, op.srcs
+    ta, tb = op.attrs["trans_a"], op.attrs["trans_b"]
+    c.kind(d, ("rt",), "d")
+    c.kind(acc, ("rt",), "c")
+    c.kind(a, ("rt", "st"), "a")
+    c.kind(b, ("st",), "b (the second operand comes from shared memory)")
+    c.expect(d.dtype == dtypes.f32, "d dtype", "f32", d.dtype)
+    c.expect(acc.dtype == dtypes.f32, "c dtype", "f32", acc.dtype)
+    c.expect(a.dtype in MMA_INPUTS, "a dtype", "/".join(map(str, MMA_INPUTS)), a.dtype)
+    c.expect(b.dtype == a.dtype, "b dtype (same as a)", a.dtype, b.dtype)
+    if isinstance(a, RT):
+        c.expect(not ta, "a from registers", "not transposed (use mma_AB/mma_ABt, or stage a through shared)",
+                 "transposed")
+        c.expect(a.layout == "row", "a layout", "row", a.layout)
+    m, ka = (a.cols, a.rows) if ta else (a.rows, a.cols)
+    kb, n = (b.cols, b.rows) if tb else (b.rows, b.cols)
+    if ka != kb:
+        c.fail(f"inner dimensions differ: a{'ᵀ' if ta else ''} is {m}x{ka} (K={ka}), "
+               f"b{'ᵀ' if tb else ''} is {kb}x{n} (K={kb})")
+    c.expect(d.shape == (m, n), "d shape", f"{m}x{n}", _shape(d.shape))
+    c.expect(acc.shape == (m, n), "c shape", f"{m}x{n}", _shape(acc.shape))
+
+
+def _rule_fill(c, op):
+    c.kind(op.dst, ("rt", "rv", "st", "sv"), "destination")
+
+
+def _rule_copy(c, op):
+    dst, src = op.dst, op.srcs[0]
+    c.kind(dst, ("rt", "rv"), "destination")
+    c.expect(_kind(src) == _kind(dst), "source kind", _kind(dst), _kind(src))
+    c.same_shape(src, dst, "source")
+    if isinstance(dst, RV):
+        c.expect(src.axis == dst.axis, "vector axis", dst.axis, src.axis)
+
+
+def _rule_map(c, op):
+    dst = op.dst
+    c.kind(dst, ("rt", "rv"), "destination")
+    for s in op.srcs:
+        if isinstance(s, ir.Expr):
+            continue
+        c.expect(_kind(s) == _kind(dst), "operand kind", _kind(dst), f"{_kind(s)} {_desc(s)}")
+        c.same_shape(s, dst, "operand")
+        if isinstance(dst, RV):
+            c.expect(s.axis == dst.axis, "vector axis", dst.axis, s.axis)
+    if not isinstance(op.srcs[0], (RT, RV)):
+        c.fail(f"first operand must be a tile or vector, got {_desc(op.srcs[0])}")
+
+
+def _rule_reduce(c, op):
+    dst, (src, acc) = op.dst, op.srcs
+    c.kind(src, ("rt",), "source")
+    c.kind(dst, ("rv",), "destination")
+    axis = "rows" if op.name.startswith("row_") else "cols"
+    n = src.rows if axis == "rows" else src.cols
+    c.expect(dst.axis == axis, "destination axis", axis, dst.axis)
+    c.expect(dst.length == n, "destination length", n, dst.length)
+    if acc is not None:
+        c.kind(acc, ("rv",), "accumulator")
+        c.expect((acc.length, acc.axis) == (n, axis), "accumulator", f"{n} along {axis}",
+                 f"{acc.length} along {acc.axis}")
+
+
+def _rule_broadcast(c, op):
+    dst, (src, vec) = op.dst, op.srcs
+    c.kind(src, ("rt",), "source")
+    c.kind(dst, ("rt",), "destination")
+    c.same_shape(src, dst, "source")
+    c.kind(vec, ("rv",), "vector")
+    axis = "rows" if op.name.endswith("_row") else "cols"
+    n = src.rows if axis == "rows" else src.cols
+    c.expect((vec.length, vec.axis) == (n, axis), "vector", f"{n} along {axis} (one per {axis[:-1]})",
+             f"{vec.length} along {vec.axis}")
+
+
+def _rule_mask(c, op):
+    c.kind(op.dst, ("rt",), "destination")
+    c.kind(op.srcs[0], ("rt",), "source")
+    c.same_shape(op.srcs[0], op.dst, "source")
+
+
+_RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "mma": _rule_mma,
+          "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy,
+          "causal_mask": _rule_mask, "bounds_mask": _rule_mask}
+_RULES.update({f"{a}_{r}": _rule_reduce for a in ("row", "col") for r in ir.REDUCE})
+_RULES.update({f"{b}_{a}": _rule_broadcast for a in ("row", "col") for b in ir.BROADCAST})
+_rule_map_names = ir.UNARY + ir.BINARY
+
+
+def _rule_unknown(c, op):
+    c.fail("unknown op")
+
+
+def _dispatch_default(c, op):
+    (_rule_map if op.name in _rule_map_names else _rule_unknown)(c, op)
+
+
+# ---------------------------------------------------------------- structure and target
+
+
+def _check_pipeline(loop: ir.Loop):
+    """Loads into shared tiles may run ahead of the compute only if nothing else in the loop writes those tiles."""
+    staged = {}
+    for s in loop.body:
+        if isinstance(s, ir.Op) and s.name == "load" and isinstance(s.srcs[0], GL) and isinstance(s.dst, (ST, SV)):
+            staged[s.dst] = s
+    for s, _ in ir.walk(loop.body):
+        if s.dst in staged and staged[s.dst] is not s:
+            raise TileError(f"{s.name}: writes {s.dst.name}, which the pipelined load at line "
+                            f"{staged[s.dst].loc.line} fills ahead of time; use another shared tile", s.loc)
+
+
+def _check_target(k: ir.Kernel, target: str):
+    from . import targets
+    t = targets.target(target)
+    unit = BASE_TILE.get(t.vendor, 1)
+    for tile in k.tiles:
+        if tile.dtype.name not in t.dtypes:
+            raise TileError(f"{tile.name}: {t.name} does not support dtype {tile.dtype}", k.loc)
+        if isinstance(tile, RT) and (tile.rows % unit or tile.cols % unit):
+            raise TileError(f"{tile.name}: register tiles on {t.name} are built from {unit}x{unit} base tiles: "
+                            f"expected multiples of {unit}, got {tile.rows}x{tile.cols}", k.loc)
+    for p in k.params:
+        if isinstance(p, GL) and p.dtype.name not in t.dtypes:
+            raise TileError(f"argument {p.name}: {t.name} does not support dtype {p.dtype}", k.loc)
