@@ -182,9 +182,7 @@ def mfma(m: int, k: int, a_dtype: str, b_dtype: str | None = None, *, builtin: s
         suffix = a_dtype
     name = f"mfma_f32_{m}x{m}x{k}_{suffix}"
     a, b, c = _mfma_maps(m, k)
-    notes = ""
-    if a_dtype in _AMD_FP8 and k == 32 and m == 16 or (m, k) == (32, 16) and a_dtype in _AMD_FP8:
-        notes = "CDNA3 reads fp8 as the FNUZ encodings (bias 8/16); CDNA4 as OCP e4m3fn/e5m2"
+    notes = "fp8: CDNA3 reads the FNUZ encodings (bias 8/16), CDNA4 the OCP ones" if a_dtype in _AMD_FP8 else ""
     return Atom(name, builtin or f"__builtin_amdgcn_{name}", m, m, k, (a_dtype, b_dtype), "f32", 64,
                 a, b, c, notes=notes)
 
@@ -378,15 +376,9 @@ def device_for(name: str) -> Device | None:
     the longest such table name wins (so "Apple M2 Max" is the M2 Max, not the M2).
     """
     words = set(_words(name))
-    if "pcie" not in words and any(w.startswith("sxm") for w in words):
-        words.add("sxm")
-    best = None
+    best, best_len = None, 0
     for dev in DEVICES.values():
         need = [w for w in _words(dev.name) if w != "sxm"]   # runtimes rarely say SXM
-        if all(w in words for w in need):
-            if "pcie" in words and "pcie" not in need and any(
-                    "pcie" in _words(d.name) and set(need) <= set(_words(d.name)) for d in DEVICES.values()):
-                continue
-            if best is None or len(need) > len([w for w in _words(best.name) if w != "sxm"]):
-                best = dev
+        if all(w in words for w in need) and len(need) > best_len:
+            best, best_len = dev, len(need)
     return best
