@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 import tiles as tl
+from tiles.backend import resolve
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -85,12 +86,12 @@ def attention_fwd(O, LSE, Q, K, V, scale, *, D, BM, BN, causal=False):
 
 
 def attention(q, k, v, *, causal=False, scale=None, backend=None, **config):
-    """(O, LSE) for numpy q (B, H, N, D), k and v (B, H_kv, N_kv, D)."""
+    """(O, LSE) for host arrays q (B, H, N, D), k and v (B, H_kv, N_kv, D), computed on a backend."""
     bsz, heads, n, d = q.shape
     o = np.full(q.shape, np.nan, dtype=q.dtype)
     lse = np.full((bsz, heads, n), np.nan, dtype=np.float32)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    attention_fwd(o, lse, q, k, v, float(scale), backend=backend, D=d, causal=causal, **config)
+    resolve(backend or "reference").call(attention_fwd, o, lse, q, k, v, float(scale), D=d, causal=causal, **config)
     return o, lse
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import tiles as tl
+from tiles.backend import resolve
 
 # Block tile and worker split per target. workers: warps (sm_80), consumer warpgroups (sm_90a), waves
 # (CDNA: 8 = ping-pong), simdgroups (apple). stages: how far the pipelined loads run ahead.
@@ -39,11 +40,11 @@ def gemm(C, A, B, *, BM, BN, BK, trans_b=False):
 
 
 def matmul(a, b, *, out_dtype=None, trans_b=False, backend=None, **config):
-    """C = a @ b (b given as (N, K) when trans_b) on a backend; numpy arrays for the reference and emulators."""
+    """C = a @ b (b given as (N, K) when trans_b) for host arrays, computed on a backend (default: reference)."""
     m = a.shape[0]
     n = b.shape[0] if trans_b else b.shape[1]
     c = np.full((m, n), np.nan, dtype=out_dtype or a.dtype)
-    gemm(c, a, b, backend=backend, trans_b=trans_b, **config)
+    resolve(backend or "reference").call(gemm, c, a, b, trans_b=trans_b, **config)
     return c
 
 

@@ -41,6 +41,15 @@ class Backend:
     def run(self, k: ir.Kernel, args) -> None:
         interp.run(k, args)
 
+    def call(self, kfn, *args, **overrides) -> ir.Kernel:
+        """Launch with host (numpy) arrays: copies them to the backend, runs, copies every array back in place."""
+        dev = [self.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        k = self.launch(kfn, dev, **overrides)
+        for host, d in zip(args, dev):
+            if isinstance(host, np.ndarray) and d is not host:
+                host[...] = self.numpy(d)
+        return k
+
     def __repr__(self):
         return f"<backend {self.name}>"
 
@@ -83,12 +92,17 @@ def for_arrays(args) -> Backend:
     return get("reference")
 
 
-def launch(kfn, args, backend=None, **overrides):
+def resolve(backend, args=()) -> Backend:
+    """A Backend from a name, a Backend, or None (where the arrays live); raises if it cannot run here."""
     b = get(backend) if isinstance(backend, str) else backend or for_arrays(args)
     why = b.available()
     if why is not None:
         raise RuntimeError(f"backend {b.name} cannot run here: {why}")
-    return b.launch(kfn, args, **overrides)
+    return b
+
+
+def launch(kfn, args, backend=None, **overrides):
+    return resolve(backend, args).launch(kfn, args, **overrides)
 
 
 def check_args(k: ir.Kernel, args) -> dict:
