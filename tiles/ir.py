@@ -37,7 +37,9 @@ class Expr:
 
     def __bool__(self):
         raise TypeError("a traced scalar has no Python truth value: its value is known only when the kernel runs; "
-                        "use tl.min/tl.max/masks instead of if/while on it")
+                        "use tl.minimum/tl.maximum/masks instead of if/while on it")
+
+    __lt__ = __le__ = __gt__ = __ge__ = lambda self, other: self.__bool__()
 
     __hash__ = object.__hash__
 

@@ -1,0 +1,147 @@
+"""Wrong kernels fail before anything runs, with the user's line and the expected against the actual."""
+import inspect
+
+import numpy as np
+import pytest
+
+import tiles as tl
+from tiles.testing import poisoned, random_array
+
+
+def line_of(fn, text):
+    src, first = inspect.getsourcelines(fn.fn)
+    return first + next(i for i, s in enumerate(src) if text in s)
+
+
+@tl.kernel
+def bad_inner(C, A, B):
+    tl.grid(1)
+    a = tl.shared(A.dtype, 64, 32)
+    b = tl.shared(B.dtype, 16, 64)
+    c = tl.regs(tl.f32, 64, 64)
+    tl.mma_AB(c, a, b, c)  # K mismatch
+
+
+def test_mma_inner_dims_names_the_line():
+    args = [poisoned((64, 64), "f32"), random_array((64, 32), "bf16"), random_array((16, 64), "bf16")]
+    with pytest.raises(tl.TileError) as e:
+        bad_inner.trace(args)
+    msg = str(e.value)
+    assert f"test_verify.py:{line_of(bad_inner, '# K mismatch')}" in msg
+    assert "tl.mma_AB(c, a, b, c)" in msg
+    assert "inner dimensions differ" in msg and "K=32" in msg and "K=16" in msg
+
+
+@tl.kernel
+def bad_shapes(Y, X):
+    tl.grid(1)
+    x = tl.regs(tl.f32, 32, 64)
+    v = tl.rvec(tl.f32, 64)
+    tl.row_sum(v, x)  # wrong length
+
+
+def test_reduction_length():
+    with pytest.raises(tl.TileError, match=r"row_sum: destination length: expected 32, got 64") as e:
+        bad_shapes.trace([poisoned((4, 4), "f32"), random_array((4, 4), "f32")])
+    assert "# wrong length" in str(e.value)
+
+
+@tl.kernel
+def bad_dtype(C, A, B):
+    tl.grid(1)
+    a = tl.shared(tl.bf16, 32, 32)
+    b = tl.shared(tl.f16, 32, 32)
+    c = tl.regs(tl.f32, 32, 32)
+    tl.mma_AB(c, a, b, c)
+
+
+def test_mma_dtypes():
+    with pytest.raises(tl.TileError, match=r"b dtype \(same as a\): expected bf16, got f16"):
+        bad_dtype.trace([poisoned((4, 4), "f32")] * 3)
+
+
+@tl.kernel
+def bad_move(Y, X):
+    tl.grid(1)
+    s = tl.shared(tl.f32, 32, 32)
+    t = tl.shared(tl.f32, 32, 32)
+    tl.load(s, t)
+
+
+def test_memory_paths():
+    with pytest.raises(tl.TileError, match=r"cannot move st -> st"):
+        bad_move.trace([poisoned((4, 4), "f32")] * 2)
+
+
+@tl.kernel
+def bad_pipeline(Y, X):
+    tl.grid(1)
+    s = tl.shared(tl.f32, 32, 32)
+    r = tl.regs(tl.f32, 32, 32)
+    for k in tl.pipeline(4):
+        tl.load(s, X, (0, k))
+        tl.store(s, r)  # overwrites a tile that is loaded ahead
+
+
+def test_pipeline_staged_tiles_are_load_only():
+    with pytest.raises(tl.TileError, match=r"store: writes s, which the pipelined load at line \d+"):
+        bad_pipeline.trace([poisoned((4, 4), "f32")] * 2)
+
+
+@tl.kernel
+def no_grid(Y):
+    tl.regs(tl.f32, 16, 16)
+
+
+def test_grid_required():
+    with pytest.raises(tl.TileError, match="never calls tl.grid"):
+        no_grid.trace([poisoned((4, 4), "f32")])
+
+
+def test_argument_checks_name_the_line():
+    from tiles.kernels.gemm import gemm
+    c, a, b = poisoned((64, 64), "f32"), random_array((64, 40), "bf16"), random_array((48, 64), "bf16")
+    with pytest.raises(tl.TileError) as e:
+        gemm(c, a, b)
+    assert "gemm.py" in str(e.value) and "B.rows is 48 but A.cols is 40" in str(e.value)
+    assert np.isnan(c.astype(np.float32)).all()  # nothing ran
+
+
+def test_argument_dtype_and_rank_checked_against_trace():
+    from tiles import backend
+    from tiles.kernels.gemm import gemm
+    args = [poisoned((64, 64), "f32"), random_array((64, 64), "bf16"), random_array((64, 64), "bf16")]
+    k = gemm.trace(args)
+    with pytest.raises(tl.TileError, match=r"argument A: expected dtype bf16, got f16"):
+        backend.check_args(k, [args[0], random_array((64, 64), "f16"), args[2]])
+    with pytest.raises(tl.TileError, match=r"the last dim must be contiguous"):
+        backend.check_args(k, [args[0], np.asfortranarray(args[1]), args[2]])
+
+
+def test_traced_scalars_have_no_truth_value():
+    @tl.kernel
+    def branchy(Y):
+        b = tl.grid(4)
+        if b > 2:
+            pass
+    with pytest.raises(TypeError, match="no Python truth value"):
+        branchy.trace([poisoned((4, 4), "f32")])
+
+
+def test_target_rules():
+    from tiles.kernels.gemm import gemm
+    args = [poisoned((64, 64), "f32"), random_array((64, 64), "bf16"), random_array((64, 64), "bf16")]
+    with pytest.raises(tl.TileError, match=r"multiples of 8, got 12x16"):
+        gemm.trace(args, "apple", BM=12, BN=16, BK=8)
+    fp8 = [poisoned((64, 64), "f32"), random_array((64, 64), "fp8e4m3"), random_array((64, 64), "fp8e4m3")]
+    with pytest.raises(tl.TileError, match=r"apple does not support dtype fp8e4m3"):
+        gemm.trace(fp8, "apple")
+    assert gemm.trace(fp8, "gfx950") is not None
+
+
+def test_printer_shows_the_program():
+    from tiles.kernels.gemm import gemm
+    text = str(gemm.trace([poisoned((8, 8), "f32"), random_array((8, 8), "bf16"), random_array((8, 8), "bf16")]))
+    assert "pipeline k < cdiv(A.cols, 32):" in text
+    assert "mma_AB acc <- a, b, acc" in text
+    assert "store C[block.x, block.y] <- acc" in text
