@@ -48,11 +48,9 @@ def of(x) -> DType:
     """The tiles dtype of a DType, a name, a numpy dtype or an array of any framework."""
     if isinstance(x, DType):
         return x
-    if isinstance(x, str):
-        if x in BY_NAME:
-            return BY_NAME[x]
-        raise TypeError(f"unknown dtype {x!r}; known: {', '.join(BY_NAME)}")
-    name = str(getattr(x, "dtype", x))
+    if isinstance(x, str) and x in BY_NAME:
+        return BY_NAME[x]
+    name = x if isinstance(x, str) else str(getattr(x, "dtype", x))
     aliases = {"bfloat16": bf16, "float16": f16, "float32": f32, "int32": i32,
                "float8_e4m3fn": fp8e4m3, "float8_e5m2": fp8e5m2}
     key = name.removeprefix("torch.")
