@@ -1,0 +1,84 @@
+// tiles_cuda/base.cuh: element types, packed pairs, conversions, block geometry.
+//
+// Works under nvcc and NVRTC alike: only CUDA's own fp16/bf16/fp8 headers are
+// included (the toolchain points NVRTC at the nvidia-cuda-runtime wheel's copy
+// when no toolkit is installed), no C++ standard library.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+// Generated code spells infinities and NaNs as in C (tiles/cgen.py); NVRTC has no math.h.
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+namespace tc {
+
+using bf16 = __nv_bfloat16;
+using f16 = __half;
+using f32 = float;
+using fp8e4m3 = __nv_fp8_e4m3;
+using fp8e5m2 = __nv_fp8_e5m2;
+using i32 = int;
+
+constexpr int WARP = 32;
+
+template <typename A, typename B> constexpr bool same = false;
+template <typename A> constexpr bool same<A, A> = true;
+template <bool B, typename X, typename Y> struct cond_t { using type = X; };
+template <typename X, typename Y> struct cond_t<false, X, Y> { using type = Y; };
+
+__device__ __forceinline__ int lane_id() { return threadIdx.x % WARP; }
+__device__ __forceinline__ int warp_id() { return threadIdx.x / WARP; }
+
+// Every conversion goes through float: round to nearest even, saturating for
+// fp8 (the constructors of the fp8 types use __NV_SATFINITE).
+template <typename T> __device__ __forceinline__ float to_float(T x) { return float(x); }
+template <> __device__ __forceinline__ float to_float<bf16>(bf16 x) { return __bfloat162float(x); }
+template <> __device__ __forceinline__ float to_float<f16>(f16 x) { return __half2float(x); }
+template <> __device__ __forceinline__ float to_float<int>(int x) { return float(x); }
+
+template <typename T> __device__ __forceinline__ T from_float(float x) { return T(x); }
+template <> __device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ f16 from_float<f16>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ int from_float<int>(float x) { return int(x); }
+
+// Two neighbouring elements of one row: the unit a lane holds in every mma
+// fragment (columns 2t and 2t+1). 16-bit pairs are one 32-bit register, the
+// operand format of mma.sync.
+template <typename T> struct alignas(2 * sizeof(T)) pair { T x, y; };
+
+template <typename T> __device__ __forceinline__ pair<T> make_pair(float x, float y) {
+    return pair<T>{from_float<T>(x), from_float<T>(y)};
+}
+template <> __device__ __forceinline__ pair<bf16> make_pair<bf16>(float x, float y) {
+    __nv_bfloat162 p = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<pair<bf16>*>(&p);
+}
+template <> __device__ __forceinline__ pair<f16> make_pair<f16>(float x, float y) {
+    __half2 p = __floats2half2_rn(x, y);
+    return *reinterpret_cast<pair<f16>*>(&p);
+}
+
+template <typename T> __device__ __forceinline__ unsigned as_u32(const pair<T>& p) {
+    static_assert(sizeof(pair<T>) == 4, "only 16-bit pairs are mma operands");
+    return *reinterpret_cast<const unsigned*>(&p);
+}
+
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+}  // namespace tc
+
+// The scalar helpers generated expressions call (tiles/cgen.py): operands are non-negative.
+__device__ __forceinline__ int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
+__device__ __forceinline__ int tiles_min(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int tiles_max(int a, int b) { return a > b ? a : b; }

@@ -1,0 +1,223 @@
+// tiles_cuda/memory.cuh: moving tiles between global, shared and registers.
+//
+// Global accesses are bounds-checked against the gl's runtime dims: loads read
+// zeros past the end, stores skip elements past the end. Shared-tile loads are
+// block-cooperative (every thread takes 16-byte chunks) and asynchronous on
+// sm_80+ (cp.async with zero-fill); the caller places the barriers.
+#pragma once
+#include "types.cuh"
+
+namespace tc {
+
+// ---- cp.async (sm_80+) ----------------------------------------------------
+// Copies 16 bytes, of which the first src_bytes come from global and the rest are zeros.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// ---- global -> shared -----------------------------------------------------
+// Issues the copy of tile idx of src into dst and returns without waiting.
+template <typename T, int R, int C>
+__device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx) {
+    constexpr int E = 16 / sizeof(T);  // elements per chunk
+    constexpr int chunks_per_row = C / E;
+    const int row0 = idx.r * R, col0 = idx.c * C;
+    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
+    const bool vec = src.vec_aligned();
+    for (int id = threadIdx.x; id < R * chunks_per_row; id += blockDim.x) {
+        const int r = id / chunks_per_row, c = (id % chunks_per_row) * E;
+        const int gr = row0 + r, gc = col0 + c;
+        T* s = &dst.at(r, c);
+        const bool row_ok = in_matrix && gr < src.rows();
+        if (vec) {
+            const int n = row_ok ? imax(0, imin(E, src.cols() - gc)) : 0;
+            // A fully masked chunk still needs a valid address: use the tensor's base.
+            const T* g = n > 0 ? src.row_ptr(idx.b, idx.d, gr) + gc : src.ptr;
+            cp_async16(s, g, n * int(sizeof(T)));
+        } else {  // unaligned rows: element by element, synchronously
+            const T* g = row_ok ? src.row_ptr(idx.b, idx.d, gr) : src.ptr;
+            for (int e = 0; e < E; ++e)
+                s[e] = (row_ok && gc + e < src.cols()) ? g[gc + e] : from_float<T>(0.f);
+        }
+    }
+}
+
+template <typename T, int R, int C>
+__device__ inline void load(st<T, R, C>& dst, const gl<T>& src, coord idx) {
+    load_async(dst, src, idx);
+    cp_async_commit();
+    cp_async_wait<0>();
+}
+
+// ---- shared -> global -----------------------------------------------------
+template <typename T, int R, int C>
+__device__ inline void store(const gl<T>& dst, const st<T, R, C>& src, coord idx) {
+    constexpr int E = 16 / sizeof(T);
+    constexpr int chunks_per_row = C / E;
+    const int row0 = idx.r * R, col0 = idx.c * C;
+    if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
+    const bool vec = dst.vec_aligned();
+    for (int id = threadIdx.x; id < R * chunks_per_row; id += blockDim.x) {
+        const int r = id / chunks_per_row, c = (id % chunks_per_row) * E;
+        const int gr = row0 + r, gc = col0 + c;
+        if (gr >= dst.rows()) continue;
+        T* g = dst.row_ptr(idx.b, idx.d, gr) + gc;
+        const T* s = &src.at(r, c);
+        if (vec && gc + E <= dst.cols())
+            *reinterpret_cast<int4*>(g) = *reinterpret_cast<const int4*>(s);
+        else
+            for (int e = 0; e < E && gc + e < dst.cols(); ++e) g[e] = s[e];
+    }
+}
+
+// ---- shared -> registers --------------------------------------------------
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+// Each warp reads its rows. 16-bit tiles use ldmatrix: lanes 0-15 point at
+// rows 0-15 of the base tile's left 8 columns, lanes 16-31 at the right 8,
+// which returns the four pairs in rt's order.
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void load(rt<T, R, C, NW>& dst, const st<U, R, C>& src) {
+    using tile = rt<T, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j) {
+            if constexpr (sizeof(T) == 2 && same<T, U>) {
+                const int r = warp_id() * tile::warp_rows + i * 16 + lane_id() % 16;
+                const int c = j * 16 + (lane_id() / 16) * 8;
+                ldmatrix_x4(*reinterpret_cast<unsigned(*)[4]>(dst.d[i][j]), &src.at(r, c));
+            } else {
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    const int r = tile::row_of(i, p), c = tile::col_of(j, p);
+                    dst.d[i][j][p] = make_pair<T>(to_float(src.at(r, c)), to_float(src.at(r, c + 1)));
+                }
+            }
+        }
+}
+
+// ---- registers -> shared --------------------------------------------------
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
+    using tile = rt<U, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const int r = tile::row_of(i, p), c = tile::col_of(j, p);
+                // The pair is contiguous in shared memory: swizzling moves 16-byte chunks only.
+                *reinterpret_cast<pair<T>*>(&dst.at(r, c)) =
+                    make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+            }
+}
+
+// ---- global <-> registers -------------------------------------------------
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
+    using tile = rt<T, R, C, NW>;
+    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+                float x = 0.f, y = 0.f;
+                if (in_matrix && r < src.rows()) {
+                    const U* g = src.row_ptr(idx.b, idx.d, r);
+                    if (c < src.cols()) x = to_float(g[c]);
+                    if (c + 1 < src.cols()) y = to_float(g[c + 1]);
+                }
+                dst.d[i][j][p] = make_pair<T>(x, y);
+            }
+}
+
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
+    using tile = rt<U, R, C, NW>;
+    if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+                if (r >= dst.rows()) continue;
+                T* g = dst.row_ptr(idx.b, idx.d, r);
+                if (c < dst.cols()) g[c] = from_float<T>(to_float(src.d[i][j][p].x));
+                if (c + 1 < dst.cols()) g[c + 1] = from_float<T>(to_float(src.d[i][j][p].y));
+            }
+}
+
+// f32 accumulation into global memory: several blocks may add into one tile.
+template <int R, int C, int NW>
+__device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW>& src, coord idx) {
+    using tile = rt<float, R, C, NW>;
+    if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+                if (r >= dst.rows()) continue;
+                float* g = dst.row_ptr(idx.b, idx.d, r);
+                if (c < dst.cols()) atomicAdd(g + c, src.d[i][j][p].x);
+                if (c + 1 < dst.cols()) atomicAdd(g + c + 1, src.d[i][j][p].y);
+            }
+}
+
+// ---- global <-> register vectors ------------------------------------------
+// A vector lies along the global's last dim: idx.c counts vectors, (b, d, r) pick the row.
+template <typename T, typename U, int N, axis A, int NW>
+__device__ inline void load(rv<T, N, A, NW>& dst, const gl<U>& src, coord idx) {
+    using vec = rv<T, N, A, NW>;
+    const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
+    const U* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) : src.ptr;
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k) {
+            const int c = idx.c * N + vec::index_of(o, k);
+            dst.d[o][k] = from_float<T>(row_ok && c < src.cols() ? to_float(g[c]) : 0.f);
+        }
+}
+
+template <typename T, typename U, int N, axis A, int NW>
+__device__ inline void store(const gl<T>& dst, const rv<U, N, A, NW>& src, coord idx) {
+    using vec = rv<U, N, A, NW>;
+    if (idx.b >= dst.batch() || idx.d >= dst.depth() || idx.r >= dst.rows()) return;
+    // One writer per element: the first lane of each quad (rows), lanes 0-3 of warp 0 (cols).
+    const bool writer = A == axis::rows ? lane_id() % 4 == 0 : (warp_id() == 0 && lane_id() < 4);
+    if (!writer) return;
+    T* g = dst.row_ptr(idx.b, idx.d, idx.r);
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k) {
+            const int c = idx.c * N + vec::index_of(o, k);
+            if (c < dst.cols()) g[c] = from_float<T>(to_float(src.d[o][k]));
+        }
+}
+
+}  // namespace tc

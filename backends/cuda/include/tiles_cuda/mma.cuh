@@ -1,0 +1,135 @@
+// tiles_cuda/mma.cuh: d = a' @ b' + c with warp-level mma.sync m16n8k16, f32 accumulation.
+//
+// Each warp computes its own rows of d: its slice of a (registers, or its rows
+// of a shared tile) against all of b (shared). bf16 runs the bf16 instruction;
+// f16 and the fp8 types run the f16 one (every fp8 value is exact in f16), the
+// fp8 fragments gathered element by element.
+#pragma once
+#include "memory.cuh"
+
+namespace tc {
+
+// The instruction is picked by the operand type: bf16, or f16 for everything else.
+template <typename T>
+__device__ __forceinline__ void mma16816(pair<float>& d0, pair<float>& d1, const unsigned (&a)[4],
+                                         unsigned b0, unsigned b1) {
+    if constexpr (same<T, bf16>)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d0.x), "+f"(d0.y), "+f"(d1.x), "+f"(d1.y)
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(d0.x), "+f"(d0.y), "+f"(d1.x), "+f"(d1.y)
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Operand element pairs in the instruction's input type.
+template <typename T> using mma_in = typename cond_t<same<T, bf16>, bf16, f16>::type;
+
+// Element (row, col) of the logical operand, stored transposed or not.
+template <bool TRANS, typename T, int R, int C>
+__device__ __forceinline__ float operand_at(const st<T, R, C>& s, int row, int col) {
+    return TRANS ? to_float(s.at(col, row)) : to_float(s.at(row, col));
+}
+
+// A fragment of rows [m0, m0+16) x k [k0, k0+16). TRANS: stored as [K][M].
+template <bool TRANS, typename T, int R, int C>
+__device__ __forceinline__ void a_frag(unsigned (&f)[4], const st<T, R, C>& a, int m0, int k0) {
+    const int l = lane_id();
+    if constexpr (sizeof(T) == 2) {
+        if constexpr (TRANS)  // matrix q = l/8 holds k half q>>1 and m half q&1
+            ldmatrix_x4_trans(f, &a.at(k0 + (l / 16) * 8 + l % 8, m0 + ((l / 8) % 2) * 8));
+        else
+            ldmatrix_x4(f, &a.at(m0 + l % 16, k0 + (l / 16) * 8));
+    } else {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const int m = m0 + l / 4 + 8 * (p & 1), k = k0 + 2 * (l % 4) + 8 * (p >> 1);
+            f[p] = as_u32(make_pair<mma_in<T>>(operand_at<TRANS>(a, m, k), operand_at<TRANS>(a, m, k + 1)));
+        }
+    }
+}
+
+// B fragments of k [k0, k0+16) x columns [n0, n0+16): {b0, b1} of the left n8
+// tile, then of the right one. TRANS: stored as [N][K].
+template <bool TRANS, typename T, int R, int C>
+__device__ __forceinline__ void b_frag(unsigned (&f)[4], const st<T, R, C>& b, int k0, int n0) {
+    const int l = lane_id();
+    if constexpr (sizeof(T) == 2) {
+        if constexpr (TRANS)  // matrix q = l/8 holds n half q>>1 and k half q&1
+            ldmatrix_x4(f, &b.at(n0 + (l / 16) * 8 + l % 8, k0 + ((l / 8) % 2) * 8));
+        else
+            ldmatrix_x4_trans(f, &b.at(k0 + ((l / 8) % 2) * 8 + l % 8, n0 + (l / 16) * 8));
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int n = n0 + 8 * (q >> 1) + l / 4, k = k0 + 2 * (l % 4) + 8 * (q & 1);
+            // B(k, n) is stored at (k, n), or at (n, k) when transposed.
+            f[q] = as_u32(make_pair<mma_in<T>>(operand_at<!TRANS>(b, n, k), operand_at<!TRANS>(b, n, k + 1)));
+        }
+    }
+}
+
+// Register A: the 16-bit row-layout base tile already is the A fragment.
+template <typename T, int R, int C, int NW>
+__device__ __forceinline__ void a_frag_rt(unsigned (&f)[4], const rt<T, R, C, NW>& a, int i, int kk) {
+    static_assert(sizeof(T) == 2, "a register-tile A operand must be bf16 or f16");
+#pragma unroll
+    for (int p = 0; p < 4; ++p) f[p] = as_u32(a.d[i][kk][p]);
+}
+
+template <typename A> struct is_rt_t { static constexpr bool value = false; };
+template <typename T, int R, int C, int NW> struct is_rt_t<rt<T, R, C, NW>> { static constexpr bool value = true; };
+
+// d = a' @ b' + c. A_T: a is stored transposed ([K][M]); B_T: b is stored as [N][K].
+template <bool A_T, bool B_T, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+__device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
+                           const rt<float, M, N, NW>& c) {
+    using acc = rt<float, M, N, NW>;
+    constexpr int K = B_T ? BC : BR;
+    static_assert((B_T ? BR : BC) == N, "mma: b's N does not match d");
+    static_assert(!is_rt_t<AOp>::value || !A_T, "mma: a transposed A must come from shared memory");
+    using TA = typename AOp::dtype;
+    static_assert(same<mma_in<TA>, mma_in<TB>>, "mma: a and b must both be bf16 or both f16/fp8");
+    if (&d != &c) d = c;
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+        unsigned af[acc::height][4];
+#pragma unroll
+        for (int i = 0; i < acc::height; ++i) {
+            if constexpr (is_rt_t<AOp>::value)
+                a_frag_rt(af[i], a, i, kk);
+            else
+                a_frag<A_T>(af[i], a, warp_id() * acc::warp_rows + i * 16, kk * 16);
+        }
+#pragma unroll
+        for (int j = 0; j < acc::width; ++j) {
+            unsigned bf[4];
+            b_frag<B_T>(bf, b, kk * 16, j * 16);
+#pragma unroll
+            for (int i = 0; i < acc::height; ++i) {
+                mma16816<mma_in<TA>>(d.d[i][j][0], d.d[i][j][1], af[i], bf[0], bf[1]);
+                mma16816<mma_in<TA>>(d.d[i][j][2], d.d[i][j][3], af[i], bf[2], bf[3]);
+            }
+        }
+    }
+}
+
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+__device__ inline void mma_AB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
+                              const rt<float, M, N, NW>& c) { mma<false, false>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+__device__ inline void mma_ABt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
+                               const rt<float, M, N, NW>& c) { mma<false, true>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+__device__ inline void mma_AtB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
+                               const rt<float, M, N, NW>& c) { mma<true, false>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+__device__ inline void mma_AtBt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
+                                const rt<float, M, N, NW>& c) { mma<true, true>(d, a, b, c); }
+
+}  // namespace tc

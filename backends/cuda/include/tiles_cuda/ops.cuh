@@ -1,0 +1,246 @@
+// tiles_cuda/ops.cuh: element-wise maps, reductions, broadcasts, masks, conversions.
+//
+// All arithmetic is f32 (values are converted on the way in and rounded to the
+// destination type on the way out), so the results match the reference
+// interpreter's f32 semantics up to the last ulp of the transcendental functions.
+#pragma once
+#include "memory.cuh"
+
+namespace tc {
+
+// ---- visiting every element a lane holds ------------------------------------
+// f(value, block_row, block_col) -> new value, for dst and src of one shape.
+template <typename T, typename U, int R, int C, int NW, typename F>
+__device__ __forceinline__ void map_rc(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
+    using tile = rt<T, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const int r = tile::row_of(i, p), c = tile::col_of(j, p);
+                dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), r, c),
+                                              f(to_float(src.d[i][j][p].y), r, c + 1));
+            }
+}
+template <typename T, typename U, int R, int C, int NW, typename F>
+__device__ __forceinline__ void map(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
+    map_rc(dst, src, [&](float x, int, int) { return f(x); });
+}
+template <typename T, typename U, int N, axis A, int NW, typename F>
+__device__ __forceinline__ void map(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>& src, F f) {
+#pragma unroll
+    for (int o = 0; o < rv<T, N, A, NW>::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < rv<T, N, A, NW>::inner; ++k) dst.d[o][k] = from_float<T>(f(to_float(src.d[o][k])));
+}
+// Two operands of one shape, element by element.
+template <typename T, typename U, typename V, int R, int C, int NW, typename F>
+__device__ __forceinline__ void zip(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& a, const rt<V, R, C, NW>& b, F f) {
+    using tile = rt<T, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p)
+                dst.d[i][j][p] = make_pair<T>(f(to_float(a.d[i][j][p].x), to_float(b.d[i][j][p].x)),
+                                              f(to_float(a.d[i][j][p].y), to_float(b.d[i][j][p].y)));
+}
+template <typename T, typename U, typename V, int N, axis A, int NW, typename F>
+__device__ __forceinline__ void zip(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>& a, const rv<V, N, A, NW>& b, F f) {
+#pragma unroll
+    for (int o = 0; o < rv<T, N, A, NW>::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < rv<T, N, A, NW>::inner; ++k)
+            dst.d[o][k] = from_float<T>(f(to_float(a.d[o][k]), to_float(b.d[o][k])));
+}
+
+// ---- the op vocabulary: unary and binary maps on rt and rv ------------------
+#define TC_UNARY(name, expr)                                                      \
+    template <typename D, typename S> __device__ inline void name(D& dst, const S& src) { \
+        map(dst, src, [](float x) { return expr; });                               \
+    }
+TC_UNARY(exp, expf(x))
+TC_UNARY(exp2, exp2f(x))
+TC_UNARY(log, logf(x))
+TC_UNARY(log2, log2f(x))
+TC_UNARY(abs, fabsf(x))
+TC_UNARY(neg, -x)
+#undef TC_UNARY
+
+// b is a tile or vector of dst's shape, or a scalar (any arithmetic type, used as f32).
+template <typename B> constexpr bool is_scalar = same<B, float> || same<B, double> || same<B, int>;
+#define TC_BINARY(name, expr)                                                          \
+    template <typename D, typename A, typename B>                                       \
+    __device__ inline void name(D& dst, const A& a, const B& b) {                       \
+        if constexpr (is_scalar<B>)                                                     \
+            map(dst, a, [y = float(b)](float x) { return expr; });                      \
+        else                                                                            \
+            zip(dst, a, b, [](float x, float y) { return expr; });                      \
+    }
+TC_BINARY(add, x + y)
+TC_BINARY(sub, x - y)
+TC_BINARY(mul, x * y)
+TC_BINARY(div, x / y)
+TC_BINARY(max, fmaxf(x, y))
+TC_BINARY(min, fminf(x, y))
+#undef TC_BINARY
+
+template <typename D> __device__ inline void fill(D& dst, float value) { map(dst, dst, [value](float) { return value; }); }
+template <typename D> __device__ inline void zero(D& dst) { fill(dst, 0.f); }
+// Shared tiles are filled by the whole block.
+template <typename T, int R, int C> __device__ inline void fill(st<T, R, C>& dst, float value) {
+    for (int e = threadIdx.x; e < R * C; e += blockDim.x) dst.data[e] = from_float<T>(value);
+}
+template <typename T, int R, int C> __device__ inline void zero(st<T, R, C>& dst) { fill(dst, 0.f); }
+
+// ---- conversions --------------------------------------------------------------
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void copy(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src) { map(dst, src, [](float x) { return x; }); }
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void copy(rt<T, R, C, NW>& dst, const st<U, R, C>& src) { load(dst, src); }
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void copy(st<T, R, C>& dst, const rt<U, R, C, NW>& src) { store(dst, src); }
+
+// ---- reductions -----------------------------------------------------------------
+struct sum_op { __device__ float operator()(float a, float b) const { return a + b; } };
+struct max_op { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+struct min_op { __device__ float operator()(float a, float b) const { return fminf(a, b); } };
+
+// One value per row: within a lane over its columns, then over the 4 lanes of a quad.
+template <typename Op, typename T, typename U, int R, int C, int NW>
+__device__ inline void row_reduce(rv<T, R, axis::rows, NW>& dst, const rt<U, R, C, NW>& src,
+                                  const rv<T, R, axis::rows, NW>* acc) {
+    using tile = rt<U, R, C, NW>;
+    Op op;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // rows g and g+8: pairs h and h+2
+            float v = op(to_float(src.d[i][0][h].x), to_float(src.d[i][0][h].y));
+            v = op(v, op(to_float(src.d[i][0][h + 2].x), to_float(src.d[i][0][h + 2].y)));
+#pragma unroll
+            for (int j = 1; j < tile::width; ++j) {
+                v = op(v, op(to_float(src.d[i][j][h].x), to_float(src.d[i][j][h].y)));
+                v = op(v, op(to_float(src.d[i][j][h + 2].x), to_float(src.d[i][j][h + 2].y)));
+            }
+            v = op(v, __shfl_xor_sync(0xffffffffu, v, 1));
+            v = op(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            if (acc) v = op(v, to_float(acc->d[i][h]));
+            dst.d[i][h] = from_float<T>(v);
+        }
+}
+
+// One value per column: within a lane over its rows, over the 8 quads of the
+// warp, then over the warps through shared memory (every warp holds the result).
+template <typename Op, typename T, typename U, int R, int C, int NW>
+__device__ inline void col_reduce(rv<T, C, axis::cols, NW>& dst, const rt<U, R, C, NW>& src,
+                                  const rv<T, C, axis::cols, NW>* acc) {
+    using tile = rt<U, R, C, NW>;
+    using vec = rv<T, C, axis::cols, NW>;
+    __shared__ float partial[NW][C];
+    Op op;
+#pragma unroll
+    for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // cols 2t+(k&1)+8(k>>1): pairs 2(k>>1) (row g) and 2(k>>1)+1 (row g+8)
+            const int p = 2 * (k >> 1);
+            auto elem = [&](int i, int q) { return to_float((k & 1) ? src.d[i][j][q].y : src.d[i][j][q].x); };
+            float v = op(elem(0, p), elem(0, p + 1));
+#pragma unroll
+            for (int i = 1; i < tile::height; ++i) v = op(v, op(elem(i, p), elem(i, p + 1)));
+            v = op(v, __shfl_xor_sync(0xffffffffu, v, 4));
+            v = op(v, __shfl_xor_sync(0xffffffffu, v, 8));
+            v = op(v, __shfl_xor_sync(0xffffffffu, v, 16));
+            if (lane_id() < 4) partial[warp_id()][vec::index_of(j, k)] = v;
+        }
+    __syncthreads();
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int c = vec::index_of(o, k);
+            float v = partial[0][c];
+#pragma unroll
+            for (int w = 1; w < NW; ++w) v = op(v, partial[w][c]);
+            if (acc) v = op(v, to_float(acc->d[o][k]));
+            dst.d[o][k] = from_float<T>(v);
+        }
+    __syncthreads();  // partial is reused by the next reduction of this shape
+}
+
+#define TC_REDUCE(name, kind, op)                                                              \
+    template <typename V, typename S> __device__ inline void name(V& dst, const S& src) {           \
+        kind##_reduce<op>(dst, src, static_cast<const V*>(nullptr));                               \
+    }                                                                                              \
+    template <typename V, typename S> __device__ inline void name(V& dst, const S& src, const V& acc) { \
+        kind##_reduce<op>(dst, src, &acc);                                                         \
+    }
+TC_REDUCE(row_max, row, max_op)
+TC_REDUCE(row_min, row, min_op)
+TC_REDUCE(row_sum, row, sum_op)
+TC_REDUCE(col_max, col, max_op)
+TC_REDUCE(col_min, col, min_op)
+TC_REDUCE(col_sum, col, sum_op)
+#undef TC_REDUCE
+
+// ---- broadcasts: each row i with v[i], each column j with v[j] --------------------
+template <typename T, typename U, typename V, int R, int C, int NW, typename F>
+__device__ __forceinline__ void with_row(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src,
+                                         const rv<V, R, axis::rows, NW>& v, F f) {
+    using tile = rt<T, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const float y = to_float(v.d[i][p & 1]);
+                dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), y), f(to_float(src.d[i][j][p].y), y));
+            }
+}
+template <typename T, typename U, typename V, int R, int C, int NW, typename F>
+__device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src,
+                                         const rv<V, C, axis::cols, NW>& v, F f) {
+    using tile = rt<T, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const int k = 2 * (p >> 1);  // cols 2t, 2t+1 (+8 for p >= 2)
+                dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), to_float(v.d[j][k])),
+                                              f(to_float(src.d[i][j][p].y), to_float(v.d[j][k + 1])));
+            }
+}
+#define TC_BROADCAST(name, kind, expr)                                                  \
+    template <typename D, typename S, typename V>                                       \
+    __device__ inline void name(D& dst, const S& src, const V& v) {                     \
+        with_##kind(dst, src, v, [](float x, float y) { return expr; });                \
+    }
+TC_BROADCAST(add_row, row, x + y)
+TC_BROADCAST(sub_row, row, x - y)
+TC_BROADCAST(mul_row, row, x * y)
+TC_BROADCAST(div_row, row, x / y)
+TC_BROADCAST(add_col, col, x + y)
+TC_BROADCAST(sub_col, col, x - y)
+TC_BROADCAST(mul_col, col, x * y)
+TC_BROADCAST(div_col, col, x / y)
+#undef TC_BROADCAST
+
+// ---- masks -------------------------------------------------------------------------
+// Keep (i, j) where col0 + j <= row0 + i, else fill.
+template <typename D, typename S>
+__device__ inline void causal_mask(D& dst, const S& src, int row0, int col0, float fill) {
+    map_rc(dst, src, [=](float x, int r, int c) { return col0 + c <= row0 + r ? x : fill; });
+}
+// Keep (i, j) where i < rows and j < cols, else fill.
+template <typename D, typename S>
+__device__ inline void bounds_mask(D& dst, const S& src, int rows, int cols, float fill) {
+    map_rc(dst, src, [=](float x, int r, int c) { return r < rows && c < cols ? x : fill; });
+}
+
+}  // namespace tc

@@ -1,0 +1,125 @@
+// tiles_cuda/types.cuh: the tile types. gl (global), st (shared), rt (register), rv (register vector).
+//
+// Block-level tiles: an rt<T, R, C, NW> belongs to a block of NW warps; warp w
+// holds rows [w*R/NW, (w+1)*R/NW). Each warp's slice is a grid of 16x16 base
+// tiles in the mma.sync m16n8k16 fragment layout.
+#pragma once
+#include "base.cuh"
+
+namespace tc {
+
+// A tile's position, in units of the tile over the global's (batch, depth, rows, cols).
+struct coord { int b, d, r, c; };
+
+// 4-D global layout: runtime dims and strides (in elements); the last dim is contiguous.
+template <typename T> struct gl {
+    T* ptr;
+    int dims[4];
+    long long strides[3];
+
+    __device__ int batch() const { return dims[0]; }
+    __device__ int depth() const { return dims[1]; }
+    __device__ int rows() const { return dims[2]; }
+    __device__ int cols() const { return dims[3]; }
+    // Row r of matrix (b, d): where a tile's rows start.
+    __device__ T* row_ptr(int b, int d, int r) const {
+        return ptr + b * strides[0] + d * strides[1] + r * strides[2];
+    }
+    // 16-byte vector accesses need the base and every stride to keep 16-byte alignment.
+    __device__ bool vec_aligned() const {
+        constexpr long long V = 16 / sizeof(T);
+        return (reinterpret_cast<unsigned long long>(ptr) % 16 == 0) && strides[0] % V == 0 &&
+               strides[1] % V == 0 && strides[2] % V == 0;
+    }
+};
+
+// Shared tile, R x C. Rows wider than the swizzle span are stored as column
+// panels of swizzle_bytes each (panel-major), and the 16-byte chunks of a row
+// are XOR-swizzled with the row index inside each 8-row group: the
+// 32/64/128-byte modes TMA and wgmma understand, and ldmatrix reads 8 rows of
+// a chunk column without bank conflicts.
+template <typename T, int R, int C> struct st {
+    using dtype = T;
+    static constexpr int rows = R, cols = C;
+    static constexpr int row_bytes = C * int(sizeof(T));
+    static constexpr int swizzle_bytes =
+        row_bytes % 128 == 0 ? 128 : row_bytes % 64 == 0 ? 64 : row_bytes % 32 == 0 ? 32 : 0;
+    static constexpr int panel_cols = swizzle_bytes ? swizzle_bytes / int(sizeof(T)) : C;
+    static constexpr int bytes = R * C * int(sizeof(T));
+    static_assert(R % 16 == 0 && C % 16 == 0, "shared tiles are made of 16x16 base tiles");
+
+    alignas(1024) T data[R * C];
+
+    // Byte offset of element (r, c) from the tile's start.
+    __device__ static __forceinline__ unsigned offset(int r, int c) {
+        unsigned b = ((c / panel_cols) * (R * panel_cols) + r * panel_cols + c % panel_cols) * sizeof(T);
+        if (swizzle_bytes) b ^= ((b >> 7) & (swizzle_bytes / 16 - 1)) << 4;
+        return b;
+    }
+    __device__ __forceinline__ T& at(int r, int c) {
+        return *reinterpret_cast<T*>(reinterpret_cast<char*>(data) + offset(r, c));
+    }
+    __device__ __forceinline__ const T& at(int r, int c) const {
+        return *reinterpret_cast<const T*>(reinterpret_cast<const char*>(data) + offset(r, c));
+    }
+};
+
+// Shared vector of N elements.
+template <typename T, int N> struct sv {
+    using dtype = T;
+    static constexpr int length = N;
+    alignas(16) T data[N];
+};
+
+// Register tile of the block. Base tile (i, j) of the warp's slice holds, in
+// lane 4g+t, four pairs: p=0 (row g, cols 2t,2t+1), p=1 (row g+8, same cols),
+// p=2 (row g, cols 2t+8,2t+9), p=3 (row g+8, those cols): for 16-bit types the
+// A operand of mma.sync m16n8k16, for f32 two of its accumulators side by side.
+template <typename T, int R, int C, int NW> struct rt {
+    using dtype = T;
+    static constexpr int rows = R, cols = C, warps = NW;
+    static constexpr int warp_rows = R / NW;
+    static constexpr int height = warp_rows / 16, width = C / 16;  // base tiles per warp
+    static_assert(R % (16 * NW) == 0, "register tile rows must be a multiple of 16 per warp");
+    static_assert(C % 16 == 0, "register tile cols must be a multiple of 16");
+
+    pair<T> d[height][width][4];
+
+    // The block row and column of pair p's first element, in base tile (i, j).
+    __device__ static __forceinline__ int row_of(int i, int p) {
+        return warp_id() * warp_rows + i * 16 + lane_id() / 4 + 8 * (p & 1);
+    }
+    __device__ static __forceinline__ int col_of(int j, int p) {
+        return j * 16 + 2 * (lane_id() % 4) + 8 * (p >> 1);
+    }
+};
+
+enum class axis { rows, cols };
+
+// Register vector of the block, stored in the layout that meets a row-layout
+// rt: axis::rows holds one value per tile row (split over the warps like the
+// rows; lane 4g+t holds rows g and g+8 of each 16-row slice), axis::cols one
+// value per tile column (every warp holds all; lane 4g+t holds cols 2t, 2t+1,
+// 2t+8, 2t+9 of each 16-col slice). Values are replicated across the lanes
+// that share them, so reductions leave every lane with the result.
+template <typename T, int N, axis A, int NW> struct rv {
+    using dtype = T;
+    static constexpr int length = N, warps = NW;
+    static constexpr axis ax = A;
+    static constexpr int slice = A == axis::rows ? N / NW : N;  // elements one warp covers
+    static constexpr int outer = slice / 16;
+    static constexpr int inner = A == axis::rows ? 2 : 4;
+    static_assert(slice % 16 == 0, "register vectors cover 16-element slices per warp");
+
+    T d[outer][inner];
+
+    // The vector index of element (o, k) held by this lane.
+    __device__ static __forceinline__ int index_of(int o, int k) {
+        if constexpr (A == axis::rows)
+            return warp_id() * slice + o * 16 + lane_id() / 4 + 8 * k;
+        else
+            return o * 16 + 2 * (lane_id() % 4) + (k & 1) + 8 * (k >> 1);
+    }
+};
+
+}  // namespace tc

@@ -1,0 +1,243 @@
+"""Offline CUDA compilation (no GPU, no driver): NVRTC from the PyPI wheels, or nvcc.
+
+Every compile runs in a child process: NVRTC 13.0 once segfaulted on a wgmma kernel (../shared/DESIGN.md),
+and a compiler crash must reach the caller as an exception, never take its process down. The result is a
+cubin plus the resource report ptxas prints (registers, shared memory, stack frame, spills) and, on demand,
+the SASS (cuobjdump, which needs nvdisasm: both ship as wheels).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HEADERS = Path(__file__).parent / "include"
+TARGETS = ("sm_80", "sm_90a")
+TIMEOUT_S = 300
+
+
+class CompileError(RuntimeError):
+    """The compiler rejected the source; the message carries its log."""
+
+
+class CompilerCrash(RuntimeError):
+    """The compiler process died (signal, timeout) instead of answering."""
+
+
+@dataclass
+class Resources:
+    registers: int = 0
+    shared_static: int = 0     # bytes declared __shared__ (dynamic shared memory comes on top, at launch)
+    stack_frame: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    barriers: int = 0
+
+    @property
+    def spills(self) -> int:
+        return self.spill_stores + self.spill_loads
+
+
+@dataclass
+class Compiled:
+    target: str
+    compiler: str
+    cubin: bytes
+    log: str
+    resources: dict[str, Resources] = field(default_factory=dict)  # per kernel (mangled) name
+
+    def sass(self) -> str:
+        """The cubin's machine code, disassembled."""
+        return disassemble(self.cubin)
+
+
+# ---- where the tools are ------------------------------------------------------------------------------------
+
+def _wheel_dirs(sub: str) -> list[Path]:
+    """nvidia/cu13/<sub> folders of the installed NVIDIA wheels (a namespace package)."""
+    try:
+        import nvidia
+    except ImportError:
+        return []
+    return [Path(p) / "cu13" / sub for p in getattr(nvidia, "__path__", []) if (Path(p) / "cu13" / sub).is_dir()]
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_include() -> Path:
+    """A folder with cuda_bf16.h: TILES_CUDA_INCLUDE, the nvidia-cuda-runtime wheel, or a CUDA toolkit."""
+    cands = [os.environ.get("TILES_CUDA_INCLUDE")] + [str(p) for p in _wheel_dirs("include")]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            cands.append(os.path.join(os.environ[var], "include"))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cands.append(str(Path(os.path.realpath(nvcc)).parent.parent / "include"))
+    cands.append("/usr/local/cuda/include")
+    for c in cands:
+        if c and (Path(c) / "cuda_bf16.h").is_file():
+            return Path(c)
+    raise CompileError("no CUDA headers (cuda_bf16.h) found: install the nvidia-cuda-runtime wheel "
+                       "(pip install 'tiles[toolchains]'), or set TILES_CUDA_INCLUDE or CUDA_HOME")
+
+
+def _tool(name: str) -> str | None:
+    for d in _wheel_dirs("bin"):
+        if (d / name).is_file():
+            return str(d / name)
+    return shutil.which(name)
+
+
+def available(compiler: str = "nvrtc") -> str | None:
+    """None if `compiler` can run here, else why not."""
+    if compiler == "nvcc":
+        return None if shutil.which("nvcc") else "nvcc is not on the PATH"
+    try:
+        from cuda.bindings import nvrtc  # noqa: F401
+    except ImportError as e:
+        return f"cuda.bindings.nvrtc cannot be imported ({e}): pip install cuda-bindings nvidia-cuda-nvrtc"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def versions() -> dict:
+    """Compiler versions, part of every cache key."""
+    out = {}
+    try:
+        from cuda.bindings import nvrtc
+        _, major, minor = nvrtc.nvrtcVersion()
+        out["nvrtc"] = f"{major}.{minor}"
+    except Exception:  # noqa: BLE001 - absent NVRTC is reported by available()
+        pass
+    if shutil.which("nvcc"):
+        m = re.search(r"release (\S+),", subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout)
+        out["nvcc"] = m.group(1) if m else "?"
+    return out
+
+
+# ---- compiling -----------------------------------------------------------------------------------------------
+
+def options(target: str, compiler: str) -> list[str]:
+    if target not in TARGETS:
+        raise ValueError(f"unknown CUDA target {target!r}; known: {', '.join(TARGETS)}")
+    arch = target.removeprefix("sm_")
+    # -gencode, not -arch=sm_90a: with nvcc the shorthand adds a plain sm_90 pass that rejects wgmma/setmaxnreg
+    gen = [f"-gencode=arch=compute_{arch},code=sm_{arch}"] if compiler == "nvcc" else [f"-arch=sm_{arch}"]
+    return gen + ["-std=c++17", f"-I{HEADERS}", f"-I{cuda_include()}",
+                  "-Xptxas=-v" if compiler == "nvcc" else "--ptxas-options=-v"]
+
+
+def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple = (), name: str = "kernel.cu",
+            timeout: float = TIMEOUT_S) -> Compiled:
+    """Compile CUDA C++ to a cubin for `target` in a child process. Raises CompileError or CompilerCrash."""
+    why = available(compiler)
+    if why:
+        raise CompileError(why)
+    opts = options(target, compiler) + list(extra)
+    with tempfile.TemporaryDirectory(prefix="tiles-cuda-") as tmp:
+        src, out = Path(tmp) / name, Path(tmp) / "out.cubin"
+        src.write_text(source)
+        if compiler == "nvcc":
+            cmd = ["nvcc", "-cubin", *opts, "-o", str(out), str(src)]
+        else:
+            cmd = _worker_cmd() + [str(src), str(out), json.dumps(opts)]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CompilerCrash(f"{compiler} did not finish {name} for {target} within {timeout:.0f} s") from None
+        log = p.stdout + p.stderr
+        if p.returncode < 0:
+            sig = signal.Signals(-p.returncode).name
+            raise CompilerCrash(f"{compiler} crashed ({sig}) compiling {name} for {target}\n{log}")
+        if p.returncode != 0 or not out.is_file():
+            raise CompileError(f"{compiler} failed on {name} for {target}:\n{_source_context(log, source)}")
+        return Compiled(target, compiler, out.read_bytes(), log, parse_resources(log))
+
+
+def _worker_cmd() -> list[str]:
+    return [sys.executable, "-m", __name__]
+
+
+def _source_context(log: str, source: str) -> str:
+    """The log, with each reported line of the source quoted under it."""
+    lines, out = source.splitlines(), []
+    for ln in log.splitlines():
+        out.append(ln)
+        m = re.match(r".*?\((\d+)\): (error|catastrophic error)", ln)
+        if m and 0 < int(m.group(1)) <= len(lines):
+            out.append("    > " + lines[int(m.group(1)) - 1].strip())
+    return "\n".join(out)
+
+
+def parse_resources(log: str) -> dict[str, Resources]:
+    """ptxas -v's report, per function."""
+    res: dict[str, Resources] = {}
+    cur = None
+    for ln in log.splitlines():
+        m = re.search(r"(?:Function properties for|Compiling entry function) '?([\w$]+)'?", ln)
+        if m:
+            cur = res.setdefault(m.group(1), Resources())
+            continue
+        if cur is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", ln)
+        if m:
+            cur.stack_frame, cur.spill_stores, cur.spill_loads = map(int, m.groups())
+        m = re.search(r"Used (\d+) registers", ln)
+        if m:
+            cur.registers = int(m.group(1))
+            b = re.search(r"used (\d+) barriers", ln)
+            s = re.search(r"(\d+) bytes smem", ln)
+            cur.barriers = int(b.group(1)) if b else 0
+            cur.shared_static = int(s.group(1)) if s else 0
+    return res
+
+
+def disassemble(cubin: bytes) -> str:
+    cuobjdump = _tool("cuobjdump")
+    if cuobjdump is None:
+        raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    env = dict(os.environ)
+    nvdisasm = _tool("nvdisasm")
+    if nvdisasm:
+        env["PATH"] = str(Path(nvdisasm).parent) + os.pathsep + env.get("PATH", "")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        p = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"cuobjdump failed: {p.stderr.strip()}")
+    return p.stdout
+
+
+# ---- the NVRTC worker (runs in the child) ----------------------------------------------------------------------
+
+def _nvrtc_main(src_path: str, out_path: str, opts_json: str) -> int:
+    from cuda.bindings import nvrtc
+
+    src = Path(src_path).read_bytes()
+    opts = [o.encode() for o in json.loads(opts_json)]
+    err, prog = nvrtc.nvrtcCreateProgram(src, Path(src_path).name.encode(), 0, [], [])
+    (rc,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * n
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    sys.stdout.write(log.rstrip(b"\x00 ").decode(errors="replace"))
+    if rc != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        return 1
+    _, n = nvrtc.nvrtcGetCUBINSize(prog)
+    cubin = b" " * n
+    nvrtc.nvrtcGetCUBIN(prog, cubin)
+    Path(out_path).write_bytes(cubin)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_nvrtc_main(*sys.argv[1:4]))
