@@ -1,0 +1,92 @@
+// tiles_metal/maps.h - element-wise ops. On register tiles they run on each lane's own thread_elements(): the
+// result does not depend on which element a lane holds, because the same function is applied to every element
+// and the operands of a binary map have the same matrix type, hence the same (if undocumented) layout.
+#pragma once
+#include "scratch.h"
+
+namespace tiles_metal {
+
+template <typename T, int R, int C>
+inline void fill(thread rt<T, R, C>& dst, float value) {
+    for (int i = 0; i < R / BASE; ++i)
+        for (int j = 0; j < C / BASE; ++j) dst.m[i][j] = make_filled_simdgroup_matrix<T, BASE, BASE>(T(value));
+}
+
+template <typename T, int R, int C>
+inline void zero(thread rt<T, R, C>& dst) {
+    fill(dst, 0.0f);
+}
+
+template <typename T, int N>
+inline void fill(thread rv<T, N>& dst, float value) {
+    for (int i = 0; i < N; ++i) dst.v[i] = T(value);
+}
+
+template <typename T, int N>
+inline void zero(thread rv<T, N>& dst) {
+    fill(dst, 0.0f);
+}
+
+// dst = op(src)
+template <typename Op, typename T, int R, int C>
+inline void map(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src) {
+    const Op op;
+    for (int i = 0; i < R / BASE; ++i) {
+        for (int j = 0; j < C / BASE; ++j) {
+            vec<T, 2> x = src.m[i][j].thread_elements();
+            dst.m[i][j].thread_elements() = vec<T, 2>(op(x[0]), op(x[1]));
+        }
+    }
+}
+
+// dst = op(a, b), b a tile of the same type
+template <typename Op, typename T, int R, int C>
+inline void map(thread rt<T, R, C>& dst, const thread rt<T, R, C>& a, const thread rt<T, R, C>& b) {
+    const Op op;
+    for (int i = 0; i < R / BASE; ++i) {
+        for (int j = 0; j < C / BASE; ++j) {
+            vec<T, 2> x = a.m[i][j].thread_elements(), y = b.m[i][j].thread_elements();
+            dst.m[i][j].thread_elements() = vec<T, 2>(op(x[0], y[0]), op(x[1], y[1]));
+        }
+    }
+}
+
+// dst = op(a, s), s a scalar
+template <typename Op, typename T, int R, int C>
+inline void map(thread rt<T, R, C>& dst, const thread rt<T, R, C>& a, float s) {
+    const Op op;
+    const T y = T(s);
+    for (int i = 0; i < R / BASE; ++i) {
+        for (int j = 0; j < C / BASE; ++j) {
+            vec<T, 2> x = a.m[i][j].thread_elements();
+            dst.m[i][j].thread_elements() = vec<T, 2>(op(x[0], y), op(x[1], y));
+        }
+    }
+}
+
+// Register vectors are plain per-lane arrays: any element types mix, computed in float, rounded to dst's type.
+template <typename Op, typename T, typename U, int N>
+inline void map(thread rv<T, N>& dst, const thread rv<U, N>& src) {
+    const Op op;
+    for (int i = 0; i < N; ++i) dst.v[i] = T(op(float(src.v[i])));
+}
+
+template <typename Op, typename T, typename U, typename V, int N>
+inline void map(thread rv<T, N>& dst, const thread rv<U, N>& a, const thread rv<V, N>& b) {
+    const Op op;
+    for (int i = 0; i < N; ++i) dst.v[i] = T(op(float(a.v[i]), float(b.v[i])));
+}
+
+template <typename Op, typename T, typename U, int N>
+inline void map(thread rv<T, N>& dst, const thread rv<U, N>& a, float s) {
+    const Op op;
+    for (int i = 0; i < N; ++i) dst.v[i] = T(op(float(a.v[i]), s));
+}
+
+// A register vector converted to another element type.
+template <typename T, typename U, int N>
+inline void convert(thread rv<T, N>& dst, const thread rv<U, N>& src) {
+    for (int i = 0; i < N; ++i) dst.v[i] = T(float(src.v[i]));
+}
+
+}  // namespace tiles_metal

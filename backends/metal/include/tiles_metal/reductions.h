@@ -1,0 +1,156 @@
+// tiles_metal/reductions.h - row/column reductions, row/column broadcasts and masks. They need element positions,
+// so they go through the per-simdgroup scratch (see scratch.h); partial results are combined with simd shuffles.
+#pragma once
+#include "scratch.h"
+
+namespace tiles_metal {
+
+// dst[r] = op over the row r of src (the simdgroup's rows), combined with acc[r] when has_acc.
+template <typename Op, typename V, typename W, typename T, int R, int C>
+inline void row_reduce(thread rv<V, R>& dst, const thread rt<T, R, C>& src, const thread rv<W, R>& acc, bool has_acc,
+                       const thread block& b) {
+    const Op op;
+    threadgroup T* s = scratch_as<T>(b) + 2 * b.lane;
+    for (int i = 0; i < R / BASE; ++i) {
+        float part = identity<Op>::value();
+        for (int j = 0; j < C / BASE; ++j) {
+            to_scratch(src.m[i][j], b);
+            part = op(part, op(float(s[0]), float(s[1])));
+            release_scratch();
+        }
+        // the four lanes of a scratch row hold its partials: lanes 4r .. 4r+3
+        part = op(part, simd_shuffle_xor(part, ushort(1)));
+        part = op(part, simd_shuffle_xor(part, ushort(2)));
+        for (int r = 0; r < BASE; ++r) {
+            const float x = simd_shuffle(part, ushort(4 * r));
+            dst.v[i * BASE + r] = V(has_acc ? op(float(acc.v[i * BASE + r]), x) : x);
+        }
+    }
+}
+
+template <typename Op, typename V, typename T, int R, int C>
+inline void row_reduce(thread rv<V, R>& dst, const thread rt<T, R, C>& src, const thread block& b) {
+    row_reduce<Op>(dst, src, dst, false, b);
+}
+
+template <typename Op, typename V, typename W, typename T, int R, int C>
+inline void row_reduce(thread rv<V, R>& dst, const thread rt<T, R, C>& src, const thread rv<W, R>& acc,
+                       const thread block& b) {
+    row_reduce<Op>(dst, src, acc, true, b);
+}
+
+// dst[c] = op over the column c of src, over all the block's rows: each simdgroup reduces its own rows, then the
+// simdgroups combine through `exchange` (nsg * C floats of threadgroup memory). Called by the whole threadgroup.
+template <typename Op, typename V, typename W, typename T, int R, int C>
+inline void col_reduce(thread rv<V, C>& dst, const thread rt<T, R, C>& src, const thread rv<W, C>& acc, bool has_acc,
+                       threadgroup float* exchange, const thread block& b) {
+    const Op op;
+    threadgroup T* s = scratch_as<T>(b) + 2 * b.lane;
+    for (int j = 0; j < C / BASE; ++j) {
+        float p0 = identity<Op>::value(), p1 = p0;
+        for (int i = 0; i < R / BASE; ++i) {
+            to_scratch(src.m[i][j], b);
+            p0 = op(p0, float(s[0]));
+            p1 = op(p1, float(s[1]));
+            release_scratch();
+        }
+        // lanes with the same lane % 4 hold the same two columns: combine over the eight rows
+        for (ushort d = 4; d < SIMD; d *= 2) {
+            p0 = op(p0, simd_shuffle_xor(p0, d));
+            p1 = op(p1, simd_shuffle_xor(p1, d));
+        }
+        if (b.lane < 4) {
+            exchange[b.sg * C + j * BASE + 2 * b.lane] = p0;
+            exchange[b.sg * C + j * BASE + 2 * b.lane + 1] = p1;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int nsg = b.nthreads / SIMD;
+    for (int c = 0; c < C; ++c) {
+        float x = exchange[c];
+        for (int g = 1; g < nsg; ++g) x = op(x, exchange[g * C + c]);
+        dst.v[c] = V(has_acc ? op(float(acc.v[c]), x) : x);
+    }
+    // the exchange may be reused by the next reduction only after every thread has read it
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+
+template <typename Op, typename V, typename T, int R, int C>
+inline void col_reduce(thread rv<V, C>& dst, const thread rt<T, R, C>& src, threadgroup float* exchange,
+                       const thread block& b) {
+    col_reduce<Op>(dst, src, dst, false, exchange, b);
+}
+
+template <typename Op, typename V, typename W, typename T, int R, int C>
+inline void col_reduce(thread rv<V, C>& dst, const thread rt<T, R, C>& src, const thread rv<W, C>& acc,
+                       threadgroup float* exchange, const thread block& b) {
+    col_reduce<Op>(dst, src, acc, true, exchange, b);
+}
+
+// Positional functors for map_positions.
+template <typename Op, typename V>
+struct with_row {
+    const thread V* v;
+    float operator()(float x, int r, int) const { return Op()(x, float(v[r])); }
+};
+
+template <typename Op, typename V>
+struct with_col {
+    const thread V* v;
+    float operator()(float x, int, int c) const { return Op()(x, float(v[c])); }
+};
+
+// keep (r, c) where col0 + c <= row0 + r, else fill
+struct causal {
+    int row0, col0;
+    float fill;
+    float operator()(float x, int r, int c) const { return col0 + c <= row0 + r ? x : fill; }
+};
+
+// keep (r, c) where row0 + r < rows and c < cols, else fill (row0: the simdgroup's first row in the block tile)
+struct in_bounds {
+    int row0, rows, cols;
+    float fill;
+    float operator()(float x, int r, int c) const { return (row0 + r < rows && c < cols) ? x : fill; }
+};
+
+// dst = op(src[r, c], v[r])
+template <typename Op, typename T, typename V, int R, int C>
+inline void broadcast_row(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src, const thread rv<V, R>& v,
+                          const thread block& b) {
+    with_row<Op, V> f;
+    f.v = v.v;
+    map_positions(dst, src, f, b);
+}
+
+// dst = op(src[r, c], v[c])
+template <typename Op, typename T, typename V, int R, int C>
+inline void broadcast_col(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src, const thread rv<V, C>& v,
+                          const thread block& b) {
+    with_col<Op, V> f;
+    f.v = v.v;
+    map_positions(dst, src, f, b);
+}
+
+template <typename T, int R, int C>
+inline void causal_mask(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src, int row0, int col0, float fill,
+                        const thread block& b) {
+    causal f;
+    f.row0 = row0;
+    f.col0 = col0;
+    f.fill = fill;
+    map_positions(dst, src, f, b);
+}
+
+template <typename T, int R, int C>
+inline void bounds_mask(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src, int row0, int rows, int cols,
+                        float fill, const thread block& b) {
+    in_bounds f;
+    f.row0 = row0;
+    f.rows = rows;
+    f.cols = cols;
+    f.fill = fill;
+    map_positions(dst, src, f, b);
+}
+
+}  // namespace tiles_metal
