@@ -1,0 +1,93 @@
+// tiles_cuda/sm90/common.cuh -- the pieces every Hopper (sm_90a) kernel of this library needs:
+// warpgroup identity, register reallocation, named barriers, mbarriers and proxy fences.
+#pragma once
+#include <cstdint>
+#include <cuda_bf16.h>
+
+namespace tiles::sm90 {
+
+using bf16 = __nv_bfloat16;
+using bf16x2 = __nv_bfloat162;
+
+constexpr int WARPGROUP_THREADS = 128;
+
+__device__ __forceinline__ int warpgroup_id() { return threadIdx.x / WARPGROUP_THREADS; }
+__device__ __forceinline__ int thread_in_warpgroup() { return threadIdx.x % WARPGROUP_THREADS; }
+__device__ __forceinline__ int warp_in_warpgroup() { return (threadIdx.x / 32) % 4; }
+__device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Register reallocation between warpgroups. Each warpgroup's role must be one branch of a single if/else
+// and the kernel must have a register cap at entry (__launch_bounds__(threads, 1)), or ptxas ignores it.
+template <int N> __device__ __forceinline__ void regs_release() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256);
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void regs_acquire() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256);
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// Named barrier over `threads` threads (a multiple of 32); id 0 is __syncthreads, so callers use 1..15.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- mbarriers: the semaphores TMA completes on and consumers hand stages back with ----
+
+struct mbarrier {
+    uint64_t word;
+
+    __device__ __forceinline__ void init(int arrivals) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(&word)), "r"(arrivals));
+    }
+    // One arrival that also announces `bytes` of TMA traffic the current phase must wait for.
+    __device__ __forceinline__ void arrive_expect_tx(uint32_t bytes) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(&word)), "r"(bytes)
+                     : "memory");
+    }
+    __device__ __forceinline__ void arrive() {
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(&word)) : "memory");
+    }
+    // Wait until the phase with this parity has completed. A fresh barrier counts its "previous" phase
+    // (parity 1) as complete, which is what lets a producer fill every stage once before waiting.
+    __device__ __forceinline__ void wait(uint32_t parity) {
+        asm volatile(
+            "{\n"
+            ".reg .pred done;\n"
+            "WAIT_%=:\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+            "@!done bra WAIT_%=;\n"
+            "}\n" ::"r"(smem_addr(&word)),
+            "r"(parity)
+            : "memory");
+    }
+};
+
+// Make mbarrier.init visible to the async proxy (TMA) before any copy signals the barrier.
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// Order this thread's generic-proxy shared-memory writes before later async-proxy accesses (TMA store, wgmma).
+__device__ __forceinline__ void fence_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    bf16x2 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+}  // namespace tiles::sm90

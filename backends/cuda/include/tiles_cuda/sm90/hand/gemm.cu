@@ -1,0 +1,131 @@
+// Hand-instantiated sm_90a GEMM written only against the tiles_cuda/sm90 headers, the way generated code uses
+// them: C[M, N] = A[M, K] @ B[K, N], bf16 in (row-major), f32 accumulation, bf16 or f32 out (row-major).
+//
+// Block tile 128 x BN x 64 over a persistent grid. Warpgroup 0 is the producer (one thread issues the TMA
+// copies into a STAGES-deep ring); warpgroups 1 and 2 are consumers, each owning 64 rows of the block tile and
+// issuing wgmma m64nBNk16 with A (K-major) and B (MN-major) from shared memory.
+#include "../sm90.cuh"
+
+using namespace tiles::sm90;
+
+namespace {
+
+constexpr int BM = 128, BK = 64, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS);
+constexpr int GROUP_M = 8;  // output tiles walked in column-major groups of 8 tile-rows, for L2 reuse of B
+
+template <int BN, int STAGES>
+struct gemm_smem {
+    st<bf16, BM, BK> a[STAGES];
+    st<bf16, BK, BN> b[STAGES];
+    stage_ring<STAGES> ring;
+};
+
+struct tile_coord {
+    int m, n;
+};
+__device__ __forceinline__ tile_coord tile_at(int t, int tiles_m, int tiles_n) {
+    int per_group = GROUP_M * tiles_n;
+    int first_m = (t / per_group) * GROUP_M;
+    int group_rows = min(tiles_m - first_m, GROUP_M);
+    int r = t % per_group;
+    return {first_m + r % group_rows, r / group_rows};
+}
+
+__device__ __forceinline__ void store_pair(bf16* p, float x, float y) {
+    *reinterpret_cast<bf16x2*>(p) = __floats2bfloat162_rn(x, y);
+}
+__device__ __forceinline__ void store_pair(float* p, float x, float y) { *reinterpret_cast<float2*>(p) = {x, y}; }
+
+template <int BN, int STAGES, typename OutT>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, OutT* c,
+                int M, int N, int K) {
+    extern __shared__ char smem_raw[];
+    auto& sm = *reinterpret_cast<gemm_smem<BN, STAGES>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~1023);
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_blocks = (K + BK - 1) / BK;
+    const int tiles = tiles_m * tiles_n;
+
+    if (threadIdx.x == 0) sm.ring.init(CONSUMERS * 4);
+    __syncthreads();
+
+    if (warpgroup_id() == 0) {
+        regs_release<40>();
+        if (threadIdx.x != 0) return;
+        tma_prefetch_map(&a_map);
+        tma_prefetch_map(&b_map);
+        stage_cursor<STAGES> cur;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            tile_coord tc = tile_at(t, tiles_m, tiles_n);
+            for (int kb = 0; kb < k_blocks; ++kb, cur.advance()) {
+                mbarrier& full = produce(sm.ring, cur, sizeof(sm.a[0]) + sizeof(sm.b[0]));
+                load_async(sm.a[cur.slot], &a_map, full, tc.m * BM, kb * BK);
+                load_async(sm.b[cur.slot], &b_map, full, kb * BK, tc.n * BN);
+            }
+        }
+    } else {
+        regs_acquire<232>();
+        const int row0 = 64 * (warpgroup_id() - 1);  // this consumer's rows inside the block tile
+        stage_cursor<STAGES> cur;
+        rt_acc<BN> acc;
+        zero(acc);
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            tile_coord tc = tile_at(t, tiles_m, tiles_n);
+            int prev = -1;
+            for (int kb = 0; kb < k_blocks; ++kb, cur.advance()) {
+                consume(sm.ring, cur);
+                mma_AB(acc, sm.a[cur.slot], row0, sm.b[cur.slot], kb > 0);
+                // Keep one group in flight: the previous block's wgmma is done, its slot may be refilled.
+                mma_wait<1>();
+                if (prev >= 0) release(sm.ring, prev);
+                prev = cur.slot;
+            }
+            mma_wait<0>();
+            fence_operands(acc);
+            release(sm.ring, prev);
+
+            const int r0 = tc.m * BM + row0, c0 = tc.n * BN;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                int col = c0 + rt_acc<BN>::col(j);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    int row = r0 + rt_acc<BN>::row(h);
+                    if (row < M && col < N)
+                        store_pair(c + size_t(row) * N + col, acc.d[4 * j + 2 * h], acc.d[4 * j + 2 * h + 1]);
+                }
+            }
+        }
+    }
+}
+
+template <int BN, int STAGES, typename OutT>
+const char* launch(const void* a, const void* b, void* c, int M, int N, int K, int sms, cudaStream_t stream) {
+    CUtensorMap a_map, b_map;
+    const uint64_t a_dims[2] = {uint64_t(K), uint64_t(M)}, a_strides[1] = {uint64_t(K) * 2};
+    const uint64_t b_dims[2] = {uint64_t(N), uint64_t(K)}, b_strides[1] = {uint64_t(N) * 2};
+    const uint32_t a_box[2] = {64, BM}, b_box[2] = {64, BK};
+    if (const char* e = make_tensor_map_bf16(&a_map, a, 2, a_dims, a_strides, a_box)) return e;
+    if (const char* e = make_tensor_map_bf16(&b_map, b, 2, b_dims, b_strides, b_box)) return e;
+    auto kernel = gemm_kernel<BN, STAGES, OutT>;
+    const int smem = sizeof(gemm_smem<BN, STAGES>) + 1024;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+        return "cudaFuncSetAttribute(max dynamic shared memory) failed";
+    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    kernel<<<min(tiles, sms), THREADS, smem, stream>>>(a_map, b_map, static_cast<OutT*>(c), M, N, K);
+    cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace
+
+// C = A @ B. A: M x K, B: K x N, C: M x N, all row-major and contiguous; c_f32 selects f32 output (else bf16).
+// Returns nullptr on success or a message. Needs K and N multiples of 8 (TMA: 16-byte row strides).
+extern "C" const char* tiles_sm90_gemm(const void* a, const void* b, void* c, int M, int N, int K, int c_f32,
+                                       int sms, cudaStream_t stream) {
+    if (M <= 0 || N <= 0 || K <= 0) return "gemm: M, N, K must be positive";
+    if (K % 8 || N % 8) return "gemm: K and N must be multiples of 8 (16-byte row strides for TMA)";
+    if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c)) % 16)
+        return "gemm: A, B and C must be 16-byte aligned";
+    return c_f32 ? launch<256, 4, float>(a, b, c, M, N, K, sms, stream)
+                 : launch<256, 4, bf16>(a, b, c, M, N, K, sms, stream);
+}

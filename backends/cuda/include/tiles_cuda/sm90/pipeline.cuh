@@ -1,0 +1,58 @@
+// tiles_cuda/sm90/pipeline.cuh -- the producer/consumer stage ring of a warp-specialized Hopper kernel.
+//
+// STAGES shared-memory slots, each guarded by two mbarriers: `full` completes when the producer's TMA bytes
+// have landed, `empty` when every consumer warp has finished reading the slot. Producer and consumers walk the
+// same sequence of slots; slot i of round r waits for parity r&1 (consumer, full) or (r&1)^1 (producer, empty),
+// so the producer's first round never waits.
+#pragma once
+#include "common.cuh"
+
+namespace tiles::sm90 {
+
+template <int STAGES>
+struct stage_ring {
+    mbarrier full[STAGES];
+    mbarrier empty[STAGES];
+
+    // One thread, before the block-wide sync that precedes the role split.
+    __device__ void init(int consumer_warps) {
+        for (int s = 0; s < STAGES; ++s) {
+            full[s].init(1);
+            empty[s].init(consumer_warps);
+        }
+        fence_barrier_init();
+    }
+};
+
+// Position in the ring: which slot, and the parity of the round we are in.
+template <int STAGES>
+struct stage_cursor {
+    int slot = 0;
+    uint32_t phase = 0;
+    __device__ __forceinline__ void advance() {
+        if (++slot == STAGES) {
+            slot = 0;
+            phase ^= 1;
+        }
+    }
+};
+
+// Producer side: wait for the slot to be free, then announce the bytes the TMA copies into it will bring.
+template <int STAGES>
+__device__ __forceinline__ mbarrier& produce(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& c, uint32_t bytes) {
+    ring.empty[c.slot].wait(c.phase ^ 1);
+    ring.full[c.slot].arrive_expect_tx(bytes);
+    return ring.full[c.slot];
+}
+// Consumer side: wait for the slot's data.
+template <int STAGES>
+__device__ __forceinline__ void consume(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& c) {
+    ring.full[c.slot].wait(c.phase);
+}
+// Consumer side, once per warp: the slot may be overwritten (all reads of it, wgmma included, are complete).
+template <int STAGES>
+__device__ __forceinline__ void release(stage_ring<STAGES>& ring, int slot) {
+    if (lane_id() == 0) ring.empty[slot].arrive();
+}
+
+}  // namespace tiles::sm90
