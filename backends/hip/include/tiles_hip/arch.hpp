@@ -1,0 +1,276 @@
+// tiles_hip/arch.hpp: the ONE layer where CDNA-only instructions appear.
+//
+// Every function here has two bodies: the device one (clang AMDGPU builtins) and, under TILES_EMU,
+// a C++ equivalent over tiles/emu/include/hip_emu.h, where every lane is a fiber and waves are real
+// collectives. The rest of the library is written once over these functions, so the CPU executes the
+// same tile logic (layouts, swizzles, wait counts, barriers) that the GPU does.
+#pragma once
+#include <stdint.h>
+
+#if defined(TILES_EMU)
+#include "hip_emu.h"
+#define TILES_DEV inline
+#else
+#define TILES_DEV __device__ inline __attribute__((always_inline))
+#endif
+#define TILES_UNROLL _Pragma("unroll")
+
+#if defined(__gfx950__) || (defined(TILES_EMU) && TILES_EMU_GFX == 950)
+#define TILES_GFX950 1
+#endif
+
+namespace tiles_hip {
+typedef __bf16 bf16;
+typedef _Float16 f16;
+struct fp8e4m3 { uint8_t bits; };
+struct fp8e5m2 { uint8_t bits; };
+
+namespace arch {
+constexpr int WAVE = 64;
+#if defined(TILES_GFX950)
+constexpr int LDS_BYTES = 160 * 1024, LDS_BANKS = 64, DIRECT_LDS_BYTES = 16;
+#else
+constexpr int LDS_BYTES = 64 * 1024, LDS_BANKS = 32, DIRECT_LDS_BYTES = 4;
+#endif
+
+// ---------------------------------------------------------------- ids and synchronization
+#if defined(TILES_EMU)
+TILES_DEV int thread_id() { return hip_emu::thread_id(); }
+TILES_DEV int block_id(int axis) { return hip_emu::block_id(axis); }
+TILES_DEV void barrier() { hip_emu::barrier(); }
+TILES_DEV void wave_barrier() { hip_emu::wave_barrier(); }
+TILES_DEV uint8_t* lds_base() { return hip_emu::lds_base(); }
+#else
+TILES_DEV int thread_id() { return __builtin_amdgcn_workitem_id_x(); }
+TILES_DEV int block_id(int axis) {
+  return axis == 0 ? __builtin_amdgcn_workgroup_id_x()
+       : axis == 1 ? __builtin_amdgcn_workgroup_id_y() : __builtin_amdgcn_workgroup_id_z();
+}
+// LDS writes of this wave become visible to the workgroup, then every wave meets.
+TILES_DEV void barrier() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+// A wave runs its lanes in lockstep: this only stops the compiler moving memory ops across it.
+TILES_DEV void wave_barrier() { __builtin_amdgcn_wave_barrier(); }
+TILES_DEV uint8_t* lds_base() {
+  extern __shared__ uint8_t tiles_lds[];
+  return tiles_lds;
+}
+#endif
+TILES_DEV int lane_id() { return thread_id() % WAVE; }
+TILES_DEV int wave_id() { return thread_id() / WAVE; }
+
+// ---------------------------------------------------------------- scheduling hints (no CPU meaning)
+// s_waitcnt immediates for gfx9: vmcnt bits [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8].
+constexpr int waitcnt_imm(int vm, int lgkm) {
+  return (vm & 15) | ((vm >> 4) << 14) | (7 << 4) | ((lgkm & 15) << 8);
+}
+template <int VM, int LGKM> TILES_DEV void waitcnt() {
+  static_assert(VM >= 0 && VM < 64 && LGKM >= 0 && LGKM < 16, "s_waitcnt counter out of range");
+#if !defined(TILES_EMU)
+  __builtin_amdgcn_s_waitcnt(waitcnt_imm(VM, LGKM));
+#endif
+}
+template <int P> TILES_DEV void setprio() {
+#if !defined(TILES_EMU)
+  __builtin_amdgcn_s_setprio(P);
+#endif
+}
+// sched_group_barrier masks (LLVM AMDGPU): which instruction class a scheduling group takes.
+enum sched : int { SCHED_VALU = 0x2, SCHED_MFMA = 0x8, SCHED_VMEM_READ = 0x20, SCHED_DS_READ = 0x100,
+                   SCHED_DS_WRITE = 0x200 };
+template <int MASK, int N, int GROUP> TILES_DEV void sched_group() {
+#if !defined(TILES_EMU)
+  __builtin_amdgcn_sched_group_barrier(MASK, N, GROUP);
+#endif
+}
+
+// ---------------------------------------------------------------- cross-lane
+// ds_bpermute: every lane reads `v` of lane `src` (a gather within the wave).
+TILES_DEV uint32_t shfl(uint32_t v, int src) {
+#if defined(TILES_EMU)
+  return hip_emu::shfl(v, src);
+#else
+  return (uint32_t)__builtin_amdgcn_ds_bpermute(src * 4, (int)v);
+#endif
+}
+// The butterfly partner of step `M` in a reduction: DPP quad_perm for 1 and 2, row_half_mirror and
+// row_mirror for 4 and 8 (mirrors pair the same groups as xor once the smaller steps are done),
+// ds_bpermute for 16 and 32. The CPU path takes the same partner, so sums add in the same order.
+template <int M> constexpr int partner(int lane) {
+  return M == 4 ? (lane & ~7) | (7 - (lane & 7)) : M == 8 ? (lane & ~15) | (15 - (lane & 15)) : lane ^ M;
+}
+template <int M> TILES_DEV uint32_t butterfly(uint32_t v) {
+  static_assert(M == 1 || M == 2 || M == 4 || M == 8 || M == 16 || M == 32, "butterfly step");
+#if defined(TILES_EMU)
+  return hip_emu::shfl(v, partner<M>(lane_id()));
+#else
+  constexpr int ctrl = M == 1 ? 0xB1 : M == 2 ? 0x4E : M == 4 ? 0x141 : 0x140;  // quad_perm / mirrors
+  if constexpr (M <= 8) return (uint32_t)__builtin_amdgcn_mov_dpp((int)v, ctrl, 0xF, 0xF, false);
+  else return (uint32_t)__builtin_amdgcn_ds_bpermute((lane_id() ^ M) * 4, (int)v);
+#endif
+}
+
+// ---------------------------------------------------------------- global memory
+// A buffer resource: base, size in bytes; loads past the size return 0, stores past it are dropped.
+// That is how tiles implements "elements past the end of a global read as 0".
+struct buffer {
+#if defined(TILES_EMU)
+  const uint8_t* base;
+  uint32_t bytes;
+#else
+  __amdgpu_buffer_rsrc_t rsrc;
+#endif
+};
+constexpr uint32_t OOB = 0x80000000u;  // an offset no buffer reaches: the lane's access is dropped
+TILES_DEV buffer make_buffer(const void* p, uint32_t bytes) {
+#if defined(TILES_EMU)
+  return buffer{(const uint8_t*)p, bytes};
+#else
+  // dword 3 = 0x00020000: raw buffer, 32-bit data format, the CDNA default for untyped access
+  return buffer{__builtin_amdgcn_make_buffer_rsrc((void*)p, 0, (int)bytes, 0x00020000)};
+#endif
+}
+// N bytes (4, 8 or 16) at byte offset `off`; 0 where off + N is past the buffer.
+template <int N> struct bytes_t { uint32_t w[N / 4]; };
+template <int N> TILES_DEV bytes_t<N> buffer_load(buffer b, uint32_t off) {
+  bytes_t<N> r;
+#if defined(TILES_EMU)
+  for (int i = 0; i < N / 4; ++i) r.w[i] = hip_emu::load_u32(b.base, b.bytes, off + 4 * i);
+#else
+  if constexpr (N == 4) r.w[0] = __builtin_amdgcn_raw_buffer_load_b32(b.rsrc, off, 0, 0);
+  else if constexpr (N == 8) __builtin_memcpy(&r, &(const uint32_t __attribute__((ext_vector_type(2)))&)
+                                              __builtin_amdgcn_raw_buffer_load_b64(b.rsrc, off, 0, 0), 8);
+  else {
+    auto v = __builtin_amdgcn_raw_buffer_load_b128(b.rsrc, off, 0, 0);
+    __builtin_memcpy(&r, &v, 16);
+  }
+#endif
+  return r;
+}
+TILES_DEV uint16_t buffer_load_u16(buffer b, uint32_t off) {
+#if defined(TILES_EMU)
+  return hip_emu::load_u16(b.base, b.bytes, off);
+#else
+  return __builtin_amdgcn_raw_buffer_load_b16(b.rsrc, off, 0, 0);
+#endif
+}
+TILES_DEV uint8_t buffer_load_u8(buffer b, uint32_t off) {
+#if defined(TILES_EMU)
+  return hip_emu::load_u8(b.base, b.bytes, off);
+#else
+  return __builtin_amdgcn_raw_buffer_load_b8(b.rsrc, off, 0, 0);
+#endif
+}
+TILES_DEV void buffer_store_u32(buffer b, uint32_t off, uint32_t v) {
+#if defined(TILES_EMU)
+  hip_emu::store_u32(b.base, b.bytes, off, v);
+#else
+  __builtin_amdgcn_raw_buffer_store_b32(v, b.rsrc, off, 0, 0);
+#endif
+}
+TILES_DEV void buffer_store_u16(buffer b, uint32_t off, uint16_t v) {
+#if defined(TILES_EMU)
+  hip_emu::store_u16(b.base, b.bytes, off, v);
+#else
+  __builtin_amdgcn_raw_buffer_store_b16(v, b.rsrc, off, 0, 0);
+#endif
+}
+TILES_DEV void buffer_store_u8(buffer b, uint32_t off, uint8_t v) {
+#if defined(TILES_EMU)
+  hip_emu::store_u8(b.base, b.bytes, off, v);
+#else
+  __builtin_amdgcn_raw_buffer_store_b8(v, b.rsrc, off, 0, 0);
+#endif
+}
+// Global -> LDS without registers: the wave writes DIRECT_LDS_BYTES per lane, lane i at
+// lds + i * DIRECT_LDS_BYTES (consecutive), each lane reading its own global offset. So a
+// swizzled shared tile is filled by applying the swizzle to the global side.
+TILES_DEV void buffer_load_lds(buffer b, uint32_t off, uint8_t* lds_wave_base) {
+#if defined(TILES_EMU)
+  uint8_t* dst = lds_wave_base + lane_id() * DIRECT_LDS_BYTES;
+  for (int i = 0; i < DIRECT_LDS_BYTES / 4; ++i) {
+    uint32_t w = hip_emu::load_u32(b.base, b.bytes, off == OOB ? OOB : off + 4 * i);
+    __builtin_memcpy(dst + 4 * i, &w, 4);
+  }
+#else
+  __builtin_amdgcn_raw_ptr_buffer_load_lds(b.rsrc, (__attribute__((address_space(3))) void*)lds_wave_base,
+                                           DIRECT_LDS_BYTES, off, 0, 0, 0);
+#endif
+}
+TILES_DEV void atomic_add(float* p, float v) {
+#if defined(TILES_EMU)
+  hip_emu::atomic_add_f32(p, v);
+#else
+  __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+}  // namespace arch
+}  // namespace tiles_hip
+
+// ---------------------------------------------------------------- MFMA
+// One matrix-core instruction per (shape, input type, arch); the lane layouts of the operands are
+// in tiles/targets.py and in layout.hpp (the same formulas). On the CPU, the engine computes D from
+// those maps (hip_emu::mfma), so a layout bug in this library shows as a wrong number there too.
+namespace tiles_hip::arch {
+typedef float f32x4 __attribute__((ext_vector_type(4)));
+typedef float f32x16 __attribute__((ext_vector_type(16)));
+
+template <int M, int K, class T> struct mfma_op;  // M x M x K, inputs T, f32 accumulate
+
+#if defined(TILES_EMU)
+template <int M, int K, class T> struct mfma_op {
+  static constexpr int E_IN = M * K / 64, E_ACC = M * M / 64;
+  static void run(const T* a, const T* b, float* c) { hip_emu::mfma<T>(M, K, a, b, c); }
+};
+#else
+template <class V, class T, int N> TILES_DEV V pack(const T* x) {
+  V v;
+  __builtin_memcpy(&v, x, sizeof(T) * N);
+  return v;
+}
+#define TILES_MFMA(M_, K_, T_, IN_T, IN_N, ACC_T, CALL)                                     \
+  template <> struct mfma_op<M_, K_, T_> {                                                  \
+    static constexpr int E_IN = M_ * K_ / 64, E_ACC = M_ * M_ / 64;                         \
+    TILES_DEV static void run(const T_* a, const T_* b, float* c) {                         \
+      typedef IN_T in_t __attribute__((ext_vector_type(IN_N)));                             \
+      in_t va = pack<in_t, T_, E_IN>(a), vb = pack<in_t, T_, E_IN>(b);                      \
+      ACC_T vc = pack<ACC_T, float, E_ACC>(c);                                              \
+      vc = CALL(va, vb, vc, 0, 0, 0);                                                       \
+      __builtin_memcpy(c, &vc, sizeof(float) * E_ACC);                                      \
+    }                                                                                       \
+  };
+#define TILES_MFMA8(M_, K_, T_, ACC_T, CALL)                                                \
+  template <> struct mfma_op<M_, K_, T_> {                                                  \
+    static constexpr int E_IN = M_ * K_ / 64, E_ACC = M_ * M_ / 64;                         \
+    TILES_DEV static void run(const T_* a, const T_* b, float* c) {                         \
+      long va, vb;                                                                          \
+      __builtin_memcpy(&va, a, 8);                                                          \
+      __builtin_memcpy(&vb, b, 8);                                                          \
+      ACC_T vc = pack<ACC_T, float, E_ACC>(c);                                              \
+      vc = CALL(va, vb, vc, 0, 0, 0);                                                       \
+      __builtin_memcpy(c, &vc, sizeof(float) * E_ACC);                                      \
+    }                                                                                       \
+  };
+// CDNA3 (and CDNA4): K = 16 / 8 for 16-bit inputs, 32 / 16 for fp8.
+TILES_MFMA(16, 16, bf16, short, 4, f32x4, __builtin_amdgcn_mfma_f32_16x16x16bf16_1k)
+TILES_MFMA(32, 8, bf16, short, 4, f32x16, __builtin_amdgcn_mfma_f32_32x32x8bf16_1k)
+TILES_MFMA(16, 16, f16, _Float16, 4, f32x4, __builtin_amdgcn_mfma_f32_16x16x16f16)
+TILES_MFMA(32, 8, f16, _Float16, 4, f32x16, __builtin_amdgcn_mfma_f32_32x32x8f16)
+TILES_MFMA8(16, 32, fp8e4m3, f32x4, __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8)
+TILES_MFMA8(16, 32, fp8e5m2, f32x4, __builtin_amdgcn_mfma_f32_16x16x32_bf8_bf8)
+TILES_MFMA8(32, 16, fp8e4m3, f32x16, __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8)
+TILES_MFMA8(32, 16, fp8e5m2, f32x16, __builtin_amdgcn_mfma_f32_32x32x16_bf8_bf8)
+#if defined(TILES_GFX950)
+// CDNA4 doubles K for 16-bit inputs.
+TILES_MFMA(16, 32, bf16, __bf16, 8, f32x4, __builtin_amdgcn_mfma_f32_16x16x32_bf16)
+TILES_MFMA(32, 16, bf16, __bf16, 8, f32x16, __builtin_amdgcn_mfma_f32_32x32x16_bf16)
+TILES_MFMA(16, 32, f16, _Float16, 8, f32x4, __builtin_amdgcn_mfma_f32_16x16x32_f16)
+TILES_MFMA(32, 16, f16, _Float16, 8, f32x16, __builtin_amdgcn_mfma_f32_32x32x16_f16)
+#endif
+#undef TILES_MFMA
+#undef TILES_MFMA8
+#endif
+}  // namespace tiles_hip::arch

@@ -1,0 +1,167 @@
+// tiles_hip/global.hpp: global arrays and the moves between global, LDS and registers.
+//
+// Every global access goes through a buffer resource, whose range check makes "past the end reads 0,
+// is not written" free: a lane whose element is outside the array's rows or columns uses an offset
+// no buffer reaches (arch::OOB). Offsets are 32-bit: the runtime rejects arrays of 2 GiB or more.
+#pragma once
+#include "layout.hpp"
+#include "shared.hpp"
+
+namespace tiles_hip {
+template <class T> struct gl {
+  T* ptr;
+  int batch, depth, rows, cols;  // the 4-D view (batch, depth, rows, cols); cols contiguous
+  int sb, sd, sr;                // strides of batch, depth, rows in elements
+  TILES_DEV uint32_t bytes() const {
+    return ((batch - 1) * sb + (depth - 1) * sd + (rows - 1) * sr + cols) * (uint32_t)sizeof(T);
+  }
+  TILES_DEV arch::buffer buffer() const { return arch::make_buffer(ptr, bytes()); }
+  // byte offset of (b, d, r, c), or OOB outside the rows and columns
+  TILES_DEV uint32_t offset(int b, int d, int r, int c) const {
+    if (r >= rows || c >= cols) return arch::OOB;
+    return (uint32_t)(b * sb + d * sd + r * sr + c) * (uint32_t)sizeof(T);
+  }
+};
+
+template <class T> TILES_DEV T load_elem(arch::buffer buf, uint32_t off) {
+  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(T, arch::buffer_load_u8(buf, off));
+  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, arch::buffer_load_u16(buf, off));
+  else return __builtin_bit_cast(T, arch::buffer_load<4>(buf, off).w[0]);
+}
+template <class T> TILES_DEV void store_elem(arch::buffer buf, uint32_t off, T x) {
+  if constexpr (sizeof(T) == 1) arch::buffer_store_u8(buf, off, __builtin_bit_cast(uint8_t, x));
+  else if constexpr (sizeof(T) == 2) arch::buffer_store_u16(buf, off, __builtin_bit_cast(uint16_t, x));
+  else arch::buffer_store_u32(buf, off, __builtin_bit_cast(uint32_t, x));
+}
+
+// ---------------------------------------------------------------- global <-> registers
+// (r0, c0): the block tile's first element; this wave's rows start wave_id * R below it.
+template <class T, int R, int C, class L, class G>
+TILES_DEV void load(rt<T, R, C, L>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
+  const arch::buffer buf = src.buffer();
+  const int lane = arch::lane_id();
+  r0 += arch::wave_id() * R;
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
+      const uint32_t off = src.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
+      dst.v[m][n][e] = convert<T>(load_elem<G>(buf, off));
+    }
+}
+template <class G, class T, int R, int C, class L>
+TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L>& src, int b, int d, int r0, int c0) {
+  const arch::buffer buf = dst.buffer();
+  const int lane = arch::lane_id();
+  r0 += arch::wave_id() * R;
+  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < src.E; ++e) {
+      const uint32_t off = dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
+      store_elem<G>(buf, off, convert<G>(src.v[m][n][e]));
+    }
+}
+// f32 atomic accumulation (the gradients of attention backward).
+template <class T, int R, int C, class L>
+TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L>& src, int b, int d, int r0, int c0) {
+  const int lane = arch::lane_id();
+  r0 += arch::wave_id() * R;
+  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < src.E; ++e) {
+      const uint32_t off = dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
+      if (off != arch::OOB) arch::atomic_add((float*)((uint8_t*)dst.ptr + off), cvt<T>::to(src.v[m][n][e]));
+    }
+}
+// Vectors run along the global's last dim: element i of a row vector is column c0 + (its row).
+// Each row's value is held by several lanes; the one whose element sits in fragment column 0 writes.
+template <class T, int N, class L, class G>
+TILES_DEV void load(rv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int c0) {
+  const arch::buffer buf = src.buffer();
+  const int lane = arch::lane_id();
+  c0 += arch::wave_id() * N;
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int e = 0; e < dst.E; ++e)
+    dst.v[m][e] = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + m * L::FR + L::row(lane, e))));
+}
+template <class G, class T, int N, class L>
+TILES_DEV void store(const gl<G>& dst, const rv<T, N, L>& src, int b, int d, int r, int c0) {
+  const arch::buffer buf = dst.buffer();
+  const int lane = arch::lane_id();
+  c0 += arch::wave_id() * N;
+  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int e = 0; e < src.E; ++e)
+    if (L::col(lane, e) == 0) store_elem<G>(buf, dst.offset(b, d, r, c0 + m * L::FR + L::row(lane, e)), convert<G>(src.v[m][e]));
+}
+template <class T, int N, class L, class G>
+TILES_DEV void load(cv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int c0) {
+  const arch::buffer buf = src.buffer();
+  const int lane = arch::lane_id();
+  TILES_UNROLL for (int n = 0; n < dst.FN; ++n) TILES_UNROLL for (int e = 0; e < dst.E; ++e)
+    dst.v[n][e] = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + n * L::FC + L::col(lane, e))));
+}
+template <class G, class T, int N, class L>
+TILES_DEV void store(const gl<G>& dst, const cv<T, N, L>& src, int b, int d, int r, int c0) {
+  const arch::buffer buf = dst.buffer();
+  const int lane = arch::lane_id();
+  if (arch::wave_id() != 0) return;  // every wave holds the whole vector
+  TILES_UNROLL for (int n = 0; n < src.FN; ++n) TILES_UNROLL for (int e = 0; e < src.E; ++e)
+    if (L::row(lane, e) == 0) store_elem<G>(buf, dst.offset(b, d, r, c0 + n * L::FC + L::col(lane, e)), convert<G>(src.v[n][e]));
+}
+
+// ---------------------------------------------------------------- global -> LDS
+// Cooperative over the block's WAVES waves. Two paths, chosen per launch (uniformly):
+//  direct: buffer_load ... lds, DIRECT_LDS_BYTES per lane with no registers in between; needs rows
+//          that are whole DIRECT_LDS_BYTES runs (cols and row stride multiples of it);
+//  staged: through registers, element by element where a run crosses the array's edge.
+template <int WAVES, class S> struct lds_load {
+  using T = typename S::dtype;
+  static constexpr int D = arch::DIRECT_LDS_BYTES, SPAN = 64 * D;
+  static constexpr bool DIRECT_FITS = S::BYTES % SPAN == 0 && D <= S::swz::GRANULE && S::ROW_BYTES % D == 0;
+  // vm instructions one wave issues per direct load (the fewest any wave issues): what s_waitcnt
+  // vmcnt may leave outstanding when later tiles are already in flight.
+  static constexpr int VM_OPS = DIRECT_FITS ? S::BYTES / SPAN / WAVES : 0;
+};
+template <int WAVES, class T, int R, int C, class SW, class G>
+TILES_DEV void load(const st<T, R, C, SW>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
+  static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
+  using S = st<T, R, C, SW>;
+  using LL = lds_load<WAVES, S>;
+  const arch::buffer buf = src.buffer();
+  const int lane = arch::lane_id(), w = arch::wave_id();
+  constexpr int V = LL::D / (int)sizeof(T);  // elements per lane per direct load
+  if (LL::DIRECT_FITS && src.cols % V == 0 && src.sr % V == 0) {
+    for (int span = w; span < S::BYTES / LL::SPAN; span += WAVES) {
+      const int p = span * LL::SPAN + lane * LL::D;  // the LDS byte this lane fills
+      const int r = p / S::ROW_BYTES, in_row = p % S::ROW_BYTES;
+      const int g = SW::unit(r, in_row / SW::GRANULE) * SW::GRANULE + in_row % SW::GRANULE;
+      arch::buffer_load_lds(buf, src.offset(b, d, r0 + r, c0 + g / (int)sizeof(T)), dst.base + span * LL::SPAN);
+    }
+    return;
+  }
+  constexpr int RUN = SW::GRANULE / (int)sizeof(T);  // elements per staged run
+  for (int i = arch::thread_id(); i < R * C / RUN; i += WAVES * 64) {
+    const int r = i / (C / RUN), c = i % (C / RUN) * RUN;
+    T run[RUN];
+    TILES_UNROLL for (int j = 0; j < RUN; ++j) run[j] = load_elem<T>(buf, src.offset(b, d, r0 + r, c0 + c + j));
+    __builtin_memcpy(&dst.at(r, c), run, sizeof(run));
+  }
+}
+template <int WAVES, class G, class T, int R, int C, class SW>
+TILES_DEV void store(const gl<G>& dst, const st<T, R, C, SW>& src, int b, int d, int r0, int c0) {
+  const arch::buffer buf = dst.buffer();
+  for (int i = arch::thread_id(); i < R * C; i += WAVES * 64)
+    store_elem<G>(buf, dst.offset(b, d, r0 + i / C, c0 + i % C), convert<G>(src.at(i / C, i % C)));
+}
+
+// ---------------------------------------------------------------- LDS <-> registers
+// Each wave moves its own rows (wave_id * R ..) of the block tile.
+template <class T, int R, int C, class L, class U, int SR, class SW>
+TILES_DEV void load(rt<T, R, C, L>& dst, const st<U, SR, C, SW>& src) {
+  const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < dst.E; ++e)
+      dst.v[m][n][e] = convert<T>(src.at(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e)));
+}
+template <class U, int SR, int C, class SW, class T, int R, class L>
+TILES_DEV void store(const st<U, SR, C, SW>& dst, const rt<T, R, C, L>& src) {
+  const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
+  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < src.E; ++e)
+      dst.at(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e)) = convert<U>(src.v[m][n][e]);
+}
+}  // namespace tiles_hip

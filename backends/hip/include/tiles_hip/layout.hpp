@@ -1,0 +1,58 @@
+// tiles_hip/layout.hpp: register-tile layouts. The MFMA shape is part of the type.
+//
+// A layout says where element e of lane l of one fragment sits (row, col), and back. The formulas
+// are those of tiles/targets.py (AMD's MFMA operand maps), so the CPU engine and this library agree
+// on one source of truth:
+//   acc<M>     the C/D operand of an M x M MFMA: lane l holds column l % M, rows in groups of 4
+//   opa<M, K>  the A operand of an M x M x K MFMA: lane l holds row l % M, K-run E*(l / M) .. +E-1
+//              (B uses the same map with rows and columns swapped; it is read from LDS, see mma.hpp)
+#pragma once
+#include "types.hpp"
+
+namespace tiles_hip {
+template <int M> struct acc {
+  static_assert(M == 16 || M == 32, "MFMA accumulators are 16x16 or 32x32");
+  static constexpr int FR = M, FC = M, E = M * M / 64, GROUPS = 64 / M;
+  TILES_DEV static constexpr int row(int l, int e) { return 4 * GROUPS * (e / 4) + 4 * (l / M) + e % 4; }
+  TILES_DEV static constexpr int col(int l, int) { return l % M; }
+  TILES_DEV static constexpr int lane_of(int r, int c) { return c + M * ((r / 4) % GROUPS); }
+  TILES_DEV static constexpr int e_of(int r, int) { return 4 * (r / (4 * GROUPS)) + r % 4; }
+  // lanes holding the same rows differ in lane bits [ROW_LO, ROW_HI); the same columns in [COL_LO, COL_HI)
+  static constexpr int ROW_LO = 1, ROW_HI = M, COL_LO = M, COL_HI = 64;
+  static constexpr bool ROW_BY_LANE = false, COL_BY_LANE = true;  // does (row / col) depend on the lane only?
+};
+
+template <int M, int K> struct opa {
+  static constexpr int FR = M, FC = K, E = M * K / 64;
+  TILES_DEV static constexpr int row(int l, int) { return l % M; }
+  TILES_DEV static constexpr int col(int l, int e) { return E * (l / M) + e; }
+  TILES_DEV static constexpr int lane_of(int r, int c) { return r + M * (c / E); }
+  TILES_DEV static constexpr int e_of(int, int c) { return c % E; }
+  static constexpr int ROW_LO = M, ROW_HI = 64, COL_LO = 1, COL_HI = M;
+  static constexpr bool ROW_BY_LANE = true, COL_BY_LANE = false;
+};
+
+// A register tile: the rows one wave owns (R = block rows / waves) by C columns.
+template <class T, int R, int C, class L> struct rt {
+  static_assert(R % L::FR == 0 && C % L::FC == 0, "register tile is not a whole number of fragments");
+  using dtype = T;
+  using layout = L;
+  static constexpr int ROWS = R, COLS = C, FM = R / L::FR, FN = C / L::FC, E = L::E;
+  T v[FM][FN][E];
+};
+// A row vector (one value per row of a tile of layout L, split over waves like its rows) and a column
+// vector (one per column, every wave holds all of it). Each lane keeps the values of the rows / columns
+// its E elements touch, so broadcasts are register-only.
+template <class T, int R, class L> struct rv {
+  using dtype = T;
+  using layout = L;
+  static constexpr int N = R, FM = R / L::FR, E = L::E;
+  T v[FM][E];
+};
+template <class T, int C, class L> struct cv {
+  using dtype = T;
+  using layout = L;
+  static constexpr int N = C, FN = C / L::FC, E = L::E;
+  T v[FN][E];
+};
+}  // namespace tiles_hip

@@ -1,0 +1,217 @@
+// tiles_hip/regs.hpp: register-tile ops: fills, maps, reductions, broadcasts, masks, conversions.
+// Every op is one lane's loop over its elements, plus wave shuffles where rows or columns span lanes.
+#pragma once
+#include "layout.hpp"
+
+namespace tiles_hip {
+// ---------------------------------------------------------------- fills and maps
+template <class X> TILES_DEV void fill(X& x, float value) {
+  auto* p = (typename X::dtype*)x.v;
+  constexpr int n = sizeof(x.v) / sizeof(*p);
+  TILES_UNROLL for (int i = 0; i < n; ++i) p[i] = cvt<typename X::dtype>::from(value);
+}
+template <class X> TILES_DEV void zero(X& x) { fill(x, 0.0f); }
+
+// dst[i] = f(a[i]) or f(a[i], b[i]) in f32, rounded once into dst's type. Same layout required.
+template <class D, class A, class F> TILES_DEV void map(D& dst, const A& a, F f) {
+  static_assert(sizeof(dst.v) / sizeof(typename D::dtype) == sizeof(a.v) / sizeof(typename A::dtype),
+                "operands differ in shape");
+  auto* pd = (typename D::dtype*)dst.v;
+  auto* pa = (const typename A::dtype*)a.v;
+  constexpr int n = sizeof(dst.v) / sizeof(*pd);
+  TILES_UNROLL for (int i = 0; i < n; ++i) pd[i] = cvt<typename D::dtype>::from(f(cvt<typename A::dtype>::to(pa[i])));
+}
+template <class D, class A, class B, class F> TILES_DEV void map(D& dst, const A& a, const B& b, F f) {
+  auto* pd = (typename D::dtype*)dst.v;
+  auto* pa = (const typename A::dtype*)a.v;
+  auto* pb = (const typename B::dtype*)b.v;
+  constexpr int n = sizeof(dst.v) / sizeof(*pd);
+  TILES_UNROLL for (int i = 0; i < n; ++i)
+    pd[i] = cvt<typename D::dtype>::from(f(cvt<typename A::dtype>::to(pa[i]), cvt<typename B::dtype>::to(pb[i])));
+}
+struct op_add { TILES_DEV float operator()(float a, float b) const { return a + b; } };
+struct op_sub { TILES_DEV float operator()(float a, float b) const { return a - b; } };
+struct op_mul { TILES_DEV float operator()(float a, float b) const { return a * b; } };
+struct op_div { TILES_DEV float operator()(float a, float b) const { return a / b; } };
+struct op_max { TILES_DEV float operator()(float a, float b) const { return __builtin_fmaxf(a, b); } };
+struct op_min { TILES_DEV float operator()(float a, float b) const { return __builtin_fminf(a, b); } };
+struct op_exp { TILES_DEV float operator()(float a) const { return __builtin_expf(a); } };
+struct op_exp2 { TILES_DEV float operator()(float a) const { return __builtin_exp2f(a); } };
+struct op_log { TILES_DEV float operator()(float a) const { return __builtin_logf(a); } };
+struct op_log2 { TILES_DEV float operator()(float a) const { return __builtin_log2f(a); } };
+struct op_abs { TILES_DEV float operator()(float a) const { return __builtin_fabsf(a); } };
+struct op_neg { TILES_DEV float operator()(float a) const { return -a; } };
+template <class F> struct with_scalar {  // b is one runtime number
+  float s;
+  TILES_DEV float operator()(float a) const { return F{}(a, s); }
+};
+#define TILES_UNARY(NAME) \
+  template <class D, class A> TILES_DEV void NAME(D& d, const A& a) { map(d, a, op_##NAME{}); }
+#define TILES_BINARY(NAME)                                                                          \
+  template <class D, class A, class B> TILES_DEV void NAME(D& d, const A& a, const B& b) {          \
+    map(d, a, b, op_##NAME{});                                                                      \
+  }                                                                                                 \
+  template <class D, class A> TILES_DEV void NAME(D& d, const A& a, float s) { map(d, a, with_scalar<op_##NAME>{s}); }
+TILES_UNARY(exp) TILES_UNARY(exp2) TILES_UNARY(log) TILES_UNARY(log2) TILES_UNARY(abs) TILES_UNARY(neg)
+TILES_BINARY(add) TILES_BINARY(sub) TILES_BINARY(mul) TILES_BINARY(div) TILES_BINARY(max) TILES_BINARY(min)
+#undef TILES_UNARY
+#undef TILES_BINARY
+
+// ---------------------------------------------------------------- reductions
+// Butterfly over lane bits [LO, HI): afterwards every lane of a group holds the group's result.
+template <int LO, int HI, class F> TILES_DEV float lane_reduce(float x, F f) {
+  if constexpr (LO < HI) {
+    x = f(x, __builtin_bit_cast(float, arch::butterfly<LO>(__builtin_bit_cast(uint32_t, x))));
+    return lane_reduce<LO * 2, HI>(x, f);
+  } else {
+    return x;
+  }
+}
+// dst[row] = f over the row of src (and acc[row], when given).
+template <class F, class V, class T, int R, int C, class L>
+TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f) {
+  using X = rt<T, R, C, L>;
+  TILES_UNROLL for (int m = 0; m < X::FM; ++m) {
+    float part[X::E];
+    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+      part[e] = cvt<T>::to(src.v[m][0][e]);
+      TILES_UNROLL for (int n = 1; n < X::FN; ++n) part[e] = f(part[e], cvt<T>::to(src.v[m][n][e]));
+    }
+    if constexpr (L::ROW_BY_LANE) {  // all of a lane's elements are in one row: fold them first
+      TILES_UNROLL for (int e = 1; e < X::E; ++e) part[0] = f(part[0], part[e]);
+      TILES_UNROLL for (int e = 1; e < X::E; ++e) part[e] = part[0];
+    }
+    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+      float r = lane_reduce<L::ROW_LO, L::ROW_HI>(part[e], f);
+      if (acc) r = f(r, cvt<typename V::dtype>::to(acc->v[m][e]));
+      dst.v[m][e] = cvt<typename V::dtype>::from(r);
+    }
+  }
+}
+// dst[col] = f over the column of src (all waves' rows): lanes first, then waves through LDS.
+// scratch: WAVES * C floats of LDS; the two barriers make the op block-wide.
+template <int WAVES, class F, class V, class T, int R, int C, class L>
+TILES_DEV void col_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, float* scratch) {
+  using X = rt<T, R, C, L>;
+  const int lane = arch::lane_id(), w = arch::wave_id();
+  TILES_UNROLL for (int n = 0; n < X::FN; ++n) {
+    float part[X::E];
+    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+      part[e] = cvt<T>::to(src.v[0][n][e]);
+      TILES_UNROLL for (int m = 1; m < X::FM; ++m) part[e] = f(part[e], cvt<T>::to(src.v[m][n][e]));
+    }
+    if constexpr (L::COL_BY_LANE) {
+      TILES_UNROLL for (int e = 1; e < X::E; ++e) part[0] = f(part[0], part[e]);
+      TILES_UNROLL for (int e = 1; e < X::E; ++e) part[e] = part[0];
+    }
+    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+      float r = lane_reduce<L::COL_LO, L::COL_HI>(part[e], f);
+      if (L::row(lane, e) == 0) scratch[w * C + n * L::FC + L::col(lane, e)] = r;
+    }
+  }
+  arch::barrier();
+  TILES_UNROLL for (int n = 0; n < X::FN; ++n) {
+    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+      const int c = n * L::FC + L::col(lane, e);
+      float r = scratch[c];
+      for (int i = 1; i < WAVES; ++i) r = f(r, scratch[i * C + c]);
+      if (acc) r = f(r, cvt<typename V::dtype>::to(acc->v[n][e]));
+      dst.v[n][e] = cvt<typename V::dtype>::from(r);
+    }
+  }
+  arch::barrier();  // scratch may be reused right after
+}
+#define TILES_REDUCE(NAME, F)                                                                  \
+  template <class V, class X> TILES_DEV void row_##NAME(V& d, const X& s, const V* acc = nullptr) { \
+    row_reduce(d, s, acc, F{});                                                                \
+  }                                                                                            \
+  template <int WAVES, class V, class X>                                                       \
+  TILES_DEV void col_##NAME(V& d, const X& s, const V* acc, float* scratch) {                  \
+    col_reduce<WAVES>(d, s, acc, F{}, scratch);                                                \
+  }
+TILES_REDUCE(sum, op_add) TILES_REDUCE(max, op_max) TILES_REDUCE(min, op_min)
+#undef TILES_REDUCE
+
+// ---------------------------------------------------------------- broadcasts
+template <class F, class D, class T, int R, int C, class L, class V>
+TILES_DEV void row_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f) {
+  TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
+    TILES_UNROLL for (int e = 0; e < D::E; ++e)
+      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.v[m][e])));
+}
+template <class F, class D, class T, int R, int C, class L, class V>
+TILES_DEV void col_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f) {
+  TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
+    TILES_UNROLL for (int e = 0; e < D::E; ++e)
+      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.v[n][e])));
+}
+#define TILES_BCAST(NAME)                                                                        \
+  template <class D, class X, class V> TILES_DEV void NAME##_row(D& d, const X& s, const V& v) { \
+    row_broadcast(d, s, v, op_##NAME{});                                                         \
+  }                                                                                              \
+  template <class D, class X, class V> TILES_DEV void NAME##_col(D& d, const X& s, const V& v) { \
+    col_broadcast(d, s, v, op_##NAME{});                                                         \
+  }
+TILES_BCAST(add) TILES_BCAST(sub) TILES_BCAST(mul) TILES_BCAST(div)
+#undef TILES_BCAST
+
+// ---------------------------------------------------------------- masks
+// (i, j) are coordinates in the block tile: this wave owns rows wave_id * R .. + R - 1.
+template <class D, class T, int R, int C, class L, class Keep>
+TILES_DEV void mask(D& dst, const rt<T, R, C, L>& src, Keep keep, float fill_value) {
+  const int lane = arch::lane_id(), row0 = arch::wave_id() * R;
+  TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
+    TILES_UNROLL for (int e = 0; e < D::E; ++e) {
+      const int i = row0 + m * L::FR + L::row(lane, e), j = n * L::FC + L::col(lane, e);
+      dst.v[m][n][e] = keep(i, j) ? convert<typename D::dtype>(src.v[m][n][e])
+                                  : cvt<typename D::dtype>::from(fill_value);
+    }
+}
+struct keep_causal {
+  int row0, col0;
+  TILES_DEV bool operator()(int i, int j) const { return col0 + j <= row0 + i; }
+};
+struct keep_bounds {
+  int rows, cols;
+  TILES_DEV bool operator()(int i, int j) const { return i < rows && j < cols; }
+};
+template <class D, class X> TILES_DEV void causal_mask(D& d, const X& s, int row0, int col0, float fill_value) {
+  mask(d, s, keep_causal{row0, col0}, fill_value);
+}
+template <class D, class X> TILES_DEV void bounds_mask(D& d, const X& s, int rows, int cols, float fill_value) {
+  mask(d, s, keep_bounds{rows, cols}, fill_value);
+}
+
+// ---------------------------------------------------------------- conversions
+// copy: same layout -> one conversion per element. Different layouts (e.g. an f32 accumulator into a
+// bf16 A operand, the P of attention) -> each element fetched from the lane holding it with ds_bpermute;
+// a lane cannot pick the register it is sent, so every candidate register of the source fragment is
+// sent and the destination keeps the one it needs.
+template <class TD, class TS, int R, int C, class L>
+TILES_DEV void copy(rt<TD, R, C, L>& dst, const rt<TS, R, C, L>& src) { map(dst, src, [](float x) { return x; }); }
+template <class TD, class TS, int R, int C, class L> TILES_DEV void copy(rv<TD, R, L>& d, const rv<TS, R, L>& s) {
+  map(d, s, [](float x) { return x; });
+}
+template <class TD, class TS, int C, class L> TILES_DEV void copy(cv<TD, C, L>& d, const cv<TS, C, L>& s) {
+  map(d, s, [](float x) { return x; });
+}
+template <class TD, class TS, int R, int C, class LD, class LS>
+TILES_DEV void copy(rt<TD, R, C, LD>& dst, const rt<TS, R, C, LS>& src) {
+  static_assert(LD::FR == LS::FR, "layout change across fragment heights is not supported");
+  using S = rt<TS, R, C, LS>;
+  const int lane = arch::lane_id();
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
+      const int r = LD::row(lane, e), c = n * LD::FC + LD::col(lane, e);
+      const int want_n = c / LS::FC, src_lane = LS::lane_of(r, c % LS::FC), want_e = LS::e_of(r, c % LS::FC);
+      const int n_lo = n * LD::FC / LS::FC, n_hi = ((n + 1) * LD::FC - 1) / LS::FC;
+      float x = 0;
+      TILES_UNROLL for (int ns = n_lo; ns <= n_hi; ++ns) TILES_UNROLL for (int es = 0; es < S::E; ++es) {
+        float y = cvt<TS>::to(src.v[m][ns][es]);
+        y = __builtin_bit_cast(float, arch::shfl(__builtin_bit_cast(uint32_t, y), src_lane));
+        if (ns == want_n && es == want_e) x = y;
+      }
+      dst.v[m][n][e] = cvt<TD>::from(x);
+    }
+}
+}  // namespace tiles_hip

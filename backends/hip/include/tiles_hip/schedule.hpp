@@ -1,0 +1,49 @@
+// tiles_hip/schedule.hpp: the pieces of the CDNA schedules that are not plain tile ops.
+//
+// 8-wave ping-pong (512 threads, 2 waves per SIMD): waves 0-3 and 4-7 form two groups; group 1 enters
+// the main loop one barrier late, so while one group is in its MFMA cluster the other is in its
+// memory cluster, and every cluster ends at a block barrier. The generated loop is
+//     pingpong_enter();  for (k) { memory cluster; barrier(); mfma_cluster_begin(); ...; mfma_cluster_end();
+//                                   barrier(); }  pingpong_leave();
+// 4-wave interleave (256 threads, one wave per SIMD owning all 512 registers): one MFMA at a time
+// interleaved with LDS reads and global loads, asked of the scheduler with sched_group_barrier.
+#pragma once
+#include "arch.hpp"
+
+namespace tiles_hip {
+TILES_DEV int pingpong_group() { return arch::wave_id() / 4; }
+TILES_DEV void pingpong_enter() {
+  if (pingpong_group() == 1) arch::barrier();
+}
+TILES_DEV void pingpong_leave() {
+  if (pingpong_group() == 0) arch::barrier();
+}
+// The MFMA cluster runs at raised priority: the arbiter then prefers the group doing math, and the
+// other group's loads fill the gaps.
+TILES_DEV void mfma_cluster_begin() { arch::setprio<1>(); }
+TILES_DEV void mfma_cluster_end() { arch::setprio<0>(); }
+// Per MFMA: one MFMA, then up to two LDS reads, one global load and a few VALU ops.
+template <int MFMAS> TILES_DEV void interleave_hint() {
+  TILES_UNROLL for (int i = 0; i < MFMAS; ++i) {
+    arch::sched_group<arch::SCHED_MFMA, 1, 0>();
+    arch::sched_group<arch::SCHED_DS_READ, 2, 0>();
+    arch::sched_group<arch::SCHED_VMEM_READ, 1, 0>();
+    arch::sched_group<arch::SCHED_VALU, 4, 0>();
+  }
+}
+
+// Chiplet-aware grid order. The dispatcher deals workgroups round-robin to the XCDs (8 on MI300/MI355),
+// each with its own L2. remap: give XCD x a contiguous chunk of ids; then walk output tiles in windows
+// of WINDOW rows (tiles of one window share A rows and B columns in that XCD's L2).
+struct grid_pos { int x, y; };
+template <int XCDS, int WINDOW> TILES_DEV grid_pos chiplet_order(int bx, int by, int nx, int ny) {
+  const int n = nx * ny, id = by * nx + bx;
+  int lid = id;
+  if (n % XCDS == 0) lid = (id % XCDS) * (n / XCDS) + id / XCDS;
+  // windows of WINDOW tile-rows (x), column-major inside a window
+  const int per_window = WINDOW * ny, w = lid / per_window, first = w * WINDOW;
+  const int rows = nx - first < WINDOW ? nx - first : WINDOW;
+  const int in_w = lid % per_window;
+  return {first + in_w % rows, in_w / rows};
+}
+}  // namespace tiles_hip

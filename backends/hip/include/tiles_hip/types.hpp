@@ -1,0 +1,63 @@
+// tiles_hip/types.hpp: element types and conversions (round to nearest even, as the hardware does).
+#pragma once
+#include "arch.hpp"
+
+namespace tiles_hip {
+template <class T> struct is_fp8 { static constexpr bool value = false; };
+template <> struct is_fp8<fp8e4m3> { static constexpr bool value = true; };
+template <> struct is_fp8<fp8e5m2> { static constexpr bool value = true; };
+
+// f32 -> OCP fp8 (E4M3: bias 7, max 448, saturating; E5M2: bias 15, overflows to inf), nearest even.
+// Written in plain C++ so that both paths round identically.
+template <int EXP, int MAN> TILES_DEV uint8_t f32_to_fp8(float f, float maxv) {
+  uint32_t u = __builtin_bit_cast(uint32_t, f);
+  uint8_t sign = (u >> 24) & 0x80;
+  if (f != f) return sign | (EXP == 4 ? 0x7F : 0x7E);
+  float a = f < 0 ? -f : f;
+  if (EXP == 4 && a > maxv) a = maxv;  // E4M3 saturates (no infinity), as in tiles.dtypes
+  constexpr int bias = (1 << (EXP - 1)) - 1;
+  constexpr float min_normal = 1.0f / (1 << (bias - 1));
+  // quantum of the binade of a (subnormals share the smallest normal binade's quantum)
+  float q = min_normal / (1 << MAN);
+  if (a >= min_normal) {
+    int e = ((__builtin_bit_cast(uint32_t, a) >> 23) & 0xFF) - 127;
+    q = __builtin_bit_cast(float, (uint32_t)(e - MAN + 127) << 23);
+  }
+  float r = __builtin_rintf(a / q) * q;  // rint: nearest even under the default rounding mode
+  if (r > maxv) return sign | (EXP == 4 ? 0x7E : 0x7C);  // E4M3: max finite; E5M2: infinity
+  if (r == 0) return sign;
+  uint32_t ru = __builtin_bit_cast(uint32_t, r);
+  int e = ((ru >> 23) & 0xFF) - 127;
+  if (r < min_normal) return sign | (uint8_t)(r / (min_normal / (1 << MAN)));
+  return sign | (uint8_t)((e + bias) << MAN) | (uint8_t)((ru >> (23 - MAN)) & ((1 << MAN) - 1));
+}
+template <int EXP, int MAN> TILES_DEV float fp8_to_f32(uint8_t b) {
+  constexpr int bias = (1 << (EXP - 1)) - 1;
+  int e = (b >> MAN) & ((1 << EXP) - 1), m = b & ((1 << MAN) - 1);
+  float mag = e == 0 ? (float)m / (1 << MAN) / (1 << (bias - 1))
+                     : __builtin_ldexpf(1.0f + (float)m / (1 << MAN), e - bias);
+  return b & 0x80 ? -mag : mag;
+}
+
+template <class T> struct cvt {
+  TILES_DEV static T from(float f) { return (T)f; }
+  TILES_DEV static float to(T x) { return (float)x; }
+};
+template <> struct cvt<fp8e4m3> {
+  TILES_DEV static fp8e4m3 from(float f) { return {f32_to_fp8<4, 3>(f, 448.0f)}; }
+  TILES_DEV static float to(fp8e4m3 x) { return fp8_to_f32<4, 3>(x.bits); }
+};
+template <> struct cvt<fp8e5m2> {
+  TILES_DEV static fp8e5m2 from(float f) { return {f32_to_fp8<5, 2>(f, 57344.0f)}; }
+  TILES_DEV static float to(fp8e5m2 x) { return fp8_to_f32<5, 2>(x.bits); }
+};
+// Every register-tile op computes in f32 and rounds once into the destination type.
+template <class D, class S> TILES_DEV D convert(S x) { return cvt<D>::from(cvt<S>::to(x)); }
+template <class D> TILES_DEV D convert(D x) { return x; }
+
+TILES_DEV int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
+TILES_DEV int tiles_min(int a, int b) { return a < b ? a : b; }
+TILES_DEV int tiles_max(int a, int b) { return a > b ? a : b; }
+TILES_DEV float tiles_min(float a, float b) { return __builtin_fminf(a, b); }
+TILES_DEV float tiles_max(float a, float b) { return __builtin_fmaxf(a, b); }
+}  // namespace tiles_hip
