@@ -62,12 +62,13 @@ def build(name: str, cache: Path | None = None, extra: list[str] | None = None) 
 class Sm90Kernels:
     """The hand-instantiated kernels, callable on torch CUDA tensors (current stream)."""
 
-    def __init__(self, cache: Path | None = None):
+    def __init__(self, cache: Path | None = None, defines: list[str] | None = None):
         import torch
 
         self.torch = torch
-        self.gemm_lib = ctypes.CDLL(str(build("gemm", cache)))
-        self.attn_lib = ctypes.CDLL(str(build("attention", cache)))
+        extra = [f"-D{d}" for d in defines or []]
+        self.gemm_lib = ctypes.CDLL(str(build("gemm", cache, extra)))
+        self.attn_lib = ctypes.CDLL(str(build("attention", cache, extra)))
         vp, i = ctypes.c_void_p, ctypes.c_int
         self.gemm_lib.tiles_sm90_gemm.argtypes = [vp, vp, vp, i, i, i, i, i, vp]
         self.gemm_lib.tiles_sm90_gemm.restype = ctypes.c_char_p
@@ -308,6 +309,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--only", choices=("gemm", "attention"))
     ap.add_argument("--json", type=Path, help="write environment and rows here")
+    ap.add_argument("-D", dest="defines", action="append", default=[],
+                    help="a tuning knob for the kernels, e.g. -D TILES_ATTN_BKV=176")
     args = ap.parse_args(argv)
 
     import torch
@@ -318,7 +321,8 @@ def main(argv=None) -> int:
     log = lambda s: print(s, flush=True)  # noqa: E731
     env = environment()
     log(json.dumps(env))
-    ker = Sm90Kernels()
+    ker = Sm90Kernels(defines=args.defines)
+    log(f"defines: {args.defines}")
     ok = True if args.no_check else run_checks(ker, log)
     rows = []
     if args.only in (None, "gemm"):

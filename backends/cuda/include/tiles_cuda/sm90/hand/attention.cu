@@ -15,7 +15,16 @@ using namespace tiles::sm90;
 
 namespace {
 
-constexpr int BQ = 128, BKV = 128, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+// Tuning knobs (compile-time): the K/V block rows, and whether the two consumers take turns issuing their
+// wgmma (so that one's softmax runs while the other's matrix products do).
+#ifndef TILES_ATTN_BKV
+#define TILES_ATTN_BKV 128
+#endif
+#ifndef TILES_ATTN_PINGPONG
+#define TILES_ATTN_PINGPONG 1
+#endif
+constexpr int BQ = 128, BKV = TILES_ATTN_BKV, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+constexpr bool PINGPONG = TILES_ATTN_PINGPONG;
 constexpr float LOG2E = 1.4426950408889634f;
 
 template <int D>
@@ -47,6 +56,15 @@ __device__ __forceinline__ float quad_max(float x) {
 __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffff, x, 1);
     return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+// Ping-pong between the two consumers: named barrier 1 + c means "consumer c may issue its wgmma now".
+// Consumer c waits for its turn, issues, and hands the turn to the other.
+__device__ __forceinline__ void turn_wait(int c) {
+    if (PINGPONG) named_sync(1 + c, 2 * WARPGROUP_THREADS);
+}
+__device__ __forceinline__ void turn_pass(int c) {
+    if (PINGPONG) named_arrive(2 - c, 2 * WARPGROUP_THREADS);
 }
 
 // Columns at or past `kv_end`, or (causal) past the row's own position, become -inf.
@@ -133,7 +151,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 
     regs_acquire<240>();
-    const int row0 = 64 * (warpgroup_id() - 1);
+    const int c = warpgroup_id() - 1, row0 = 64 * c;
     const int q_row0 = q0 + row0;
     rt_acc<D> o;
     rt_acc<BKV> s;
@@ -143,9 +161,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     zero(o);
     stage_cursor<STAGES> kc, vc;  // K runs one block ahead of V
 
+    if (c == 1) turn_pass(1);  // consumer 0 goes first
     sm.q_full.wait(0);
+    turn_wait(c);
     consume(sm.k_ring, kc);
     mma_ABt(s, sm.q, row0, sm.k[kc.slot], 0);
+    turn_pass(c);
     mma_wait<0>();
     fence_operands(s);
     release(sm.k_ring, kc.slot);
@@ -155,10 +176,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     copy(p, s);
 
     for (int j = 1; j < kv_blocks; ++j) {
+        turn_wait(c);
         consume(sm.k_ring, kc);
         mma_ABt(s, sm.q, row0, sm.k[kc.slot], 0);
         consume(sm.v_ring, vc);
         mma_AB(o, p, sm.v[vc.slot], 1);
+        turn_pass(c);
         mma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
         fence_operands(s);
         release(sm.k_ring, kc.slot);
@@ -172,11 +195,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         rescale(o, alpha);
         copy(p, s);
     }
+    turn_wait(c);
     consume(sm.v_ring, vc);
     mma_AB(o, p, sm.v[vc.slot], 1);
+    turn_pass(c);
     mma_wait<0>();
     fence_operands(o);
     release(sm.v_ring, vc.slot);
+    if (c == 0) turn_wait(0);  // balances consumer 1's opening pass
 
     // Epilogue: finish the row sums across the quad, normalize, write O (bf16) and the log-sum-exp.
     const size_t head_row = size_t(head) * args.n;

@@ -11,7 +11,11 @@ using namespace tiles::sm90;
 namespace {
 
 constexpr int BM = 128, BK = 64, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS);
-constexpr int GROUP_M = 8;  // output tiles walked in column-major groups of 8 tile-rows, for L2 reuse of B
+// Output tiles are walked in column-major groups of GROUP_M tile-rows, for L2 reuse of B (a tuning knob).
+#ifndef TILES_GEMM_GROUP_M
+#define TILES_GEMM_GROUP_M 8
+#endif
+constexpr int GROUP_M = TILES_GEMM_GROUP_M;
 
 template <int BN, int STAGES>
 struct gemm_smem {
