@@ -1,0 +1,5 @@
+"""CPU execution of generated HIP and MSL: lanes as fibers, waves as real collectives (see runner.py)."""
+from .atoms import atoms_header
+from .runner import CompileError, LaunchError, Module, Param, compile
+
+__all__ = ["CompileError", "LaunchError", "Module", "Param", "atoms_header", "compile"]

@@ -1,0 +1,491 @@
+// simt.h: run GPU-style C++ on the CPU. A block is N lanes, each lane a fiber with its own stack,
+// all on one OS thread; blocks of a grid run one after another. Lanes run until they reach a
+// synchronisation point (block barrier or wave collective); between those points they run in an
+// order drawn from the launch seed, new for every round, so a missing barrier shows as a wrong
+// result instead of passing by luck. Vendor shims (hip_emu.h, metal_emu.h) map threadIdx,
+// __syncthreads, __shfl, MFMA, simdgroup_matrix ... onto the primitives below.
+//
+// API for shims and hand-written kernels (namespace emu):
+//   dim3 thread_idx(), block_idx(), block_dim(), grid_dim();  unsigned thread_linear();
+//   unsigned lane_id(), wave_id(), wave_size();              // wave = W consecutive linear ids
+//   void barrier();                                          // whole block, really waits
+//   void wave_barrier();                                     // the calling lane's wave
+//   const T* wave_exchange(const T& mine);                   // every live lane of the wave deposits,
+//       // all wait, the result points at W values indexed by lane_id (0 for lanes that exited);
+//       // valid until the caller's next wave collective. T trivially copyable, <= 64 bytes.
+//   void mma_atom(const AtomTable&, const float* a, const float* b, const float* c, float* d);
+//       // wave-wide D = A*B + C; each lane passes its own registers laid out as the table says
+//   unsigned char* shared_mem(); size_t shared_bytes();      // the block's dynamic shared arena,
+//       // filled with 0xFF bytes (NaN for floats) before every block
+//   T atomic_add(T* addr, T v);                              // returns the old value
+//   [[noreturn]] void fail(const std::string&);              // abort the launch with a message
+// Entry (the runner generates the call): int emu::launch(const Launch&, F body, char* err, size_t n).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if !(defined(__x86_64__) && defined(__linux__)) || defined(EMU_UCONTEXT)
+#define EMU_USE_UCONTEXT 1
+#include <ucontext.h>
+#endif
+
+namespace emu {
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+
+// One matrix-instruction atom, generated from tiles/targets.py (atoms_gen.h). a/b/c are
+// [lanes][regs][2] (row, col) maps: register r of lane l holds element (row, col).
+struct AtomTable {
+    const char* name;
+    int m, n, k, lanes, regs_a, regs_b, regs_c;
+    const uint16_t* a;
+    const uint16_t* b;
+    const uint16_t* c;
+};
+
+// Mirrors tiles.emu.runner._Launch (ctypes); keep the two in step.
+struct Launch {
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t wave;
+    uint32_t reserved;
+    uint64_t shared_bytes;
+    uint64_t seed;
+    uint64_t stack_bytes;
+};
+
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void fail(const std::string& msg) { throw Error(msg); }
+
+namespace detail {
+
+// ---- context switch -------------------------------------------------------------------------
+// Hand-rolled on x86-64 Linux: ucontext's swapcontext makes a sigprocmask syscall per switch,
+// which would dominate a run (a GEMM switches lanes millions of times). Saves the callee-saved
+// registers plus MXCSR and the x87 control word, as the SysV ABI requires across calls.
+#ifndef EMU_USE_UCONTEXT
+extern "C" void tiles_emu_switch(void** save_sp, void* load_sp);
+asm(R"(
+    .text
+    .p2align 4
+    .weak tiles_emu_switch
+    .hidden tiles_emu_switch
+    .type tiles_emu_switch, @function
+tiles_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size tiles_emu_switch, .-tiles_emu_switch
+)");
+
+struct Context {
+    void* sp = nullptr;
+};
+
+inline void ctx_init(Context& c, char* stack, size_t size, void (*entry)()) {
+    // Frame that tiles_emu_switch pops: [mxcsr|fpcw][r15 r14 r13 r12 rbx rbp][ret -> entry][0].
+    // entry then starts with rsp = 8 mod 16, as after a call.
+    auto top = (reinterpret_cast<uintptr_t>(stack) + size) & ~uintptr_t(15);
+    auto** sp = reinterpret_cast<void**>(top - 72);
+    auto* fp = reinterpret_cast<uint32_t*>(sp);
+    fp[0] = 0x1F80;  // default MXCSR: all exceptions masked, round to nearest
+    fp[1] = 0x037F;  // default x87 control word
+    for (int i = 1; i <= 6; i++) sp[i] = nullptr;
+    sp[7] = reinterpret_cast<void*>(entry);
+    sp[8] = nullptr;
+    c.sp = sp;
+}
+
+inline void ctx_switch(Context& from, Context& to) { tiles_emu_switch(&from.sp, to.sp); }
+#else
+struct Context {
+    ucontext_t uc;
+};
+
+inline void ctx_init(Context& c, char* stack, size_t size, void (*entry)()) {
+    getcontext(&c.uc);
+    c.uc.uc_stack.ss_sp = stack;
+    c.uc.uc_stack.ss_size = size;
+    c.uc.uc_link = nullptr;
+    makecontext(&c.uc, entry, 0);
+}
+
+inline void ctx_switch(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
+// ---- the block scheduler --------------------------------------------------------------------
+
+enum class State : uint8_t { Ready, Barrier, Wave, Done };
+enum class Kind : uint8_t { None, Barrier, Exchange, Mma };
+
+struct Lane {
+    Context ctx;
+    unsigned id;  // linear thread id in the block
+    unsigned wave;
+    dim3 tid;
+    State state;
+};
+
+struct MmaArgs {
+    const float *a, *b, *c;
+    float* d;
+};
+
+constexpr size_t kSlot = 64;  // bytes per lane for wave_exchange
+
+struct Wave {
+    unsigned first = 0, size = 0, live = 0, arrived = 0;
+    Kind kind = Kind::None;
+    const void* tag = nullptr;  // exchange: sizeof(T); mma: the AtomTable; checked across lanes
+    std::vector<const void*> deposit;
+    alignas(64) unsigned char buf[kSlot * 64];
+};
+
+inline const char* kind_name(Kind k) {
+    switch (k) {
+        case Kind::Barrier: return "wave_barrier()";
+        case Kind::Exchange: return "wave_exchange()";
+        case Kind::Mma: return "mma_atom()";
+        default: return "nothing";
+    }
+}
+
+inline std::string fmt3(const dim3& d) {
+    return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+inline uint64_t splitmix(uint64_t& s) {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+struct Runner;
+inline Runner* current = nullptr;  // the running launch; launches of one module are serialised
+inline std::mutex launch_mutex;
+
+struct Runner {
+    Launch cfg;
+    void (*body)(void*);
+    void* body_ctx;
+    unsigned nlanes, wave_w;
+    std::vector<Lane> lanes;
+    std::vector<Wave> waves;
+    char* stacks = nullptr;
+    size_t page = 0, stack_stride = 0, stacks_bytes = 0;
+    unsigned char* shared = nullptr;
+    Context main;
+    Lane* cur = nullptr;
+    dim3 block;
+    unsigned live = 0, at_barrier = 0;
+    std::vector<unsigned> ready;
+    uint64_t rng = 0;
+    std::string error;
+    std::vector<double> scratch;
+
+    Runner(const Launch& c, void (*fn)(void*), void* ctx) : cfg(c), body(fn), body_ctx(ctx) {
+        nlanes = c.block[0] * c.block[1] * c.block[2];
+        wave_w = c.wave;
+        if (nlanes == 0 || nlanes > 1024) fail("block of " + std::to_string(nlanes) + " lanes: need 1..1024");
+        if (wave_w == 0 || wave_w > 64) fail("wave width " + std::to_string(wave_w) + ": need 1..64");
+        if (c.grid[0] == 0 || c.grid[1] == 0 || c.grid[2] == 0) fail("empty grid");
+        page = size_t(sysconf(_SC_PAGESIZE));
+        size_t stack = (std::max<size_t>(c.stack_bytes, 16384) + page - 1) / page * page;
+        stack_stride = stack + page;  // one guard page below every stack: overflow faults
+        stacks_bytes = stack_stride * nlanes;
+        void* mem = mmap(nullptr, stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                         -1, 0);
+        if (mem == MAP_FAILED) fail("cannot map " + std::to_string(stacks_bytes) + " bytes of lane stacks");
+        stacks = static_cast<char*>(mem);
+        for (unsigned i = 0; i < nlanes; i++) mprotect(stacks + i * stack_stride, page, PROT_NONE);
+        size_t sh = (std::max<size_t>(c.shared_bytes, 1) + 4095) / 4096 * 4096;
+        shared = static_cast<unsigned char*>(std::aligned_alloc(4096, sh));
+        if (!shared) fail("cannot allocate " + std::to_string(c.shared_bytes) + " bytes of shared memory");
+        lanes.resize(nlanes);
+        waves.resize((nlanes + wave_w - 1) / wave_w);
+        for (unsigned w = 0; w < waves.size(); w++) {
+            waves[w].first = w * wave_w;
+            waves[w].size = std::min(wave_w, nlanes - w * wave_w);
+            waves[w].deposit.assign(wave_w, nullptr);
+        }
+        for (unsigned i = 0; i < nlanes; i++) {
+            lanes[i].id = i;
+            lanes[i].wave = i / wave_w;
+            lanes[i].tid = {i % c.block[0], (i / c.block[0]) % c.block[1], i / (c.block[0] * c.block[1])};
+        }
+    }
+
+    ~Runner() {
+        if (stacks) munmap(stacks, stacks_bytes);
+        std::free(shared);
+    }
+
+    static void fiber_main() {
+        Runner& R = *current;
+        try {
+            R.body(R.body_ctx);
+        } catch (const std::exception& e) {
+            R.error = "lane " + fmt3(R.cur->tid) + ": " + e.what();
+        } catch (...) {
+            R.error = "lane " + fmt3(R.cur->tid) + ": unknown exception";
+        }
+        Lane& L = *R.cur;
+        L.state = State::Done;
+        R.live--;
+        R.waves[L.wave].live--;
+        ctx_switch(L.ctx, R.main);
+        std::abort();  // a finished lane is never resumed
+    }
+
+    void run() {
+        for (unsigned z = 0; z < cfg.grid[2]; z++)
+            for (unsigned y = 0; y < cfg.grid[1]; y++)
+                for (unsigned x = 0; x < cfg.grid[0]; x++) run_block({x, y, z});
+    }
+
+    void run_block(dim3 b) {
+        block = b;
+        uint64_t linear = (uint64_t(b.z) * cfg.grid[1] + b.y) * cfg.grid[0] + b.x;
+        rng = cfg.seed * 0x2545F4914F6CDD1Dull + linear;
+        std::memset(shared, 0xFF, std::max<size_t>(cfg.shared_bytes, 1));
+        for (auto& w : waves) {
+            w.live = w.size;
+            w.arrived = 0;
+            w.kind = Kind::None;
+        }
+        ready.clear();
+        for (auto& L : lanes) {
+            ctx_init(L.ctx, stacks + L.id * stack_stride + page, stack_stride - page, fiber_main);
+            L.state = State::Ready;
+            ready.push_back(L.id);
+        }
+        live = nlanes;
+        at_barrier = 0;
+        std::vector<unsigned> order;
+        while (live > 0) {
+            order.swap(ready);
+            ready.clear();
+            for (size_t i = order.size(); i > 1; i--) std::swap(order[i - 1], order[splitmix(rng) % i]);
+            for (unsigned id : order) {
+                cur = &lanes[id];
+                ctx_switch(main, cur->ctx);
+                if (!error.empty()) fail("block " + fmt3(block) + " " + error);
+            }
+            cur = nullptr;
+            for (auto& w : waves)
+                if (w.arrived > 0 && w.arrived == w.live) complete(w);
+            if (ready.empty() && live > 0) {
+                if (at_barrier == live) {
+                    for (auto& L : lanes)
+                        if (L.state == State::Barrier) {
+                            L.state = State::Ready;
+                            ready.push_back(L.id);
+                        }
+                    at_barrier = 0;
+                } else {
+                    fail(deadlock());
+                }
+            }
+        }
+    }
+
+    void complete(Wave& w) {
+        if (w.kind == Kind::Exchange) {
+            size_t n = reinterpret_cast<uintptr_t>(w.tag);
+            for (unsigned i = 0; i < w.size; i++) {
+                if (w.deposit[i])
+                    std::memcpy(w.buf + i * n, w.deposit[i], n);
+                else
+                    std::memset(w.buf + i * n, 0, n);
+            }
+        } else if (w.kind == Kind::Mma) {
+            if (w.live != w.size) fail("block " + fmt3(block) + ": mma_atom with lanes of the wave exited");
+            mma(*static_cast<const AtomTable*>(w.tag), w);
+        }
+        for (unsigned i = 0; i < w.size; i++) {
+            w.deposit[i] = nullptr;
+            Lane& L = lanes[w.first + i];
+            if (L.state == State::Wave) {
+                L.state = State::Ready;
+                ready.push_back(L.id);
+            }
+        }
+        w.arrived = 0;
+        w.kind = Kind::None;
+    }
+
+    void mma(const AtomTable& t, const Wave& w) {
+        // Products of bf16/f16/fp8 values are exact in double; the sum is rounded to f32 once,
+        // which is the reference interpreter's definition of an MMA.
+        scratch.assign(size_t(t.m) * t.k + size_t(t.k) * t.n + size_t(t.m) * t.n, 0.0);
+        double* A = scratch.data();
+        double* B = A + t.m * t.k;
+        double* C = B + t.k * t.n;
+        for (int l = 0; l < t.lanes; l++) {
+            auto* p = static_cast<const MmaArgs*>(w.deposit[l]);
+            for (int r = 0; r < t.regs_a; r++) A[t.a[(l * t.regs_a + r) * 2] * t.k + t.a[(l * t.regs_a + r) * 2 + 1]] = p->a[r];
+            for (int r = 0; r < t.regs_b; r++) B[t.b[(l * t.regs_b + r) * 2] * t.n + t.b[(l * t.regs_b + r) * 2 + 1]] = p->b[r];
+            for (int r = 0; r < t.regs_c; r++) C[t.c[(l * t.regs_c + r) * 2] * t.n + t.c[(l * t.regs_c + r) * 2 + 1]] = p->c[r];
+        }
+        for (int i = 0; i < t.m; i++)
+            for (int kk = 0; kk < t.k; kk++) {
+                double a = A[i * t.k + kk];
+                for (int j = 0; j < t.n; j++) C[i * t.n + j] += a * B[kk * t.n + j];
+            }
+        for (int l = 0; l < t.lanes; l++) {
+            auto* p = static_cast<const MmaArgs*>(w.deposit[l]);
+            for (int r = 0; r < t.regs_c; r++)
+                p->d[r] = float(C[t.c[(l * t.regs_c + r) * 2] * t.n + t.c[(l * t.regs_c + r) * 2 + 1]]);
+        }
+    }
+
+    std::string deadlock() const {
+        std::string s = "deadlock in block " + fmt3(block) + ": " + std::to_string(at_barrier) + " of " +
+                        std::to_string(live) + " live lanes wait at barrier()";
+        for (unsigned i = 0; i < waves.size(); i++)
+            if (waves[i].arrived)
+                s += "; wave " + std::to_string(i) + " has " + std::to_string(waves[i].arrived) + " of " +
+                     std::to_string(waves[i].live) + " live lanes at " + kind_name(waves[i].kind);
+        return s + " (a barrier or collective inside divergent code?)";
+    }
+
+    // Called on the lane's fiber: park it until the scheduler releases it.
+    void park(State s) {
+        Lane& L = *cur;
+        L.state = s;
+        ctx_switch(L.ctx, main);
+    }
+
+    void arrive(Kind kind, const void* tag, const void* payload) {
+        Lane& L = *cur;
+        Wave& w = waves[L.wave];
+        if (w.arrived == 0) {
+            w.kind = kind;
+            w.tag = tag;
+        } else if (w.kind != kind || w.tag != tag) {
+            fail("wave " + std::to_string(L.wave) + ": lanes diverged, one at " + kind_name(kind) + " while others are at " +
+                 kind_name(w.kind) + (w.kind == kind ? " with a different type or atom" : ""));
+        }
+        w.deposit[L.id - w.first] = payload;
+        w.arrived++;
+        park(State::Wave);
+    }
+};
+
+inline Runner& runner() {
+    if (!current || !current->cur) fail("emu primitive called outside a running lane");
+    return *current;
+}
+
+}  // namespace detail
+
+// ---- the API --------------------------------------------------------------------------------
+
+inline dim3 thread_idx() { return detail::runner().cur->tid; }
+inline unsigned thread_linear() { return detail::runner().cur->id; }
+inline dim3 block_idx() { return detail::runner().block; }
+inline dim3 block_dim() {
+    auto& c = detail::runner().cfg;
+    return {c.block[0], c.block[1], c.block[2]};
+}
+inline dim3 grid_dim() {
+    auto& c = detail::runner().cfg;
+    return {c.grid[0], c.grid[1], c.grid[2]};
+}
+inline unsigned wave_size() { return detail::runner().wave_w; }
+inline unsigned lane_id() { return detail::runner().cur->id % detail::current->wave_w; }
+inline unsigned wave_id() { return detail::runner().cur->wave; }
+inline unsigned char* shared_mem() { return detail::runner().shared; }
+inline size_t shared_bytes() { return detail::runner().cfg.shared_bytes; }
+
+inline void barrier() {
+    auto& R = detail::runner();
+    R.at_barrier++;
+    R.park(detail::State::Barrier);
+}
+
+inline void wave_barrier() { detail::runner().arrive(detail::Kind::Barrier, nullptr, nullptr); }
+
+template <class T>
+const T* wave_exchange(const T& mine) {
+    static_assert(std::is_trivially_copyable<T>::value, "wave_exchange needs a trivially copyable type");
+    static_assert(sizeof(T) <= detail::kSlot, "wave_exchange moves at most 64 bytes per lane");
+    auto& R = detail::runner();
+    R.arrive(detail::Kind::Exchange, reinterpret_cast<const void*>(uintptr_t(sizeof(T))), &mine);
+    return reinterpret_cast<const T*>(R.waves[R.cur->wave].buf);
+}
+
+inline void mma_atom(const AtomTable& t, const float* a, const float* b, const float* c, float* d) {
+    auto& R = detail::runner();
+    auto& w = R.waves[R.cur->wave];
+    if (unsigned(t.lanes) != w.size)
+        fail(std::string("mma_atom ") + t.name + " takes " + std::to_string(t.lanes) + " lanes, the wave has " +
+             std::to_string(w.size));
+    detail::MmaArgs args{a, b, c, d};  // lives on this lane's stack until the wave completes
+    R.arrive(detail::Kind::Mma, &t, &args);
+}
+
+// One function for every atomic add, so that a multi-threaded runner has one place to make atomic.
+template <class T>
+T atomic_add(T* addr, T v) {
+    T old = *addr;
+    *addr = old + v;
+    return old;
+}
+
+template <class F>
+int launch(const Launch& cfg, F& body, char* err, size_t errlen) {
+    std::lock_guard<std::mutex> lock(detail::launch_mutex);
+    try {
+        detail::Runner R(cfg, [](void* p) { (*static_cast<F*>(p))(); }, &body);
+        detail::current = &R;
+        R.run();
+        detail::current = nullptr;
+        std::fflush(nullptr);  // kernel printf output must not die in a forked child's buffers
+        return 0;
+    } catch (const std::exception& e) {
+        detail::current = nullptr;
+        std::fflush(nullptr);
+        std::snprintf(err, errlen, "%s", e.what());
+        return 1;
+    }
+}
+
+}  // namespace emu
