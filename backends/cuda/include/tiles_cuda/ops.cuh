@@ -99,6 +99,8 @@ template <typename T, int R, int C> __device__ inline void zero(st<T, R, C>& dst
 // ---- conversions --------------------------------------------------------------
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void copy(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src) { map(dst, src, [](float x) { return x; }); }
+template <typename T, typename U, int N, axis A, int NW>
+__device__ inline void copy(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>& src) { map(dst, src, [](float x) { return x; }); }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void copy(rt<T, R, C, NW>& dst, const st<U, R, C>& src) { load(dst, src); }
 template <typename T, typename U, int R, int C, int NW>

@@ -33,6 +33,14 @@ template <typename T> struct gl {
     }
 };
 
+// A gl crosses the kernel launch as eight plain parameters (pointer, four dims,
+// three strides) that any launcher can pack, and is rebuilt inside the kernel:
+//   __global__ void k(TC_GL_PARAMS(bf16, A)) { const tc::gl<bf16> A = TC_GL(A); ... }
+#define TC_GL_PARAMS(T, name)                                                                 \
+    T *__restrict__ name##_ptr, int name##_d0, int name##_d1, int name##_d2, int name##_d3,  \
+        long long name##_s0, long long name##_s1, long long name##_s2
+#define TC_GL(name) {name##_ptr, {name##_d0, name##_d1, name##_d2, name##_d3}, {name##_s0, name##_s1, name##_s2}}
+
 // Shared tile, R x C. Rows wider than the swizzle span are stored as column
 // panels of swizzle_bytes each (panel-major), and the 16-byte chunks of a row
 // are XOR-swizzled with the row index inside each 8-row group: the
