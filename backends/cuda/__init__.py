@@ -1,0 +1,67 @@
+"""The CUDA backend: ThunderKittens-style headers (include/tiles_cuda), codegen, schedules, offline toolchain,
+and the cupy runtime. Importing it registers the "cuda" backend; nothing heavy is imported until it is used."""
+from __future__ import annotations
+
+import numpy as np
+
+from tiles import ir
+from tiles.backend import Backend, register
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    kind = "device"
+
+    def __init__(self):
+        self._runtime = None
+
+    @property
+    def target(self) -> str | None:
+        from .runtime import probe
+        return probe()[0]
+
+    @property
+    def device(self) -> str:
+        if self.available() is not None:
+            return "no CUDA device"
+        import cupy
+        return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
+
+    def available(self) -> str | None:
+        from .runtime import probe
+        return probe()[1]
+
+    @property
+    def runtime(self):
+        if self._runtime is None:
+            from .runtime import Runtime
+            self._runtime = Runtime(self.target)
+        return self._runtime
+
+    def asarray(self, a: np.ndarray):
+        from .runtime import DeviceArray
+        return DeviceArray(a)
+
+    def numpy(self, a) -> np.ndarray:
+        from .runtime import DeviceArray
+        if isinstance(a, DeviceArray):
+            return a.numpy()
+        if callable(getattr(a, "cpu", None)):      # torch: numpy has no bf16/fp8, so go through the bits
+            import ml_dtypes
+            import torch
+            t = a.detach().cpu()
+            narrow = {torch.bfloat16: ml_dtypes.bfloat16, torch.float8_e4m3fn: ml_dtypes.float8_e4m3fn,
+                      torch.float8_e5m2: ml_dtypes.float8_e5m2}
+            if t.dtype in narrow:
+                return t.view(torch.int16 if t.element_size() == 2 else torch.uint8).numpy().view(narrow[t.dtype])
+            return t.numpy()
+        import cupy
+        return cupy.asnumpy(a)
+
+    def launch(self, kfn, args, **overrides) -> ir.Kernel:
+        k = kfn.trace(args, self.target, **overrides)
+        self.runtime.launch(k, args)
+        return k
+
+
+register(CudaBackend())

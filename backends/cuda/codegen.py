@@ -162,8 +162,6 @@ class _Emitter:
         name = op.name
         if name in ("load", "store", "atomic_add"):
             src = srcs[0]
-            if isinstance(src, SV) or isinstance(dst, SV):
-                raise TileError("the CUDA backend does not support shared vectors (tl.shared_vec) yet", op.loc)
             args = [dst.name, src.name] + ([self.idx(op)] if isinstance(dst, GL) or isinstance(src, GL) else [])
             w(f"tc::{name}({', '.join(args)});")
         elif name == "mma":

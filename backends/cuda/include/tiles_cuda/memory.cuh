@@ -220,4 +220,41 @@ __device__ inline void store(const gl<T>& dst, const rv<U, N, A, NW>& src, coord
         }
 }
 
+// ---- shared vectors ---------------------------------------------------------
+// Global <-> shared by the whole block, element by element (vectors are short).
+template <typename T, int N>
+__device__ inline void load(sv<T, N>& dst, const gl<T>& src, coord idx) {
+    const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
+    const T* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) : src.ptr;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        const int c = idx.c * N + i;
+        dst.data[i] = row_ok && c < src.cols() ? g[c] : from_float<T>(0.f);
+    }
+}
+template <typename T, int N>
+__device__ inline void store(const gl<T>& dst, const sv<T, N>& src, coord idx) {
+    if (idx.b >= dst.batch() || idx.d >= dst.depth() || idx.r >= dst.rows()) return;
+    T* g = dst.row_ptr(idx.b, idx.d, idx.r);
+    for (int i = threadIdx.x; i < N && idx.c * N + i < dst.cols(); i += blockDim.x) g[idx.c * N + i] = src.data[i];
+}
+// Shared <-> register vectors: each lane reads the elements it holds; one writer per element stores.
+template <typename T, typename U, int N, axis A, int NW>
+__device__ inline void load(rv<T, N, A, NW>& dst, const sv<U, N>& src) {
+    using vec = rv<T, N, A, NW>;
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k) dst.d[o][k] = from_float<T>(to_float(src.data[vec::index_of(o, k)]));
+}
+template <typename T, typename U, int N, axis A, int NW>
+__device__ inline void store(sv<T, N>& dst, const rv<U, N, A, NW>& src) {
+    using vec = rv<U, N, A, NW>;
+    const bool writer = A == axis::rows ? lane_id() % 4 == 0 : (warp_id() == 0 && lane_id() < 4);
+    if (!writer) return;
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k) dst.data[vec::index_of(o, k)] = from_float<T>(to_float(src.d[o][k]));
+}
+
 }  // namespace tc

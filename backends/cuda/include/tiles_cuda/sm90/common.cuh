@@ -70,6 +70,27 @@ struct mbarrier {
     }
 };
 
+// ---- clusters: CTAs that share data through multicast TMA and signal each other's mbarriers ----
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// Every thread of every CTA in the cluster; orders shared-memory writes (barrier inits included) before it.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// One arrival on the mbarrier at the same shared-memory offset in CTA `rank` of this cluster (this CTA included).
+__device__ __forceinline__ void arrive_cluster(mbarrier& bar, uint32_t rank) {
+    asm volatile(
+        "{\n.reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(&bar.word)),
+        "r"(rank)
+        : "memory");
+}
+
 // Make mbarrier.init visible to the async proxy (TMA) before any copy signals the barrier.
 __device__ __forceinline__ void fence_barrier_init() {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");

@@ -55,4 +55,14 @@ __device__ __forceinline__ void release(stage_ring<STAGES>& ring, int slot) {
     if (lane_id() == 0) ring.empty[slot].arrive();
 }
 
+// Same when the slot is filled by multicast from every CTA of a cluster of CLUSTER: each producer may refill it
+// only when the consumers of all CTAs are done, so every consumer warp releases it in every CTA
+// (init the ring with consumer_warps * CLUSTER arrivals).
+template <int CLUSTER, int STAGES>
+__device__ __forceinline__ void release_cluster(stage_ring<STAGES>& ring, int slot) {
+    if (lane_id() == 0)
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) arrive_cluster(ring.empty[slot], r);
+}
+
 }  // namespace tiles::sm90

@@ -38,6 +38,15 @@ __device__ __forceinline__ void load_async(ST& dst, const CUtensorMap* map, mbar
     for (int p = 0; p < ST::PANELS; ++p)
         tma_load(reinterpret_cast<char*>(dst.data) + p * ST::PANEL_BYTES, map, bar, col0 + p * 64, row0);
 }
+// Panels [first, first + count) of the tile, multicast to the CTAs of `cta_mask`: with a cluster of n CTAs
+// that need the same tile, each loads 1/n of it for all.
+template <typename ST>
+__device__ __forceinline__ void load_async_multicast(ST& dst, const CUtensorMap* map, mbarrier& bar, uint16_t cta_mask,
+                                                     int row0, int col0, int first, int count) {
+    for (int p = first; p < first + count; ++p)
+        tma_load_multicast(reinterpret_cast<char*>(dst.data) + p * ST::PANEL_BYTES, map, bar, cta_mask,
+                           col0 + p * 64, row0);
+}
 // Same from a 3-D map {cols, rows, depth} whose box is {64, R, 1}.
 template <typename ST>
 __device__ __forceinline__ void load_async(ST& dst, const CUtensorMap* map, mbarrier& bar, int depth, int row0,

@@ -52,6 +52,17 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, mbar
         : "memory");
 }
 
+// The same box written at this shared-memory offset in every CTA of `cta_mask` (bit i = cluster rank i), each
+// CTA's mbarrier at `bar`'s offset receiving the bytes that landed in it.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, mbarrier& bar, uint16_t cta_mask,
+                                                   int c0, int c1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%4, %5}], [%2], %3;\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(&bar.word)), "h"(cta_mask), "r"(c0), "r"(c1)
+        : "memory");
+}
+
 // Stores write only the part of the box inside the tensor.
 __device__ __forceinline__ void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),

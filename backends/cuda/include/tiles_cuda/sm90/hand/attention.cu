@@ -123,8 +123,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                     const __grid_constant__ CUtensorMap v_map, const attn_args args) {
     extern __shared__ char smem_raw[];
     auto& sm = *reinterpret_cast<attn_smem<D>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~1023);
-    // Causal blocks are launched heaviest first: y counts query blocks from the end.
-    const int head = blockIdx.x, q_block = CAUSAL ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+    // x walks the query blocks of one head, so the blocks resident at a time share K and V in L2; causal
+    // blocks are launched heaviest first.
+    const int head = blockIdx.y, q_block = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     const int kv_head = (head / args.hq) * args.hkv + (head % args.hq) / (args.hq / args.hkv);
     const int q0 = q_block * BQ;
     const int kv_end = CAUSAL ? min(args.n, q0 + BQ) : args.n;
@@ -239,7 +240,7 @@ const char* launch(const void* q, const void* k, const void* v, void* o, void* l
         return "cudaFuncSetAttribute(max dynamic shared memory) failed";
     attn_args args{static_cast<bf16*>(o), static_cast<float*>(lse), n, hq, hkv,
                    LOG2E / sqrtf(static_cast<float>(D))};
-    dim3 grid(b * hq, (n + BQ - 1) / BQ);
+    dim3 grid((n + BQ - 1) / BQ, b * hq);
     kernel<<<grid, THREADS, smem, stream>>>(maps[0], maps[1], maps[2], args);
     cudaError_t err = cudaGetLastError();
     return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -252,6 +253,7 @@ extern "C" const char* tiles_sm90_attn_fwd(const void* q, const void* k, const v
                                            int hq, int hkv, int n, int d, int causal, cudaStream_t stream) {
     if (b <= 0 || hq <= 0 || hkv <= 0 || n <= 0) return "attention: B, Hq, Hkv, N must be positive";
     if (hq % hkv) return "attention: Hq must be a multiple of Hkv (GQA)";
+    if (b * hq > 65535) return "attention: B * Hq must be at most 65535 (grid y)";
     if ((reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v) |
          reinterpret_cast<uintptr_t>(o)) % 16)
         return "attention: Q, K, V, O must be 16-byte aligned";

@@ -11,11 +11,16 @@ using namespace tiles::sm90;
 namespace {
 
 constexpr int BM = 128, BK = 64, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS);
-// Output tiles are walked in column-major groups of GROUP_M tile-rows, for L2 reuse of B (a tuning knob).
+// Output tiles (of a cluster) are walked in column-major groups of GROUP_M rows, for L2 reuse of B.
 #ifndef TILES_GEMM_GROUP_M
 #define TILES_GEMM_GROUP_M 8
 #endif
 constexpr int GROUP_M = TILES_GEMM_GROUP_M;
+// CTAs per cluster along M; they share each B tile by multicast, which halves B's L2-to-SM traffic.
+#ifndef TILES_GEMM_CLUSTER
+#define TILES_GEMM_CLUSTER 2
+#endif
+constexpr int CLUSTER = TILES_GEMM_CLUSTER;
 
 template <int BN, int STAGES>
 struct gemm_smem {
@@ -40,54 +45,75 @@ __device__ __forceinline__ void store_pair(bf16* p, float x, float y) {
 }
 __device__ __forceinline__ void store_pair(float* p, float x, float y) { *reinterpret_cast<float2*>(p) = {x, y}; }
 
-template <int BN, int STAGES, typename OutT>
+template <int BN, int STAGES, int CLUSTER, typename OutT>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, OutT* c,
                 int M, int N, int K) {
     extern __shared__ char smem_raw[];
     auto& sm = *reinterpret_cast<gemm_smem<BN, STAGES>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~1023);
+    constexpr int B_PANELS = st<bf16, BK, BN>::PANELS / CLUSTER;  // B panels each CTA loads for the cluster
+    // A cluster owns CLUSTER vertically adjacent output tiles that share their B columns.
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_blocks = (K + BK - 1) / BK;
-    const int tiles = tiles_m * tiles_n;
+    const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, ctiles = ctiles_m * tiles_n;
+    const int rank = CLUSTER > 1 ? cluster_rank() : 0;
+    const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
 
-    if (threadIdx.x == 0) sm.ring.init(CONSUMERS * 4);
-    __syncthreads();
+    if (threadIdx.x == 0) sm.ring.init(CONSUMERS * 4 * CLUSTER);
+    if (CLUSTER > 1)
+        cluster_sync();  // the peer's barriers are initialized before anyone multicasts into it
+    else
+        __syncthreads();
 
     if (warpgroup_id() == 0) {
         regs_release<40>();
-        if (threadIdx.x != 0) return;
-        tma_prefetch_map(&a_map);
-        tma_prefetch_map(&b_map);
-        stage_cursor<STAGES> cur;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            tile_coord tc = tile_at(t, tiles_m, tiles_n);
-            for (int kb = 0; kb < k_blocks; ++kb, cur.advance()) {
-                mbarrier& full = produce(sm.ring, cur, sizeof(sm.a[0]) + sizeof(sm.b[0]));
-                load_async(sm.a[cur.slot], &a_map, full, tc.m * BM, kb * BK);
-                load_async(sm.b[cur.slot], &b_map, full, kb * BK, tc.n * BN);
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(&a_map);
+            tma_prefetch_map(&b_map);
+            stage_cursor<STAGES> cur;
+            for (int t = cluster; t < ctiles; t += clusters) {
+                tile_coord tc = tile_at(t, ctiles_m, tiles_n);
+                const int m = tc.m * CLUSTER + rank;
+                for (int kb = 0; kb < k_blocks; ++kb, cur.advance()) {
+                    mbarrier& full = produce(sm.ring, cur, sizeof(sm.a[0]) + sizeof(sm.b[0]));
+                    load_async(sm.a[cur.slot], &a_map, full, m * BM, kb * BK);
+                    if constexpr (CLUSTER == 1)
+                        load_async(sm.b[cur.slot], &b_map, full, kb * BK, tc.n * BN);
+                    else
+                        load_async_multicast(sm.b[cur.slot], &b_map, full, (1 << CLUSTER) - 1, kb * BK, tc.n * BN,
+                                             rank * B_PANELS, B_PANELS);
+                }
             }
         }
+        __syncwarp();
     } else {
         regs_acquire<232>();
         const int row0 = 64 * (warpgroup_id() - 1);  // this consumer's rows inside the block tile
+        auto release_slot = [&](int slot) {
+            if constexpr (CLUSTER == 1)
+                release(sm.ring, slot);
+            else
+                release_cluster<CLUSTER>(sm.ring, slot);
+        };
         stage_cursor<STAGES> cur;
         rt_acc<BN> acc;
         zero(acc);
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            tile_coord tc = tile_at(t, tiles_m, tiles_n);
+        for (int t = cluster; t < ctiles; t += clusters) {
+            tile_coord tc = tile_at(t, ctiles_m, tiles_n);
+            const int m = tc.m * CLUSTER + rank;
             int prev = -1;
             for (int kb = 0; kb < k_blocks; ++kb, cur.advance()) {
                 consume(sm.ring, cur);
                 mma_AB(acc, sm.a[cur.slot], row0, sm.b[cur.slot], kb > 0);
                 // Keep one group in flight: the previous block's wgmma is done, its slot may be refilled.
                 mma_wait<1>();
-                if (prev >= 0) release(sm.ring, prev);
+                if (prev >= 0) release_slot(prev);
                 prev = cur.slot;
             }
             mma_wait<0>();
             fence_operands(acc);
-            release(sm.ring, prev);
+            release_slot(prev);
 
-            const int r0 = tc.m * BM + row0, c0 = tc.n * BN;
+            const int r0 = m * BM + row0, c0 = tc.n * BN;
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j) {
                 int col = c0 + rt_acc<BN>::col(j);
@@ -100,9 +126,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             }
         }
     }
+    // No CTA may exit while its peer can still multicast into it or arrive on its barriers.
+    if (CLUSTER > 1) cluster_sync();
 }
 
-template <int BN, int STAGES, typename OutT>
+template <int BN, int STAGES, int CLUSTER, typename OutT>
 const char* launch(const void* a, const void* b, void* c, int M, int N, int K, int sms, cudaStream_t stream) {
     CUtensorMap a_map, b_map;
     const uint64_t a_dims[2] = {uint64_t(K), uint64_t(M)}, a_strides[1] = {uint64_t(K) * 2};
@@ -110,13 +138,31 @@ const char* launch(const void* a, const void* b, void* c, int M, int N, int K, i
     const uint32_t a_box[2] = {64, BM}, b_box[2] = {64, BK};
     if (const char* e = make_tensor_map_bf16(&a_map, a, 2, a_dims, a_strides, a_box)) return e;
     if (const char* e = make_tensor_map_bf16(&b_map, b, 2, b_dims, b_strides, b_box)) return e;
-    auto kernel = gemm_kernel<BN, STAGES, OutT>;
+    auto kernel = gemm_kernel<BN, STAGES, CLUSTER, OutT>;
     const int smem = sizeof(gemm_smem<BN, STAGES>) + 1024;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return "cudaFuncSetAttribute(max dynamic shared memory) failed";
-    const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-    kernel<<<min(tiles, sms), THREADS, smem, stream>>>(a_map, b_map, static_cast<OutT*>(c), M, N, K);
-    cudaError_t err = cudaGetLastError();
+
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CLUSTER;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    // Persistent grid: as many clusters as can be resident at once (a GPC may leave an SM unpaired).
+    int resident = sms / CLUSTER;
+    cfg.gridDim = dim3(resident * CLUSTER);
+    if (CLUSTER > 1 && cudaOccupancyMaxActiveClusters(&resident, kernel, &cfg) != cudaSuccess)
+        return "cudaOccupancyMaxActiveClusters failed";
+    const int ctiles = ((M + BM * CLUSTER - 1) / (BM * CLUSTER)) * ((N + BN - 1) / BN);
+    cfg.gridDim = dim3(min(ctiles, resident) * CLUSTER);
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a_map, b_map, static_cast<OutT*>(c), M, N, K);
+    if (err == cudaSuccess) err = cudaGetLastError();
     return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
 
@@ -130,6 +176,6 @@ extern "C" const char* tiles_sm90_gemm(const void* a, const void* b, void* c, in
     if (K % 8 || N % 8) return "gemm: K and N must be multiples of 8 (16-byte row strides for TMA)";
     if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c)) % 16)
         return "gemm: A, B and C must be 16-byte aligned";
-    return c_f32 ? launch<256, 4, float>(a, b, c, M, N, K, sms, stream)
-                 : launch<256, 4, bf16>(a, b, c, M, N, K, sms, stream);
+    return c_f32 ? launch<256, 4, CLUSTER, float>(a, b, c, M, N, K, sms, stream)
+                 : launch<256, 4, CLUSTER, bf16>(a, b, c, M, N, K, sms, stream);
 }

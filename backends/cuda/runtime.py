@@ -1,0 +1,216 @@
+"""Launching generated kernels on an NVIDIA GPU through cupy.
+
+The cubin comes from toolchain.compile (NVRTC in a child process: a compiler crash is an exception here) and
+is cached on disk under ~/.cache/tiles/cuda (TILES_CACHE overrides ~/.cache/tiles), keyed by the source, the
+compile options, and the compiler and driver versions. Kernels launch on cupy arrays, torch CUDA tensors or
+any __cuda_array_interface__ object, on the caller's current stream (torch's when a torch tensor is passed).
+Every argument is checked before the launch (check_launch), so bad input never reaches the GPU.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from tiles import dtypes, ir
+from tiles.backend import _strides, check_args
+from tiles.dsl import TileError
+from tiles.types import GL
+
+from . import codegen, schedules, toolchain
+
+ALIGN = 16   # bytes: cp.async and TMA copy 16-byte chunks
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+# ---- checks (pure Python: testable without a GPU) ------------------------------------------------------------
+
+def pointer(a) -> int:
+    if hasattr(a, "__cuda_array_interface__"):
+        return int(a.__cuda_array_interface__["data"][0])
+    if callable(getattr(a, "data_ptr", None)):
+        return int(a.data_ptr())
+    raise TypeError(f"{type(a).__name__} is not a CUDA array")
+
+
+def device_of(a) -> int | None:
+    """The CUDA device index of an array, None where it does not say (then the current device is assumed)."""
+    dev = getattr(a, "device", None)
+    if dev is None:
+        return None
+    if isinstance(dev, int):
+        return dev
+    if hasattr(dev, "id"):        # cupy
+        return int(dev.id)
+    if getattr(dev, "type", None) == "cuda":   # torch
+        return int(dev.index or 0)
+    return -1                      # somewhere else (a torch CPU tensor, ...)
+
+
+def is_cuda_array(a) -> bool:
+    return hasattr(a, "__cuda_array_interface__") or getattr(getattr(a, "device", None), "type", None) == "cuda"
+
+
+def check_launch(k: ir.Kernel, args, device: int = 0) -> dict:
+    """Everything that must hold before launching k on `device`; returns the scalar environment.
+
+    On top of the checks every backend makes (rank, dtype, contiguous last dim, the kernel's check_eq), the
+    arrays must live on this GPU, start on a 16-byte boundary, and the grid must fit CUDA's limits.
+    """
+    for p, a in zip(k.params, args):
+        if not isinstance(p, GL):
+            continue
+        if not is_cuda_array(a):
+            raise TileError(f"argument {p.name}: a {type(a).__name__} is not on the GPU; pass a cupy array, "
+                            f"a torch CUDA tensor or another __cuda_array_interface__ object", k.loc)
+        dev = device_of(a)
+        if dev is not None and dev != device:
+            raise TileError(f"argument {p.name} is on device {dev}, the kernel runs on device {device}", k.loc)
+        ptr = pointer(a)
+        if ptr % ALIGN:
+            raise TileError(f"argument {p.name}: data must start on a {ALIGN}-byte boundary, its address is "
+                            f"{ptr:#x} ({ptr % ALIGN} bytes past one); pass a copy (e.g. .copy() or .contiguous())",
+                            k.loc)
+    env = check_args(k, args)
+    for axis, (g, limit) in enumerate(zip(k.grid, GRID_LIMITS)):
+        n = int(ir.evaluate(g, env))
+        if n > limit:
+            raise TileError(f"grid dim {'xyz'[axis]} is {n} blocks ({ir.fmt(g)}), CUDA allows {limit}", k.loc)
+    return env
+
+
+def pack(k: ir.Kernel, args) -> list:
+    """The launch parameters, in the order TC_GL_PARAMS / the scalar params declare them."""
+    out = []
+    for p, a in zip(k.params, args):
+        if isinstance(p, GL):
+            shape = (1,) * (4 - len(a.shape)) + tuple(int(n) for n in a.shape)
+            strides = (0,) * (4 - len(a.shape)) + tuple(int(s) for s in _strides(a))
+            # a dim of extent 1 is never stepped over: stride 0 keeps the 16-byte vector path open
+            strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
+            out += [np.uint64(pointer(a))] + [np.int32(n) for n in shape] + [np.int64(s) for s in strides[:3]]
+        else:
+            out.append(np.float32(a) if p.dtype == dtypes.f32 else np.int32(a))
+    return out
+
+
+# ---- compile cache ------------------------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("TILES_CACHE", Path.home() / ".cache" / "tiles"))
+    d = root / "cuda"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def cached_cubin(source: str, target: str, driver: str) -> Path:
+    """The cubin of source for target, compiled once per (source, options, compiler and driver versions)."""
+    opts = toolchain.options(target, "nvrtc")
+    key = hashlib.sha256(json.dumps([source, opts, toolchain.versions(), driver]).encode()).hexdigest()[:32]
+    path = cache_dir() / f"{key}.cubin"
+    if not path.is_file():
+        c = toolchain.compile(source, target)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(c.cubin)
+        tmp.replace(path)   # atomic: concurrent processes never load half a file
+        (cache_dir() / f"{key}.cu").write_text(source)
+    return path
+
+
+# ---- the device ---------------------------------------------------------------------------------------------
+
+def target_of(capability: tuple[int, int]) -> str | None:
+    """The tiles target whose cubins run on a device of this compute capability."""
+    major, _ = capability
+    if major == 9:
+        return "sm_90a"
+    if major == 8:
+        return "sm_80"    # sm_80 machine code runs on every 8.x device
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> tuple[str | None, str | None]:
+    """(target, None) when a usable GPU is here, else (None, why not)."""
+    try:
+        import cupy
+    except ImportError as e:
+        return None, f"cupy is not installed ({e}): pip install 'tiles[cuda]'"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001 - no driver, no device: cupy raises its own CUDARuntimeError
+        return None, f"no CUDA device ({e})"
+    if n == 0:
+        return None, "no CUDA device"
+    cc = cupy.cuda.Device().compute_capability
+    tgt = target_of((int(cc[:-1]), int(cc[-1])))
+    if tgt is None:
+        return None, f"compute capability {cc[:-1]}.{cc[-1]} has no tiles target (sm_80 and sm_90a only)"
+    why = toolchain.available("nvrtc")
+    return (None, why) if why else (tgt, None)
+
+
+class DeviceArray:
+    """A device buffer of any tiles dtype (cupy has no bf16/fp8): raw bytes in cupy, the dtype beside them."""
+
+    def __init__(self, host: np.ndarray):
+        import cupy
+        self.dtype = host.dtype
+        raw = np.ascontiguousarray(host).view(f"u{host.dtype.itemsize}")
+        self.raw = cupy.asarray(raw)
+        self.shape, self.itemsize = host.shape, host.dtype.itemsize
+        self.strides = self.raw.strides
+        self.device = self.raw.device
+
+    @property
+    def __cuda_array_interface__(self):
+        cai = dict(self.raw.__cuda_array_interface__)
+        cai["typestr"] = self.dtype.str
+        return cai
+
+    def numpy(self) -> np.ndarray:
+        return self.raw.get().view(self.dtype)
+
+
+class Runtime:
+    def __init__(self, target: str):
+        import cupy
+        self.cupy, self.target = cupy, target
+        self.driver = str(cupy.cuda.runtime.driverGetVersion())
+        self.max_smem = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+        self.functions: dict = {}
+
+    def function(self, gen: codegen.Generated):
+        key = (gen.source, self.target)
+        if key not in self.functions:
+            mod = self.cupy.RawModule(path=str(cached_cubin(gen.source, self.target, self.driver)))
+            fn = mod.get_function(gen.name)
+            if gen.schedule.smem_bytes > 48 * 1024:   # beyond 48 KB a block must opt in (cudaFuncSetAttribute)
+                fn.max_dynamic_shared_size_bytes = gen.schedule.smem_bytes
+            self.functions[key] = (mod, fn)
+        return self.functions[key][1]
+
+    def generate(self, k: ir.Kernel) -> codegen.Generated:
+        return codegen.generate(k, schedules.plan(k, self.target, self.max_smem))
+
+    def launch(self, k: ir.Kernel, args) -> None:
+        env = check_launch(k, args, self.cupy.cuda.Device().id)
+        gen = self.generate(k)
+        fn = self.function(gen)
+        grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
+        params = pack(k, args)
+        stream = self._stream(args)
+        with stream:
+            fn(grid, (gen.schedule.threads,), params, shared_mem=gen.schedule.smem_bytes)
+
+    def _stream(self, args):
+        """torch's current stream when a torch tensor is among the arguments, else cupy's."""
+        for a in args:
+            if type(a).__module__.startswith("torch"):
+                import torch
+                return self.cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        return self.cupy.cuda.get_current_stream()
