@@ -10,17 +10,22 @@
 #if defined(TILES_EMU)
 #include "hip_emu.h"
 #define TILES_DEV inline
+#define TILES_UNROLL  // the host compiler decides: full unrolling only matters for device registers
 #else
 #define TILES_DEV __device__ inline __attribute__((always_inline))
-#endif
 #define TILES_UNROLL _Pragma("unroll")
+#endif
 
 #if defined(__gfx950__) || (defined(TILES_EMU) && TILES_EMU_GFX == 950)
 #define TILES_GFX950 1
 #endif
 
 namespace tiles_hip {
+#if defined(TILES_EMU)
+struct bf16 { uint16_t bits; };  // host compilers without __bf16 arithmetic: converted in types.hpp
+#else
 typedef __bf16 bf16;
+#endif
 typedef _Float16 f16;
 struct fp8e4m3 { uint8_t bits; };
 struct fp8e5m2 { uint8_t bits; };
@@ -141,9 +146,10 @@ template <int N> TILES_DEV bytes_t<N> buffer_load(buffer b, uint32_t off) {
   for (int i = 0; i < N / 4; ++i) r.w[i] = hip_emu::load_u32(b.base, b.bytes, off + 4 * i);
 #else
   if constexpr (N == 4) r.w[0] = __builtin_amdgcn_raw_buffer_load_b32(b.rsrc, off, 0, 0);
-  else if constexpr (N == 8) __builtin_memcpy(&r, &(const uint32_t __attribute__((ext_vector_type(2)))&)
-                                              __builtin_amdgcn_raw_buffer_load_b64(b.rsrc, off, 0, 0), 8);
-  else {
+  else if constexpr (N == 8) {
+    auto v = __builtin_amdgcn_raw_buffer_load_b64(b.rsrc, off, 0, 0);
+    __builtin_memcpy(&r, &v, 8);
+  } else {
     auto v = __builtin_amdgcn_raw_buffer_load_b128(b.rsrc, off, 0, 0);
     __builtin_memcpy(&r, &v, 16);
   }
@@ -214,18 +220,26 @@ TILES_DEV void atomic_add(float* p, float v) {
 // One matrix-core instruction per (shape, input type, arch); the lane layouts of the operands are
 // in tiles/targets.py and in layout.hpp (the same formulas). On the CPU, the engine computes D from
 // those maps (hip_emu::mfma), so a layout bug in this library shows as a wrong number there too.
+namespace tiles_hip {
+template <class T> struct cvt;
+}
 namespace tiles_hip::arch {
-typedef float f32x4 __attribute__((ext_vector_type(4)));
-typedef float f32x16 __attribute__((ext_vector_type(16)));
-
 template <int M, int K, class T> struct mfma_op;  // M x M x K, inputs T, f32 accumulate
 
 #if defined(TILES_EMU)
+// The engine takes every lane's registers as floats (values of T) and computes D from the atom's maps.
 template <int M, int K, class T> struct mfma_op {
   static constexpr int E_IN = M * K / 64, E_ACC = M * M / 64;
-  static void run(const T* a, const T* b, float* c) { hip_emu::mfma<T>(M, K, a, b, c); }
+  static void run(const T* a, const T* b, float* c) {
+    float fa[E_IN], fb[E_IN];
+    for (int i = 0; i < E_IN; ++i) fa[i] = hip_emu::mfma_input(cvt<T>::to(a[i]), a[i]);
+    for (int i = 0; i < E_IN; ++i) fb[i] = hip_emu::mfma_input(cvt<T>::to(b[i]), b[i]);
+    hip_emu::mfma(hip_emu::atom<M, K, T>(), fa, fb, c);
+  }
 };
 #else
+typedef float f32x4 __attribute__((ext_vector_type(4)));
+typedef float f32x16 __attribute__((ext_vector_type(16)));
 template <class V, class T, int N> TILES_DEV V pack(const T* x) {
   V v;
   __builtin_memcpy(&v, x, sizeof(T) * N);

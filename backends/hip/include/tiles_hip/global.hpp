@@ -8,10 +8,13 @@
 #include "shared.hpp"
 
 namespace tiles_hip {
-template <class T> struct gl {
-  T* ptr;
+// The extents and strides of a global, passed by value next to its pointer.
+struct gl_dims {
   int batch, depth, rows, cols;  // the 4-D view (batch, depth, rows, cols); cols contiguous
   int sb, sd, sr;                // strides of batch, depth, rows in elements
+};
+template <class T> struct gl : gl_dims {
+  T* ptr;
   TILES_DEV uint32_t bytes() const {
     return ((batch - 1) * sb + (depth - 1) * sd + (rows - 1) * sr + cols) * (uint32_t)sizeof(T);
   }

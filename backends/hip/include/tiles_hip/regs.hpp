@@ -189,7 +189,7 @@ template <class D, class X> TILES_DEV void bounds_mask(D& d, const X& s, int row
 // sent and the destination keeps the one it needs.
 template <class TD, class TS, int R, int C, class L>
 TILES_DEV void copy(rt<TD, R, C, L>& dst, const rt<TS, R, C, L>& src) { map(dst, src, [](float x) { return x; }); }
-template <class TD, class TS, int R, int C, class L> TILES_DEV void copy(rv<TD, R, L>& d, const rv<TS, R, L>& s) {
+template <class TD, class TS, int R, class L> TILES_DEV void copy(rv<TD, R, L>& d, const rv<TS, R, L>& s) {
   map(d, s, [](float x) { return x; });
 }
 template <class TD, class TS, int C, class L> TILES_DEV void copy(cv<TD, C, L>& d, const cv<TS, C, L>& s) {

@@ -35,9 +35,12 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
     constexpr int bytes = N * (int)sizeof(T), piece = bytes < SW::GRANULE ? bytes : SW::GRANULE;
     TILES_UNROLL for (int i = 0; i < bytes / piece; ++i) {
       const uint8_t* p = base + offset(r, c + i * piece / (int)sizeof(T));
+#if defined(TILES_EMU)
+      __builtin_memcpy((uint8_t*)out + i * piece, p, piece);
+#else
       if constexpr (piece == 16) {
         typedef uint32_t v4 __attribute__((ext_vector_type(4)));
-        v4 x = *(const v4*)p;
+        v4 x = *(const v4*)p;  // the aligned vector type is what makes this one ds_read_b128
         __builtin_memcpy((uint8_t*)out + i * piece, &x, 16);
       } else if constexpr (piece == 8) {
         typedef uint32_t v2 __attribute__((ext_vector_type(2)));
@@ -46,6 +49,7 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
       } else {
         __builtin_memcpy((uint8_t*)out + i * piece, p, piece);
       }
+#endif
     }
   }
 };

@@ -11,3 +11,10 @@
 #include "global.hpp"
 #include "mma.hpp"
 #include "schedule.hpp"
+
+#ifndef INFINITY
+#define INFINITY __builtin_inff()
+#endif
+#ifndef NAN
+#define NAN __builtin_nanf("")
+#endif

@@ -43,6 +43,16 @@ template <class T> struct cvt {
   TILES_DEV static T from(float f) { return (T)f; }
   TILES_DEV static float to(T x) { return (float)x; }
 };
+#if defined(TILES_EMU)
+template <> struct cvt<bf16> {  // round to nearest even, NaN kept quiet: what v_cvt_pk_bf16_f32 does
+  static bf16 from(float f) {
+    uint32_t u = __builtin_bit_cast(uint32_t, f);
+    if (f != f) return bf16{(uint16_t)((u >> 16) | 0x40)};
+    return bf16{(uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16)};
+  }
+  static float to(bf16 x) { return __builtin_bit_cast(float, (uint32_t)x.bits << 16); }
+};
+#endif
 template <> struct cvt<fp8e4m3> {
   TILES_DEV static fp8e4m3 from(float f) { return {f32_to_fp8<4, 3>(f, 448.0f)}; }
   TILES_DEV static float to(fp8e4m3 x) { return fp8_to_f32<4, 3>(x.bits); }
@@ -52,8 +62,10 @@ template <> struct cvt<fp8e5m2> {
   TILES_DEV static float to(fp8e5m2 x) { return fp8_to_f32<5, 2>(x.bits); }
 };
 // Every register-tile op computes in f32 and rounds once into the destination type.
-template <class D, class S> TILES_DEV D convert(S x) { return cvt<D>::from(cvt<S>::to(x)); }
-template <class D> TILES_DEV D convert(D x) { return x; }
+template <class D, class S> TILES_DEV D convert(S x) {
+  if constexpr (__is_same(D, S)) return x;
+  else return cvt<D>::from(cvt<S>::to(x));
+}
 
 TILES_DEV int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
 TILES_DEV int tiles_min(int a, int b) { return a < b ? a : b; }

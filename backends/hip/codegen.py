@@ -1,0 +1,474 @@
+"""IR -> HIP C++ over the tiles_hip header library (HipKittens style), for gfx942 and gfx950.
+
+The generated kernel reads like a hand-written one: layouts and LDS tile types at the top, the kernel's
+globals as (pointer, extents) pairs, LDS tiles carved from one dynamic arena, register tiles as this wave's
+rows, one header call per IR op, the schedule's loop around a pipelined body, and a block barrier wherever
+LDS changes hands between waves.
+
+Launch interface (shared by the HIP runtime and the CPU emulator), in order: per global ``T* NAME_data``
+and ``tiles_hip::gl_dims NAME_dims`` (batch, depth, rows, cols, then the strides of batch, depth and rows
+in elements, 7 ints), per scalar an ``int`` or ``float``; dynamic LDS of ``lds_bytes``; ``threads`` per block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tiles import cgen, dtypes, ir
+from tiles.dsl import TileError
+from tiles.types import GL, RT, RV, ST, SV
+
+from . import schedules, swizzle
+
+CTYPE = {"bf16": "bf16", "f16": "f16", "f32": "float", "i32": "int", "fp8e4m3": "fp8e4m3", "fp8e5m2": "fp8e5m2"}
+_RESERVED = {"WAVES", "VM_PER_STAGE", "block_x", "block_y", "block_z", "blk", "gl", "st", "rt", "rv", "cv", "acc",
+             "opa", "red_scratch", "n_iter", "zero", "fill", "copy", "load", "store", "mma", "exp", "exp2", "log",
+             "log2", "abs", "neg", "add", "sub", "mul", "div", "max", "min", "arch", "int", "float", "bf16", "f16",
+             "for", "if", "else", "const", "auto", "do", "while", "return", "struct", "template", "using",
+             "namespace", "new", "delete", "this", "true", "false", "default", "case", "switch", "char", "long",
+             "short", "double", "void", "signed", "unsigned", "static", "operator", "union", "enum", "inline"}
+_UNARY = set(ir.UNARY)
+_BINARY = set(ir.BINARY)
+
+
+@dataclass
+class Generated:
+    name: str
+    source: str
+    kernel: ir.Kernel
+    target: str
+    plan: schedules.Plan
+    lds_bytes: int
+    params: list                    # (ctype, name, kind, ir param): kind "data" | "dims" | "scalar"
+    mfma: dict = field(default_factory=dict)   # intended instruction -> MFMAs per main-loop iteration
+
+    @property
+    def threads(self) -> int:
+        return self.plan.threads
+
+
+def mfma_k(target: str, dtype: dtypes.DType, m: int) -> int:
+    if dtype.name.startswith("fp8"):
+        return 32 if m == 16 else 16
+    return (32 if m == 16 else 16) if target == "gfx950" else (16 if m == 16 else 8)
+
+
+def mfma_name(target: str, dtype: dtypes.DType, m: int) -> str:
+    k = mfma_k(target, dtype, m)
+    suffix = {"fp8e4m3": "fp8_fp8", "fp8e5m2": "bf8_bf8"}.get(dtype.name, dtype.name)
+    return f"v_mfma_f32_{m}x{m}x{k}_{suffix}"
+
+
+def generate(k: ir.Kernel, target: str) -> Generated:
+    return _Emitter(k, target).run()
+
+
+class _Emitter:
+    def __init__(self, k: ir.Kernel, target: str):
+        self.k, self.target = k, target
+        self.names = {}
+        for t in list(k.params) + list(k.tiles):
+            n = t.name
+            self.names[id(t)] = n + "_" if n in _RESERVED else n
+        self.mma_dtype = next((op.srcs[0].dtype for op, _ in k.walk() if op.name == "mma"), None)
+        for op, _ in k.walk():
+            if op.name == "mma" and op.srcs[0].dtype.name.startswith("fp8") and target == "gfx942":
+                raise TileError("fp8 MMA on gfx942: CDNA3's matrix cores read the FNUZ fp8 encodings, tiles' fp8 "
+                                "types are OCP; not supported by the HIP backend on gfx942", op.loc)
+        self.staged = {t for lp in schedules._pipelines(k.body) for t in schedules.staged_tiles(lp)}
+        self.plan = schedules.plan(k, target, self.lds_bytes)
+        self.m = self.plan.mfma_m
+        self.layout = self._layouts()
+        self.mfma_count = 0
+
+    # ------------------------------------------------------------ names and types
+    def n(self, t) -> str:
+        return self.names[id(t)]
+
+    def expr(self, e, loop_shift: dict | None = None) -> str:
+        def names(x):
+            if isinstance(x, ir.LoopVar) and loop_shift and x.name in loop_shift:
+                return loop_shift[x.name]
+            if isinstance(x, ir.Dim):
+                return f"{self.names.get(id(self._param(x.arg)), x.arg)}.{ir.Dim.NAMES[x.axis]}"
+            if isinstance(x, ir.ScalarArg):
+                return self.names.get(id(self._param(x.name)), x.name)
+            return cgen.default_names(x)
+        return cgen.c_expr(ir.as_expr(e), names)
+
+    def _param(self, name):
+        return next((p for p in self.k.params if getattr(p, "name", None) == name), None)
+
+    def _layouts(self) -> dict:
+        """Register tiles that feed an MMA's A take the MFMA A-operand layout; everything else the accumulator's.
+        A vector takes the layout of the tiles it meets."""
+        lay = {}
+        for op, _ in self.k.walk():
+            if op.name == "mma" and isinstance(op.srcs[0], RT):
+                lay[id(op.srcs[0])] = "a"
+        for _ in range(2):
+            for op, _ in self.k.walk():
+                tiles = [t for t in (op.dst, *op.srcs) if isinstance(t, (RT, RV))]
+                rts = [lay.get(id(t), "c") for t in tiles if isinstance(t, RT)]
+                for t in tiles:
+                    if isinstance(t, RV) and rts and op.name != "copy":
+                        lay[id(t)] = rts[0]
+        return lay
+
+    def lay(self, t) -> str:
+        if self.layout.get(id(t), "c") == "a":
+            dt = next(op.srcs[1].dtype for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0] is t)
+            return f"opa<{self.m}, {mfma_k(self.target, dt, self.m)}>"
+        return f"acc<{self.m}>"
+
+    def st_type(self, t) -> str:
+        return f"{self.n(t)}_st"
+
+    def lds_bytes(self, stages: int) -> int:
+        total = 0
+        for t in self.k.tiles:
+            if isinstance(t, (ST, SV)):
+                b = -(-t.rows * t.cols * t.dtype.bits // 8 // 16) * 16 if isinstance(t, ST) else -(-t.length * t.dtype.bits // 8 // 16) * 16
+                total += b * (stages if t in self.staged else 1)
+        return total + self._scratch_bytes()
+
+    def _scratch_bytes(self) -> int:
+        cols = [op.srcs[0].cols for op, _ in self.k.walk() if op.name.startswith("col_")]
+        waves = int(self.k.options.get("workers", schedules.WAVES[self.k.options.get("schedule", "plain")]))
+        return 4 * waves * max(cols) if cols else 0
+
+    def _swizzle(self, t: ST) -> str:
+        elem = t.dtype.bits // 8
+        e = self.m * mfma_k(self.target, t.dtype, self.m) // 64 if t.dtype.name in ("bf16", "f16") or t.dtype.name.startswith("fp8") else 4 // elem or 1
+        g, s, mask = swizzle.choose(self.target, t.rows, t.cols * elem, self.m, e, elem)
+        return f"swizzle<{g}, {s}, {mask}>"
+
+    def tile_decl(self, t) -> str:
+        c = CTYPE[t.dtype.name]
+        if isinstance(t, RT):
+            return f"rt<{c}, {t.rows} / WAVES, {t.cols}, {self.lay(t)}> {self.n(t)};"
+        if isinstance(t, RV):
+            if t.axis == "rows":
+                return f"rv<{c}, {t.length} / WAVES, {self.lay(t)}> {self.n(t)};"
+            return f"cv<{c}, {t.length}, {self.lay(t)}> {self.n(t)};"
+        raise TileError(f"{t.name}: shared vectors are not supported by the HIP backend yet", self.k.loc)
+
+    # ------------------------------------------------------------ the kernel
+    def run(self) -> Generated:
+        k, w, p = self.k, cgen.Writer("  "), self.plan
+        w(f"// {k.name} for {self.target}: generated by tiles from {k.loc.file}:{k.loc.line}")
+        w(f"// schedule: {p.schedule} ({p.waves} waves, {p.stages} LDS stage(s)), MFMA {self.m}x{self.m}"
+          + (f", requested {p.requested}" if p.requested != p.schedule else ""))
+        for note in p.notes:
+            w(f"// note: {note}")
+        w('#include "tiles_hip/tiles.hpp"')
+        w("using namespace tiles_hip;")
+        w()
+        w(f"constexpr int WAVES = {p.waves};")
+        for t in k.tiles:
+            if isinstance(t, ST):
+                w(f"using {self.st_type(t)} = st<{CTYPE[t.dtype.name]}, {t.rows}, {t.cols}, {self._swizzle(t)}>;")
+        w()
+        params, sig = [], []
+        for prm in k.params:
+            if isinstance(prm, GL):
+                c = CTYPE[prm.dtype.name]
+                params += [(f"tiles_hip::{c}*" if c not in ("float", "int") else f"{c}*", f"{self.n(prm)}_data", "data", prm),
+                           ("tiles_hip::gl_dims", f"{self.n(prm)}_dims", "dims", prm)]
+                sig += [f"{c}* {self.n(prm)}_data", f"gl_dims {self.n(prm)}_dims"]
+            else:
+                c = "float" if prm.dtype == dtypes.f32 else "int"
+                params.append((c, self.n(prm), "scalar", prm))
+                sig.append(f"{c} {self.n(prm)}")
+        w(f'extern "C" __global__ __launch_bounds__({p.threads}) void {k.name}(')
+        w("    " + ",\n    ".join(sig) + ") {")
+        w.depth += 1
+        for prm in k.params:
+            if isinstance(prm, GL):
+                w(f"const gl<{CTYPE[prm.dtype.name]}> {self.n(prm)}{{{self.n(prm)}_dims, {self.n(prm)}_data}};")
+        self.grid(w)
+        self.declare(w)
+        self.barriers = _BarrierPlan(self.staged)
+        self.stmts(w, k.body)
+        w.depth -= 1
+        w("}")
+        lds = self.lds_bytes(p.stages)
+        mf = {mfma_name(self.target, self.mma_dtype, self.m): self.mfma_count} if self.mma_dtype else {}
+        return Generated(k.name, w.text(), k, self.target, p, lds, params, mf)
+
+    def grid(self, w):
+        g = self.k.grid
+        if self.plan.grid_order == "chiplet" and len(g) >= 2:
+            w(f"// chiplet-aware order: contiguous ids per XCD, output tiles in windows of {self.plan.window} rows")
+            w(f"const grid_pos blk = chiplet_order<{schedules.XCDS}, {self.plan.window}>(arch::block_id(0), "
+              f"arch::block_id(1), {self.expr(g[0])}, {self.expr(g[1])});")
+            w("const int block_x = blk.x, block_y = blk.y;")
+            if len(g) == 3:
+                w("const int block_z = arch::block_id(2);")
+        else:
+            for i in range(len(g)):
+                w(f"const int block_{'xyz'[i]} = arch::block_id({i});")
+
+    def declare(self, w):
+        off = 0
+        for t in self.k.tiles:
+            if isinstance(t, ST):
+                size = -(-t.rows * t.cols * t.dtype.bits // 8 // 16) * 16
+                if t in self.staged:
+                    slots = ", ".join(f"st_at<{self.st_type(t)}>({off + i * size})" for i in range(self.plan.stages))
+                    w(f"const {self.st_type(t)} {self.n(t)}[{self.plan.stages}] = {{{slots}}};")
+                    off += size * self.plan.stages
+                else:
+                    w(f"const {self.st_type(t)} {self.n(t)} = st_at<{self.st_type(t)}>({off});")
+                    off += size
+            elif isinstance(t, SV):
+                raise TileError(f"{t.name}: shared vectors are not supported by the HIP backend yet", self.k.loc)
+        if self._scratch_bytes():
+            w(f"float* const red_scratch = (float*)(arch::lds_base() + {off});  // column reductions across waves")
+        for t in self.k.tiles:
+            if isinstance(t, (RT, RV)):
+                w(self.tile_decl(t))
+
+    # ------------------------------------------------------------ statements
+    def stmts(self, w, body, slot: str | None = None):
+        for s in body:
+            if isinstance(s, ir.Loop):
+                self.loop(w, s)
+            else:
+                if self.barriers.before(s):
+                    w("arch::barrier();")
+                w(self.op(s, slot))
+
+    def loop(self, w, lp: ir.Loop):
+        v = lp.var.name
+        if lp.kind == "range":
+            with w.block(f"for (int {v} = 0; {v} < {self.expr(lp.count)}; ++{v}) {{"):
+                self.barriers.enter_loop(lp, self._sim)
+                self.stmts(w, lp.body)
+            return
+        staged_ops = [s for s in lp.body if isinstance(s, ir.Op) and s.dst in self.staged]
+        compute = [s for s in lp.body if not (isinstance(s, ir.Op) and s.dst in self.staged)]
+        S, p = self.plan.stages, self.plan
+        vm = " + ".join(f"lds_load<WAVES, {self.st_type(s.dst)}>::VM_OPS" for s in staged_ops) or "0"
+
+        def issue(shift: str, slot: str):
+            for s in staged_ops:
+                w(self.op(s, slot, {v: shift}))
+        w(f"// pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
+        w(f"const int n_{v} = {self.expr(lp.count)};")
+        if self.barriers.pipeline_entry(staged_ops):
+            w("arch::barrier();")
+        if p.schedule == "pingpong" or S == 1:
+            pass
+        else:
+            if S > 2:
+                w(f"constexpr int VM_PER_STAGE = {vm};  // vm loads one wave issues per stage: what s_waitcnt may leave in flight")
+            for i in range(S - 1):
+                with w.block(f"if ({i} < n_{v}) {{"):
+                    issue(str(i), str(i))
+        if p.schedule == "pingpong":
+            with w.block(f"if (0 < n_{v}) {{"):
+                issue("0", "0")
+            w("pingpong_enter();  // group 1 runs one barrier behind group 0")
+        with w.block(f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{"):
+            self.barriers.reset_pipeline(compute, self._sim)
+            if p.schedule == "pingpong":
+                w("// memory cluster: this group's share of the next tile, straight into LDS")
+                w("arch::waitcnt<0, 0>();")
+                w("arch::barrier();")
+                with w.block(f"if ({v} + 1 < n_{v}) {{"):
+                    issue(f"({v} + 1)", f"({v} + 1) % 3")
+                w("arch::barrier();")
+                w("// MFMA cluster")
+                w("mfma_cluster_begin();")
+                self.count_mfma(compute)
+                self.stmts(w, compute, f"{v} % 3")
+                w("mfma_cluster_end();")
+            elif S == 1:
+                w("arch::barrier();")
+                issue(v, "0")
+                w("arch::waitcnt<0, 0>();")
+                w("arch::barrier();")
+                self.count_mfma(compute)
+                self.stmts(w, compute, "0")
+            else:
+                if S == 2:
+                    w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one in flight, has landed")
+                else:
+                    w(f"// tile {v} has landed once at most the later stages' loads are in flight")
+                    with w.block(f"if ({v} + {S - 2} < n_{v}) {{", "} else {"):
+                        w(f"arch::waitcnt<{S - 2} * VM_PER_STAGE, 0>();")
+                    w.depth += 1
+                    w("arch::waitcnt<0, 0>();")
+                    w.depth -= 1
+                    w("}")
+                w("arch::barrier();")
+                with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
+                    issue(f"({v} + {S - 1})", f"({v} + {S - 1}) % {S}")
+                self.count_mfma(compute)
+                self.stmts(w, compute, f"{v} % {S}")
+                if p.schedule == "interleave":
+                    w(f"interleave_hint<{self.mfma_count}>();")
+        if p.schedule == "pingpong":
+            w("pingpong_leave();")
+        self.barriers.after_pipeline(staged_ops)
+
+    def _sim(self, body):
+        """Shared-memory effects of a body, for the barrier planner: [(op, reads, writes)]."""
+        return [(op, *_effects(op)) for op, _ in ir.walk(body)]
+
+    def count_mfma(self, body):
+        total = 0
+        for op, _ in ir.walk(body):
+            if op.name == "mma":
+                d, a = op.dst, op.srcs[0]
+                kdim = a.rows if op.attrs["trans_a"] else a.cols
+                total += (d.rows // self.plan.waves // self.m) * (d.cols // self.m) * (kdim // mfma_k(self.target, a.dtype, self.m))
+        self.mfma_count = total
+
+    # ------------------------------------------------------------ ops
+    def idx(self, op, tile, shift=None) -> str:
+        """(b, d, r0, c0) element offsets of a tile (or (b, d, r, c0) of a vector) from tile coordinates."""
+        idx = [self.expr(i, shift) for i in op.attrs["idx"]]
+        if isinstance(tile, (RT, ST)):
+            r, c = idx[-2:]
+            lead = ["0"] * (4 - len(idx)) + idx[:-2]
+            return ", ".join(lead + [f"({r}) * {tile.rows}", f"({c}) * {tile.cols}"])
+        lead = ["0"] * (4 - len(idx)) + idx[:-1]
+        return ", ".join(lead + [f"({idx[-1]}) * {tile.length}"])
+
+    def ref(self, t, slot) -> str:
+        return f"{self.n(t)}[{slot}]" if t in self.staged and slot is not None else self.n(t)
+
+    def op(self, op: ir.Op, slot=None, shift=None) -> str:
+        name, d, srcs = op.name, op.dst, op.srcs
+
+        def r(t):
+            return self.ref(t, slot) if isinstance(t, (ST, SV)) else self.n(t)
+
+        def val(x):
+            return r(x) if not isinstance(x, ir.Expr) else self.expr(x, shift)
+        line = f"  // {op.loc.file}:{op.loc.line}" if op.loc else ""
+        if name == "load":
+            s = srcs[0]
+            if isinstance(s, GL) and isinstance(d, ST):
+                return f"load<WAVES>({r(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
+            if isinstance(s, GL):
+                return f"load({self.n(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
+            return f"load({self.n(d)}, {r(s)});{line}"
+        if name in ("store", "atomic_add"):
+            s = srcs[0]
+            if isinstance(d, GL):
+                wv = "<WAVES>" if isinstance(s, ST) else ""
+                fn = "store" if name == "store" else "atomic_add"
+                return f"{fn}{wv}({self.n(d)}, {r(s)}, {self.idx(op, s, shift)});{line}"
+            return f"store({r(d)}, {self.n(s)});{line}"
+        if name == "mma":
+            a, b, c = srcs
+            if isinstance(a, RT) and self.layout.get(id(a)) != "a":
+                raise TileError("internal: A operand not in the MFMA layout", op.loc)
+            ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
+            return f"mma<{ta}, {tb}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
+        if name == "zero":
+            self._regs_only(op)
+            return f"zero({self.n(d)});{line}"
+        if name == "fill":
+            self._regs_only(op)
+            return f"fill({self.n(d)}, {self.expr(srcs[0], shift)});{line}"
+        if name == "copy":
+            self._same_layout(op, allow_change=True)
+            return f"copy({self.n(d)}, {self.n(srcs[0])});{line}"
+        if name in _UNARY or name in _BINARY:
+            self._same_layout(op)
+            return f"{name}({self.n(d)}, {', '.join(val(x) for x in srcs)});{line}"
+        if name.startswith("row_"):
+            acc = f", &{self.n(srcs[1])}" if srcs[1] is not None else ""
+            return f"{name}({self.n(d)}, {self.n(srcs[0])}{acc});{line}"
+        if name.startswith("col_"):
+            acc = f"&{self.n(srcs[1])}" if srcs[1] is not None else "nullptr"
+            return f"{name}<WAVES>({self.n(d)}, {self.n(srcs[0])}, {acc}, red_scratch);{line}"
+        if name.endswith("_row") or name.endswith("_col"):
+            self._same_layout(op)
+            return f"{name}({self.n(d)}, {self.n(srcs[0])}, {self.n(srcs[1])});{line}"
+        if name in ("causal_mask", "bounds_mask"):
+            self._same_layout(op)
+            args = ", ".join(self.expr(x, shift) for x in srcs[1:])
+            return f"{name}({self.n(d)}, {self.n(srcs[0])}, {args});{line}"
+        raise TileError(f"{name}: not supported by the HIP backend", op.loc)
+
+    def _regs_only(self, op):
+        if not isinstance(op.dst, (RT, RV)):
+            raise TileError(f"{op.name} of a shared tile is not supported by the HIP backend; fill registers and store",
+                            op.loc)
+
+    def _same_layout(self, op, allow_change=False):
+        tiles = [t for t in (op.dst, *op.srcs) if isinstance(t, (RT, RV))]
+        lays = {self.layout.get(id(t), "c") for t in tiles}
+        if len(lays) > 1 and not (allow_change and all(isinstance(t, RT) for t in tiles)):
+            raise TileError(f"{op.name}: mixes a register tile that feeds an MMA's A operand with ones in the "
+                            "accumulator layout; on CDNA copy it into a separate tile first", op.loc)
+
+
+def _effects(op: ir.Op):
+    """(shared tiles read, shared tiles written) by one op."""
+    reads, writes = set(), set()
+    for s in op.srcs:
+        if isinstance(s, (ST, SV)):
+            reads.add(s)
+    if isinstance(op.dst, (ST, SV)):
+        writes.add(op.dst)
+    if op.name.startswith("col_"):
+        reads.add("scratch")
+        writes.add("scratch")
+    return reads, writes
+
+
+class _BarrierPlan:
+    """Where block barriers go: before reading a shared tile written since the last barrier, and before
+    writing one read or written since it. Loops are entered with what their own end leaves pending."""
+
+    def __init__(self, staged):
+        self.staged = staged
+        self.reads, self.writes = set(), set()
+
+    def _step(self, op) -> bool:
+        r, wr = _effects(op)
+        if op.name.startswith("col_"):   # the header's column reduction brackets itself with barriers
+            self.reads, self.writes = set(), set()
+            return False
+        need = bool(r & self.writes) or bool(wr & (self.reads | self.writes))
+        if need:
+            self.reads, self.writes = set(), set()
+        self.reads |= r
+        self.writes |= wr
+        return need
+
+    def before(self, op) -> bool:
+        return self._step(op)
+
+    def enter_loop(self, lp, sim):
+        """Pending state at a loop's head: what precedes it plus what one pass of its body leaves."""
+        saved = (set(self.reads), set(self.writes))
+        for op, _, _ in sim(lp.body):
+            self._step(op)
+        self.reads |= saved[0]
+        self.writes |= saved[1]
+
+    def pipeline_entry(self, staged_ops) -> bool:
+        tiles = {s.dst for s in staged_ops}
+        need = bool(tiles & (self.reads | self.writes))
+        if need:
+            self.reads, self.writes = set(), set()
+        return need
+
+    def reset_pipeline(self, compute, sim):
+        """Inside the loop the schedule's barrier precedes the compute: staged tiles are in sync there."""
+        self.reads, self.writes = set(), set()
+        for op, _, _ in sim(compute):
+            self._step(op)
+        self.reads -= self.staged
+        self.writes -= self.staged
+        # after the schedule's barrier, what the previous iteration's compute left is settled too
+        self.reads, self.writes = set(), set()
+
+    def after_pipeline(self, staged_ops):
+        self.reads |= {s.dst for s in staged_ops}

@@ -1,0 +1,66 @@
+"""hip-emu:gfx942 / hip-emu:gfx950: the generated HIP text compiled for the host with hip_emu.h and run
+on the CPU engine (tiles/emu), lanes as fibers, waves of 64 as collectives, MFMAs from the atom maps."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from tiles import backend, ir
+from tiles.types import GL
+
+from . import launch
+
+INCLUDE = Path(__file__).parent / "include"
+
+
+def compile_emu(g, source: str | None = None):
+    from tiles.emu.runner import Param, compile
+    params = [Param(c, n) for c, n, _, _ in g.params]
+    gfx = g.target.removeprefix("gfx")
+    return compile(source or g.source, kernel=g.name, params=params, shim="hip",
+                   defines={"TILES_EMU": None, "TILES_EMU_GFX": gfx}, include_dirs=[INCLUDE], atoms=(g.target,))
+
+
+def run_emu(g, args, *, source: str | None = None, seed: int | None = None) -> None:
+    """Launch the generated kernel (or an edited `source` of it) on the CPU over host arrays, in place."""
+    env = launch.bind(g, args)
+    grid = launch.grid(g, env)
+    if not grid:
+        return
+    host, copies = [], []
+    by_param = dict(zip([id(p) for p in g.kernel.params], args))
+    for ctype, name, kind, p in g.params:
+        a = by_param[id(p)]
+        if kind == "data":
+            arr = np.asarray(a)
+            if not arr.flags.c_contiguous:
+                c = np.ascontiguousarray(arr)
+                copies.append((a, c))
+                arr = c
+            host.append(arr)
+        elif kind == "dims":
+            host.append(launch.dims_of(p, host[-1]).tobytes())
+        else:
+            host.append(np.float32(a) if ctype == "float" else np.int32(a))
+    mod = compile_emu(g, source)
+    seed = int(os.environ.get("TILES_EMU_SEED", "1")) if seed is None else seed
+    mod.launch(grid=grid, block=g.threads, args=host, shared_bytes=max(g.lds_bytes, 16), seed=seed)
+    for orig, c in copies:
+        np.copyto(orig, c)
+
+
+class HipEmu(backend.Backend):
+    kind = "emulator"
+
+    def __init__(self, target: str):
+        self.target = target
+        self.name = f"hip-emu:{target}"
+        self.device = f"CPU executing the generated HIP for {target} (lanes as fibers)"
+
+    def available(self):
+        return None
+
+    def run(self, k: ir.Kernel, args) -> None:
+        run_emu(launch.generated(k, self.target), args)
