@@ -1,9 +1,11 @@
 // tiles_cuda/mma.cuh: d = a' @ b' + c with warp-level mma.sync m16n8k16, f32 accumulation.
 //
 // Each warp computes its own rows of d: its slice of a (registers, or its rows
-// of a shared tile) against all of b (shared). bf16 runs the bf16 instruction;
-// f16 and the fp8 types run the f16 one (every fp8 value is exact in f16), the
-// fp8 fragments gathered element by element.
+// of a shared tile) against all of b (shared). bf16 runs the bf16 instruction,
+// f16 the f16 one. fp8 runs m16n8k32 on sm_89+ when both operands are K-major
+// (a [M][K], b [N][K]: the fp8 GEMM's layout); otherwise (sm_80, other
+// layouts) the fragments are gathered element by element and converted to f16,
+// which holds every fp8 value exactly.
 #pragma once
 #include "memory.cuh"
 
@@ -85,6 +87,51 @@ __device__ __forceinline__ void a_frag_rt(unsigned (&f)[4], const rt<T, R, C, NW
 template <typename A> struct is_rt_t { static constexpr bool value = false; };
 template <typename T, int R, int C, int NW> struct is_rt_t<rt<T, R, C, NW>> { static constexpr bool value = true; };
 
+// ---- native fp8: mma.sync m16n8k32 (sm_89+), for K-major operands (a [M][K], b [N][K]) --------------
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+constexpr bool has_fp8_mma = true;
+#else
+constexpr bool has_fp8_mma = false;
+#endif
+template <typename TA, typename TB>
+__device__ __forceinline__ void mma16832(pair<float>& d0, pair<float>& d1, const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+#define TC_MMA_FP8(A, B)                                                                                   \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." A "." B ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "  \
+                 "{%8,%9}, {%0,%1,%2,%3};\n"                                                              \
+                 : "+f"(d0.x), "+f"(d0.y), "+f"(d1.x), "+f"(d1.y)                                          \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+    if constexpr (same<TA, fp8e4m3> && same<TB, fp8e4m3>) TC_MMA_FP8("e4m3", "e4m3");
+    else if constexpr (same<TA, fp8e4m3>) TC_MMA_FP8("e4m3", "e5m2");
+    else if constexpr (same<TB, fp8e4m3>) TC_MMA_FP8("e5m2", "e4m3");
+    else TC_MMA_FP8("e5m2", "e5m2");
+#undef TC_MMA_FP8
+}
+
+// An 8-bit 16x32 fragment is a 16x16 fragment of byte pairs: the same ldmatrix addressing in 16-byte rows.
+template <int M, int N, int NW, typename TA, int AR, int AC, typename TB, int BR, int BC>
+__device__ inline void mma_fp8(rt<float, M, N, NW>& d, const st<TA, AR, AC>& a, const st<TB, BR, BC>& b) {
+    using acc = rt<float, M, N, NW>;
+    const int l = lane_id();
+#pragma unroll
+    for (int kk = 0; kk < AC / 32; ++kk) {
+        unsigned af[acc::height][4];
+#pragma unroll
+        for (int i = 0; i < acc::height; ++i)
+            ldmatrix_x4(af[i], &a.at(warp_id() * acc::warp_rows + i * 16 + l % 16, kk * 32 + (l / 16) * 16));
+#pragma unroll
+        for (int j = 0; j < acc::width; ++j) {
+            unsigned bf[4];
+            ldmatrix_x4(bf, &b.at(j * 16 + (l / 16) * 8 + l % 8, kk * 32 + ((l / 8) % 2) * 16));
+#pragma unroll
+            for (int i = 0; i < acc::height; ++i) {
+                mma16832<TA, TB>(d.d[i][j][0], d.d[i][j][1], af[i], bf[0], bf[1]);
+                mma16832<TA, TB>(d.d[i][j][2], d.d[i][j][3], af[i], bf[2], bf[3]);
+            }
+        }
+    }
+}
+
 // d = a' @ b' + c. A_T: a is stored transposed ([K][M]); B_T: b is stored as [N][K].
 template <bool A_T, bool B_T, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
 __device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
@@ -96,6 +143,11 @@ __device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR
     using TA = typename AOp::dtype;
     static_assert(same<mma_in<TA>, mma_in<TB>>, "mma: a and b must both be bf16 or both f16/fp8");
     if (&d != &c) d = c;
+    if constexpr (has_fp8_mma && sizeof(TA) == 1 && sizeof(TB) == 1 && !A_T && B_T && !is_rt_t<AOp>::value &&
+                  K % 32 == 0) {
+        mma_fp8(d, a, b);
+        return;
+    }
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
         unsigned af[acc::height][4];

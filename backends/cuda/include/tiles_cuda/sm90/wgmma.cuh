@@ -46,6 +46,21 @@ __device__ __forceinline__ void zero(rt_acc<N>& t) {
     for (int i = 0; i < N / 2; ++i) t.d[i] = 0.f;
 }
 
+// Store the warpgroup's 64 x N accumulator into rows [0, 64) of a shared tile, rounded to bf16. Each warp writes
+// 8 rows x 16 bytes per instruction, which the 128-byte swizzle spreads over all 32 banks. Callers that hand the
+// tile to TMA next need fence_async_shared() and a barrier.
+template <int N, typename ST>
+__device__ __forceinline__ void store(ST& dst, const rt_acc<N>& src) {
+    static_assert(ST::cols == N && ST::rows >= 64);
+    char* base = reinterpret_cast<char*>(dst.data);
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<uint32_t*>(base + ST::offset(rt_acc<N>::row(h), rt_acc<N>::col(j))) =
+                pack_bf16x2(src.d[4 * j + 2 * h], src.d[4 * j + 2 * h + 1]);
+}
+
 // ---- issue / completion ----
 
 // Order earlier register writes (accumulators, A fragments) before the next wgmma reads them.

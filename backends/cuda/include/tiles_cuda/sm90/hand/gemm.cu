@@ -18,14 +18,28 @@ constexpr int BM = 128, BK = 64, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS);
 constexpr int GROUP_M = TILES_GEMM_GROUP_M;
 // CTAs per cluster along M; they share each B tile by multicast, which halves B's L2-to-SM traffic.
 #ifndef TILES_GEMM_CLUSTER
-#define TILES_GEMM_CLUSTER 2
+#define TILES_GEMM_CLUSTER 1
 #endif
 constexpr int CLUSTER = TILES_GEMM_CLUSTER;
 
-template <int BN, int STAGES>
+// bf16 results leave through shared memory and TMA stores (whole 128-byte lines, issued by one thread, overlapping
+// the next tile's main loop); f32 results are stored from registers.
+#ifndef TILES_GEMM_STAGES
+#define TILES_GEMM_STAGES 3
+#endif
+constexpr int STAGES = TILES_GEMM_STAGES;
+
+#ifndef TILES_GEMM_TMA_STORE
+#define TILES_GEMM_TMA_STORE 1
+#endif
+template <typename OutT>
+constexpr bool TMA_EPILOGUE = sizeof(OutT) == 2 && TILES_GEMM_TMA_STORE;
+
+template <int BN, int STAGES, bool EPI>
 struct gemm_smem {
     st<bf16, BM, BK> a[STAGES];
     st<bf16, BK, BN> b[STAGES];
+    st<bf16, 64, BN> c[EPI ? CONSUMERS : 0];  // one staging tile per consumer
     stage_ring<STAGES> ring;
 };
 
@@ -40,17 +54,22 @@ __device__ __forceinline__ tile_coord tile_at(int t, int tiles_m, int tiles_n) {
     return {first_m + r % group_rows, r / group_rows};
 }
 
-__device__ __forceinline__ void store_pair(bf16* p, float x, float y) {
-    *reinterpret_cast<bf16x2*>(p) = __floats2bfloat162_rn(x, y);
+template <typename OutT>
+__device__ __forceinline__ void store_pair(OutT* p, float x, float y) {
+    if constexpr (sizeof(OutT) == 2)
+        *reinterpret_cast<bf16x2*>(p) = __floats2bfloat162_rn(x, y);
+    else
+        *reinterpret_cast<float2*>(p) = {x, y};
 }
-__device__ __forceinline__ void store_pair(float* p, float x, float y) { *reinterpret_cast<float2*>(p) = {x, y}; }
 
 template <int BN, int STAGES, int CLUSTER, typename OutT>
 __global__ void __launch_bounds__(THREADS, 1)
-    gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, OutT* c,
-                int M, int N, int K) {
+    gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+                const __grid_constant__ CUtensorMap c_map, OutT* c, int M, int N, int K) {
+    constexpr bool EPI = TMA_EPILOGUE<OutT>;
     extern __shared__ char smem_raw[];
-    auto& sm = *reinterpret_cast<gemm_smem<BN, STAGES>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~1023);
+    auto& sm =
+        *reinterpret_cast<gemm_smem<BN, STAGES, EPI>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~1023);
     constexpr int B_PANELS = st<bf16, BK, BN>::PANELS / CLUSTER;  // B panels each CTA loads for the cluster
     // A cluster owns CLUSTER vertically adjacent output tiles that share their B columns.
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, k_blocks = (K + BK - 1) / BK;
@@ -114,32 +133,52 @@ __global__ void __launch_bounds__(THREADS, 1)
             release_slot(prev);
 
             const int r0 = m * BM + row0, c0 = tc.n * BN;
+            if constexpr (EPI) {
+                // The staging tile may still be read by this consumer's previous TMA store.
+                const int cons = warpgroup_id() - 1, bar = 1 + cons;
+                if (thread_in_warpgroup() == 0) tma_store_wait_read();
+                named_sync(bar, WARPGROUP_THREADS);
+                store(sm.c[cons], acc);
+                fence_async_shared();
+                named_sync(bar, WARPGROUP_THREADS);
+                if (thread_in_warpgroup() == 0) {
+                    store_async(&c_map, sm.c[cons], r0, c0);
+                    tma_store_commit();
+                }
+            } else {
 #pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                int col = c0 + rt_acc<BN>::col(j);
+                for (int j = 0; j < BN / 8; ++j) {
+                    int col = c0 + rt_acc<BN>::col(j);
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    int row = r0 + rt_acc<BN>::row(h);
-                    if (row < M && col < N)
-                        store_pair(c + size_t(row) * N + col, acc.d[4 * j + 2 * h], acc.d[4 * j + 2 * h + 1]);
+                    for (int h = 0; h < 2; ++h) {
+                        int row = r0 + rt_acc<BN>::row(h);
+                        if (row < M && col < N)
+                            store_pair(c + size_t(row) * N + col, acc.d[4 * j + 2 * h], acc.d[4 * j + 2 * h + 1]);
+                    }
                 }
             }
         }
     }
+    if (EPI && warpgroup_id() > 0 && thread_in_warpgroup() == 0) tma_store_wait_read();
     // No CTA may exit while its peer can still multicast into it or arrive on its barriers.
     if (CLUSTER > 1) cluster_sync();
 }
 
 template <int BN, int STAGES, int CLUSTER, typename OutT>
 const char* launch(const void* a, const void* b, void* c, int M, int N, int K, int sms, cudaStream_t stream) {
-    CUtensorMap a_map, b_map;
+    CUtensorMap a_map, b_map, c_map = {};
     const uint64_t a_dims[2] = {uint64_t(K), uint64_t(M)}, a_strides[1] = {uint64_t(K) * 2};
     const uint64_t b_dims[2] = {uint64_t(N), uint64_t(K)}, b_strides[1] = {uint64_t(N) * 2};
     const uint32_t a_box[2] = {64, BM}, b_box[2] = {64, BK};
     if (const char* e = make_tensor_map_bf16(&a_map, a, 2, a_dims, a_strides, a_box)) return e;
     if (const char* e = make_tensor_map_bf16(&b_map, b, 2, b_dims, b_strides, b_box)) return e;
+    if constexpr (TMA_EPILOGUE<OutT>) {
+        const uint64_t c_dims[2] = {uint64_t(N), uint64_t(M)}, c_strides[1] = {uint64_t(N) * 2};
+        const uint32_t c_box[2] = {64, 64};
+        if (const char* e = make_tensor_map_bf16(&c_map, c, 2, c_dims, c_strides, c_box)) return e;
+    }
     auto kernel = gemm_kernel<BN, STAGES, CLUSTER, OutT>;
-    const int smem = sizeof(gemm_smem<BN, STAGES>) + 1024;
+    const int smem = sizeof(gemm_smem<BN, STAGES, TMA_EPILOGUE<OutT>>) + 1024;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return "cudaFuncSetAttribute(max dynamic shared memory) failed";
 
@@ -161,7 +200,7 @@ const char* launch(const void* a, const void* b, void* c, int M, int N, int K, i
         return "cudaOccupancyMaxActiveClusters failed";
     const int ctiles = ((M + BM * CLUSTER - 1) / (BM * CLUSTER)) * ((N + BN - 1) / BN);
     cfg.gridDim = dim3(min(ctiles, resident) * CLUSTER);
-    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a_map, b_map, static_cast<OutT*>(c), M, N, K);
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a_map, b_map, c_map, static_cast<OutT*>(c), M, N, K);
     if (err == cudaSuccess) err = cudaGetLastError();
     return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
@@ -176,6 +215,6 @@ extern "C" const char* tiles_sm90_gemm(const void* a, const void* b, void* c, in
     if (K % 8 || N % 8) return "gemm: K and N must be multiples of 8 (16-byte row strides for TMA)";
     if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c)) % 16)
         return "gemm: A, B and C must be 16-byte aligned";
-    return c_f32 ? launch<256, 4, CLUSTER, float>(a, b, c, M, N, K, sms, stream)
-                 : launch<256, 4, CLUSTER, bf16>(a, b, c, M, N, K, sms, stream);
+    return c_f32 ? launch<256, STAGES, CLUSTER, float>(a, b, c, M, N, K, sms, stream)
+                 : launch<256, STAGES, CLUSTER, bf16>(a, b, c, M, N, K, sms, stream);
 }
