@@ -26,8 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-HAND = Path(__file__).parent / "include" / "tiles_cuda" / "sm90" / "hand"
-NVCC_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC"]
+INCLUDE = Path(__file__).parent / "include"
+HAND = INCLUDE / "tiles_cuda" / "sm90" / "hand"
+NVCC_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", f"-I{INCLUDE}", "-shared", "-Xcompiler",
+              "-fPIC"]
 H200_BF16_PEAK = 989.0  # TFLOP/s, dense, datasheet
 
 GEMM_SIZES = (4096, 8192, 16384)

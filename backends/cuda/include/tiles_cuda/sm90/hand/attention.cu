@@ -9,7 +9,7 @@
 // registers to the A fragment, O += P V by wgmma with A from registers and V (MN-major) from shared memory.
 // The loop is software-pipelined inside each consumer: Q K_j^T is issued before P_{j-1} V_{j-1}, and the
 // softmax of block j runs while that P V is still on the tensor cores.
-#include "../sm90.cuh"
+#include "tiles_cuda/sm90/sm90.cuh"
 
 using namespace tiles::sm90;
 

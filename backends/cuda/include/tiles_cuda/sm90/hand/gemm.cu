@@ -4,7 +4,7 @@
 // Block tile 128 x BN x 64 over a persistent grid. Warpgroup 0 is the producer (one thread issues the TMA
 // copies into a STAGES-deep ring); warpgroups 1 and 2 are consumers, each owning 64 rows of the block tile and
 // issuing wgmma m64nBNk16 with A (K-major) and B (MN-major) from shared memory.
-#include "../sm90.cuh"
+#include "tiles_cuda/sm90/sm90.cuh"
 
 using namespace tiles::sm90;
 
