@@ -15,19 +15,22 @@ using namespace tiles::sm90;
 
 namespace {
 
-// Tuning knobs (compile-time): the K/V block rows, and whether the two consumers take turns issuing their
-// wgmma (so that one's softmax runs while the other's matrix products do).
+// Tuning knobs (compile-time): the K/V block rows without and with the causal mask, and whether the two
+// consumers take turns issuing their wgmma (so that one's softmax runs while the other's matrix products do).
 #ifndef TILES_ATTN_BKV
 #define TILES_ATTN_BKV 128
+#endif
+#ifndef TILES_ATTN_BKV_CAUSAL
+#define TILES_ATTN_BKV_CAUSAL 128
 #endif
 #ifndef TILES_ATTN_PINGPONG
 #define TILES_ATTN_PINGPONG 1
 #endif
-constexpr int BQ = 128, BKV = TILES_ATTN_BKV, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
+constexpr int BQ = 128, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS), STAGES = 2;
 constexpr bool PINGPONG = TILES_ATTN_PINGPONG;
 constexpr float LOG2E = 1.4426950408889634f;
 
-template <int D>
+template <int D, int BKV>
 struct attn_smem {
     st<bf16, BQ, D> q;
     st<bf16, BKV, D> k[STAGES];
@@ -68,7 +71,7 @@ __device__ __forceinline__ void turn_pass(int c) {
 }
 
 // Columns at or past `kv_end`, or (causal) past the row's own position, become -inf.
-template <bool CAUSAL>
+template <bool CAUSAL, int BKV>
 __device__ __forceinline__ void mask(rt_acc<BKV>& s, int q_row0, int kv0, int kv_end) {
 #pragma unroll
     for (int j = 0; j < BKV / 8; ++j)
@@ -84,6 +87,7 @@ __device__ __forceinline__ void mask(rt_acc<BKV>& s, int q_row0, int kv0, int kv
 
 // Turns S (raw scores) into unnormalized probabilities in place; returns the factor by which each of this
 // thread's two rows of O must be rescaled.
+template <int BKV>
 __device__ __forceinline__ void online_softmax(rt_acc<BKV>& s, softmax_state& st, float scale_log2, float alpha[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -117,12 +121,12 @@ __device__ __forceinline__ void rescale(rt_acc<D>& o, const float alpha[2]) {
         }
 }
 
-template <int D, bool CAUSAL>
+template <int D, int BKV, bool CAUSAL>
 __global__ void __launch_bounds__(THREADS, 1)
     attn_fwd_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const attn_args args) {
     extern __shared__ char smem_raw[];
-    auto& sm = *reinterpret_cast<attn_smem<D>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~1023);
+    auto& sm = *reinterpret_cast<attn_smem<D, BKV>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~1023);
     // x walks the query blocks of one head, so the blocks resident at a time share K and V in L2; causal
     // blocks are launched heaviest first.
     const int head = blockIdx.y, q_block = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -172,7 +176,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     fence_operands(s);
     release(sm.k_ring, kc.slot);
     kc.advance();
-    mask<CAUSAL>(s, q_row0, 0, kv_end);
+    mask<CAUSAL, BKV>(s, q_row0, 0, kv_end);
     online_softmax(s, sst, args.scale_log2, alpha);
     copy(p, s);
 
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         fence_operands(s);
         release(sm.k_ring, kc.slot);
         kc.advance();
-        if (j * BKV + BKV > kv_end || (CAUSAL && j * BKV + BKV > q_row0)) mask<CAUSAL>(s, q_row0, j * BKV, kv_end);
+        if (j * BKV + BKV > kv_end || (CAUSAL && j * BKV + BKV > q_row0)) mask<CAUSAL, BKV>(s, q_row0, j * BKV, kv_end);
         online_softmax(s, sst, args.scale_log2, alpha);
         mma_wait<0>();
         fence_operands(o);
@@ -225,6 +229,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 template <int D, bool CAUSAL>
 const char* launch(const void* q, const void* k, const void* v, void* o, void* lse, int b, int hq, int hkv, int n,
                    cudaStream_t stream) {
+    constexpr int BKV = CAUSAL ? TILES_ATTN_BKV_CAUSAL : TILES_ATTN_BKV;
     CUtensorMap maps[3];
     const void* bases[3] = {q, k, v};
     const int heads[3] = {hq, hkv, hkv};
@@ -234,8 +239,8 @@ const char* launch(const void* q, const void* k, const void* v, void* o, void* l
         const uint32_t box[3] = {64, uint32_t(i == 0 ? BQ : BKV), 1};
         if (const char* e = make_tensor_map_bf16(&maps[i], bases[i], 3, dims, strides, box)) return e;
     }
-    auto kernel = attn_fwd_kernel<D, CAUSAL>;
-    const int smem = sizeof(attn_smem<D>) + 1024;
+    auto kernel = attn_fwd_kernel<D, BKV, CAUSAL>;
+    const int smem = sizeof(attn_smem<D, BKV>) + 1024;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
         return "cudaFuncSetAttribute(max dynamic shared memory) failed";
     attn_args args{static_cast<bf16*>(o), static_cast<float*>(lse), n, hq, hkv,
