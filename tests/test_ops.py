@@ -53,7 +53,9 @@ def test_unary(backend, m, n):
         keep = np.ones((m, n), bool)
         if op.startswith("log"):
             keep[0, 0] = False
-        assert_close(y[i][keep], f(up(x))[keep], "f32", what=op)
+        with np.errstate(invalid="ignore"):
+            ref = f(up(x))
+        assert_close(y[i][keep], ref[keep], "f32", what=op)
 
 
 @tl.kernel
