@@ -305,12 +305,22 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
+def markdown(rows) -> str:
+    out = ["| work | kernel | ms | TFLOP/s | % of 989 | speedup (baseline time / ours) | check |", "|---|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        ratios = ", ".join(f"{'cuBLAS' if k == 'ratio' else k[6:]} {v:.3f}x" for k, v in r.items() if k.startswith("ratio"))
+        out.append(f"| {r['work']} | {r['kernel']} | {r['ms']:.3f} | {r['tflops']:.1f} | "
+                   f"{100 * r['tflops'] / H200_BF16_PEAK:.1f}% | {ratios} | {r.get('check', '')} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one GEMM size and two attention rows")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--only", choices=("gemm", "attention"))
     ap.add_argument("--json", type=Path, help="write environment and rows here")
+    ap.add_argument("--md", type=Path, help="write the rows as a markdown table here")
     ap.add_argument("-D", dest="defines", action="append", default=[],
                     help="a tuning knob for the kernels, e.g. -D TILES_ATTN_BKV=176")
     args = ap.parse_args(argv)
@@ -339,6 +349,8 @@ def main(argv=None) -> int:
                 log(table(rows[-3:]))
     if args.json:
         args.json.write_text(json.dumps(dict(env=env, checks_ok=ok, rows=rows), indent=1))
+    if args.md:
+        args.md.write_text(markdown(rows) + "\n")
     print("\n" + table(rows))
     print("checks:", "all ok" if ok else "FAILED (see above)")
     return 0 if ok else 1
