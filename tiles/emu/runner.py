@@ -40,6 +40,7 @@ stack overflow raises LaunchError instead of killing the caller, and a hung kern
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import functools
 import hashlib
 import mmap
@@ -248,8 +249,9 @@ class Module:
             isolate = os.environ.get("TILES_EMU_ISOLATE", "1") != "0"
         cfg = _Launch((ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(*block), self.wave, 0, shared_bytes,
                       seed % 2**64, stack_bytes)
+        bufs = self._marshal(args, {})   # checks every argument before anything runs
         if not isolate:
-            self._call(cfg, self._marshal(args, {}), None)
+            self._call(cfg, bufs, None)
             return
         shared = {id(a): _SharedCopy(a) for a in arrays}
         err = mmap.mmap(-1, 4096)
@@ -298,6 +300,7 @@ class Module:
         if pid == 0:   # child: run, report through the shared mappings, never return into the caller
             code = 70
             try:
+                faulthandler.disable()   # a crash is reported by the parent, not as a Python traceback
                 code = 1 if self._call(cfg, bufs, err) else 0
             finally:
                 os._exit(code)
