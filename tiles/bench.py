@@ -19,7 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from .testing import poisoned, random_array, tolerance
+from . import dtypes
+from .testing import errors, poisoned, random_array, tolerance
 
 # ---------------------------------------------------------------- timing
 
@@ -33,29 +34,33 @@ def input_sets(bytes_per_set: int) -> int:
 
 
 class HostClock:
-    """Wall time between two synchronizations of the device (or none, on the CPU)."""
+    """Wall time of each run between two synchronizations of the device (none on the CPU)."""
     name = "host clock"
 
     def __init__(self, sync: Callable[[], None] = lambda: None):
         self.sync = sync
 
-    def start(self):
-        self.sync()
-        self.t0 = time.perf_counter()
-
-    def stop(self) -> float:
-        self.sync()
-        return time.perf_counter() - self.t0
+    def times(self, step, indices) -> list[float]:
+        out = []
+        for i in indices:
+            self.sync()
+            t0 = time.perf_counter()
+            step(i)
+            self.sync()
+            out.append(time.perf_counter() - t0)
+        return out
 
 
 class EventClock:
-    """GPU time between two events on the default stream (torch or cupy: both record on the legacy stream)."""
+    """GPU time of each run between two events on the default stream (torch's or cupy's: both record on
+    the legacy stream). Runs are queued back to back and read after one synchronize, so the host's launch
+    overhead hides behind the previous run instead of showing as idle GPU time."""
 
     def __init__(self):
         try:
             import torch
             if not torch.cuda.is_available():
-                raise ImportError("torch has no GPU")
+                raise ImportError("torch sees no GPU")
             self._new = lambda: torch.cuda.Event(enable_timing=True)
             self._ms = lambda a, b: a.elapsed_time(b)
             self.name = "torch events"
@@ -65,14 +70,16 @@ class EventClock:
             self._ms = cupy.cuda.get_elapsed_time
             self.name = "cupy events"
 
-    def start(self):
-        self.a, self.b = self._new(), self._new()
-        self.a.record()
-
-    def stop(self) -> float:
-        self.b.record()
-        self.b.synchronize()
-        return self._ms(self.a, self.b) / 1e3
+    def times(self, step, indices) -> list[float]:
+        pairs = []
+        for i in indices:
+            a, b = self._new(), self._new()
+            a.record()
+            step(i)
+            b.record()
+            pairs.append((a, b))
+        pairs[-1][1].synchronize()
+        return [self._ms(a, b) / 1e3 for a, b in pairs]
 
 
 @dataclass
@@ -84,22 +91,12 @@ class Timing:
 
 
 def measure(step: Callable[[int], object], *, sets: int = 1, clock=None, warmup: int = 3,
-            budget_s: float = 1.0, min_runs: int = 5, max_runs: int = 200, progress=None) -> Timing:
+            budget_s: float = 1.0, min_runs: int = 5, max_runs: int = 200) -> Timing:
     """Median time of step(i), i cycling over `sets` input sets, after warm-up; about budget_s of runs."""
     clock = clock or HostClock()
-    for i in range(warmup):
-        step(i % sets)
-    clock.start()
-    step(warmup % sets)
-    first = clock.stop()
+    first = clock.times(step, [i % sets for i in range(warmup + 1)])[-1]
     runs = max(min_runs, min(max_runs, int(budget_s / max(first, 1e-7))))
-    samples = []
-    for i in range(runs):
-        clock.start()
-        step(i % sets)
-        samples.append(clock.stop())
-        if progress is not None:
-            progress(1)
+    samples = clock.times(step, [i % sets for i in range(runs)])
     return Timing(statistics.median(samples), runs, sets, clock.name)
 
 
@@ -110,6 +107,10 @@ class Output:
     name: str
     index: int        # position among the kernel's arguments
     tol_dtype: str    # the dtype whose tolerance applies
+    row_axis: int     # the axis `reference(rows=...)` samples
+
+
+REFERENCE_FLOPS = 2e9   # above this a float64 reference on the host is computed for sampled rows only
 
 
 class Workload:
@@ -145,32 +146,63 @@ class Workload:
         if bad:
             raise ValueError(f"{self.name}: {', '.join(bad)} must be positive")
 
+    def kernel(self, s: dict):
+        """The @tiles.kernel that runs shape s."""
+        raise NotImplementedError
+
     def inputs(self, s: dict, rng: np.random.Generator) -> list:
+        """The kernel's arguments: outputs poisoned, inputs fresh standard-normal values of their dtype."""
         raise NotImplementedError
 
     def outputs(self, s: dict) -> list[Output]:
         raise NotImplementedError
 
-    def reference(self, s: dict, args: list) -> list[np.ndarray]:
+    def reference(self, s: dict, args: list, rows=None) -> list[np.ndarray]:
+        """float64 outputs; with `rows`, only those rows (along each output's row_axis)."""
+        raise NotImplementedError
+
+    def row_count(self, s: dict) -> int:
         raise NotImplementedError
 
     def consts(self, s: dict) -> dict:
         return {}
 
-    def flops(self, s: dict) -> float:
-        raise NotImplementedError
+    def flops(self, s: dict) -> float | None:
+        """FLOPs of one run: compute-bound workloads report TFLOP/s and % of the matrix peak."""
+        return None
+
+    def bytes(self, s: dict) -> float | None:
+        """The least memory traffic of one run: memory-bound workloads report GB/s and % of bandwidth."""
+        return None
+
+    def cost(self, s: dict) -> float:
+        """Rough scalar operations of one run (what CPU execution and the host reference pay)."""
+        return self.flops(s) or 16 * self.bytes(s)   # the memory-bound kernels do ~10 ops per element
+
+    def supports(self, target: str | None) -> str | None:
+        """None if the kernel can run for this target (None: the reference), else why not."""
+        return None
 
     def baseline(self, vendor: str):
         """The vendor library doing the same job, where torch reaches it here: a function
         (s, sets) -> (label, step(i), sync) over `sets` fresh device input sets; else None."""
         return None
 
-    def check_outputs(self, s: dict, args: list) -> list[tuple[str, float, float, float]]:
+    def sample_rows(self, s: dict, rng: np.random.Generator):
+        """None (check every row) when the float64 reference is cheap, else sorted row indices that
+        include the first and last row (the edge block), enough to keep it within REFERENCE_FLOPS."""
+        n = self.row_count(s)
+        keep = int(REFERENCE_FLOPS / (self.cost(s) / n))
+        if keep >= n:
+            return None
+        return np.unique(np.concatenate([[0, n - 1], rng.choice(n, size=max(keep, 8), replace=False)]))
+
+    def check_outputs(self, s: dict, args: list, rows=None) -> list[tuple[str, float, float, float]]:
         """(name, max |err|, relative error, tolerance) per output against the float64 reference."""
-        from .testing import errors
         out = []
-        for o, ref in zip(self.outputs(s), self.reference(s, args)):
-            max_abs, rel = errors(args[o.index], ref)
+        for o, ref in zip(self.outputs(s), self.reference(s, args, rows)):
+            got = args[o.index] if rows is None else np.take(args[o.index], rows, axis=o.row_axis)
+            max_abs, rel = errors(got, ref)
             out.append((o.name, max_abs, rel, tolerance(o.tol_dtype)))
         return out
 
@@ -184,8 +216,7 @@ class Gemm(Workload):
     default_shapes = ("4096x4096x4096", "8192x8192x8192")
     small_shapes = ("200x136x72", "96x80x40,bt")
 
-    @property
-    def kernel(self):
+    def kernel(self, s):
         from .kernels.gemm import gemm
         return gemm
 
@@ -196,11 +227,14 @@ class Gemm(Workload):
 
     def outputs(self, s):
         # the product is exact in f32; the one rounding that matters is the store to the output dtype
-        return [Output("C", 0, s["dtype"])]
+        return [Output("C", 0, s["dtype"], 0)]
 
-    def reference(self, s, args):
-        a, b = (x.astype(np.float64) for x in args[1:])
+    def reference(self, s, args, rows=None):
+        a, b = (x.astype(np.float64) for x in (args[1] if rows is None else args[1][rows], args[2]))
         return [a @ (b.T if s.get("bt") else b)]
+
+    def row_count(self, s):
+        return s["M"]
 
     def consts(self, s):
         return {"trans_b": bool(s.get("bt"))}
@@ -232,8 +266,7 @@ class Attention(Workload):
     default_shapes = ("16x16x4096x128", "16x16x4096x128,causal", "4x32/8x8192x128,causal")
     small_shapes = ("1x2x80x64,causal", "1x4/2x72x128")
 
-    @property
-    def kernel(self):
+    def kernel(self, s):
         from .kernels.attention import attention_fwd
         return attention_fwd
 
@@ -252,16 +285,16 @@ class Attention(Workload):
 
     def outputs(self, s):
         # O: P is rounded to the input dtype before P @ V. LSE: f32 sums of exponentials.
-        return [Output("O", 0, s["dtype"]), Output("LSE", 1, "f32")]
+        return [Output("O", 0, s["dtype"], 2), Output("LSE", 1, "f32", 2)]
 
-    def reference(self, s, args):
-        q, k, v = (x.astype(np.float64) for x in args[2:5])
+    def reference(self, s, args, rows=None):
+        rows = np.arange(s["N"]) if rows is None else np.asarray(rows)
+        q, k, v = (x.astype(np.float64) for x in (args[2][:, :, rows], args[3], args[4]))
         rep = s["H"] // s["Hkv"]
         k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
         sc = np.einsum("bhid,bhjd->bhij", q, k) * np.float32(args[5])
         if s.get("causal"):
-            n = sc.shape[-1]
-            sc = np.where(np.tril(np.ones((n, n), bool)), sc, -np.inf)
+            sc = np.where(np.arange(s["N"])[None, :] <= rows[:, None], sc, -np.inf)
         mx = sc.max(-1, keepdims=True)
         p = np.exp(sc - mx)
         den = p.sum(-1, keepdims=True)
@@ -269,6 +302,9 @@ class Attention(Workload):
 
     def consts(self, s):
         return {"D": s["D"], "causal": bool(s.get("causal"))}
+
+    def row_count(self, s):
+        return s["N"]
 
     def flops(self, s):
         from .kernels.attention import flops
@@ -299,6 +335,159 @@ class Attention(Workload):
         return _library(vendor, setup)
 
 
+class GemmFp8(Gemm):
+    name = "gemm_fp8"
+    flags = ()
+    syntax = "MxNxK  (e4m3 A (M, K) and B (N, K), per-tensor scales, bf16 out)"
+    pattern = r"(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)"
+    default_shapes = ("4096x4096x4096", "8192x8192x8192")
+    small_shapes = ("136x200x136",)
+
+    def kernel(self, s):
+        from .kernels.gemm_fp8 import gemm_fp8
+        return gemm_fp8
+
+    def parse(self, text):
+        s = super().parse(text)
+        s["dtype"] = "fp8"   # the device table's fp8 peak; inputs are e4m3
+        return s
+
+    def supports(self, target):
+        from .kernels.gemm_fp8 import supports_fp8
+        return None if supports_fp8(target) else f"{target} has no fp8 e4m3"
+
+    def inputs(self, s, rng):
+        m, n, k = s["M"], s["N"], s["K"]
+        # e4m3 keeps 3 mantissa bits: values spread over a few binades, scales bring them back
+        return [poisoned((m, n), "bf16"), random_array((m, k), "fp8e4m3", rng, 8.0),
+                random_array((n, k), "fp8e4m3", rng, 8.0), 1 / 8, 1 / 16]
+
+    def outputs(self, s):
+        return [Output("C", 0, "bf16", 0)]
+
+    def reference(self, s, args, rows=None):
+        a = args[1] if rows is None else args[1][rows]
+        return [(a.astype(np.float64) @ args[2].astype(np.float64).T) * (np.float32(args[3]) * np.float32(args[4]))]
+
+    def consts(self, s):
+        return {}
+
+    def baseline(self, vendor):
+        if vendor != "nvidia":
+            return None
+
+        def setup(s, sets, framework):
+            t, dev = framework
+            one = t.tensor(1.0, device=dev)
+            ab = [(t.randn(s["M"], s["K"], device=dev).to(t.float8_e4m3fn),
+                   t.randn(s["N"], s["K"], device=dev).to(t.float8_e4m3fn)) for _ in range(sets)]
+            return "cuBLASLt (torch._scaled_mm)", lambda i: t._scaled_mm(ab[i][0], ab[i][1].T, one, one,
+                                                                          out_dtype=t.bfloat16)
+        return _library(vendor, setup)
+
+
+class Softmax(Workload):
+    name = "softmax"
+    fields = ("R", "C")
+    syntax = "RxC[,bf16|f16]  (softmax over each of R rows of C elements)"
+    pattern = r"(?P<R>\d+)x(?P<C>\d+)(?:,(?P<flags>[\w,]+))?"
+    default_shapes = ("16384x4096", "4096x32768")
+    small_shapes = ("100x300", "33x1000,f16")
+
+    def kernel(self, s):
+        from .kernels.softmax import softmax_fwd
+        return softmax_fwd
+
+    def inputs(self, s, rng):
+        return [poisoned((s["R"], s["C"]), s["dtype"]), random_array((s["R"], s["C"]), s["dtype"], rng, 3.0)]
+
+    def outputs(self, s):
+        return [Output("Y", 0, s["dtype"], 0)]
+
+    def reference(self, s, args, rows=None):
+        x = (args[1] if rows is None else args[1][rows]).astype(np.float64)
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return [e / e.sum(-1, keepdims=True)]
+
+    def row_count(self, s):
+        return s["R"]
+
+    def bytes(self, s):
+        from .kernels.softmax import bytes_moved
+        return bytes_moved(s["R"], s["C"], 2)
+
+    def baseline(self, vendor):
+        def setup(s, sets, framework):
+            t, dev = framework
+            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            xs = [t.randn(s["R"], s["C"], dtype=dt, device=dev) for _ in range(sets)]
+            return "torch.softmax", lambda i: t.softmax(xs[i], -1)
+        return _library(vendor, setup)
+
+
+class Rotary(Workload):
+    name = "rotary"
+    fields = ("B", "H", "Hkv", "N", "D")
+    flags = ("interleaved",)
+    syntax = "BxH[/Hkv]xNxD[,interleaved][,bf16|f16]  (q and k rotated in one launch; default half-split)"
+    pattern = Attention.pattern
+    default_shapes = ("16x32/8x4096x128", "16x32/8x4096x128,interleaved")
+    small_shapes = ("1x2/1x40x64", "2x2x24x32,interleaved")
+
+    def kernel(self, s):
+        from .kernels import rotary
+        return rotary.rotary_interleaved if s.get("interleaved") else rotary.rotary_half
+
+    def parse(self, text):
+        s = super().parse(text)
+        s.setdefault("Hkv", s["H"])
+        unit = 16 if s.get("interleaved") else 32
+        if s["D"] % unit:
+            raise ValueError(f"rotary: head dim D={s['D']} must be a multiple of {unit} for this convention")
+        return s
+
+    def inputs(self, s, rng):
+        from .kernels import rotary
+        b, h, hk, n, d, dt = s["B"], s["H"], s["Hkv"], s["N"], s["D"], s["dtype"]
+        q, k = random_array((b, h, n, d), dt, rng), random_array((b, hk, n, d), dt, rng)
+        cos, sin = (dtypes.of(dt).round(x).astype(dtypes.of(dt).np) for x in rotary.tables(n, d))
+        outs = [poisoned(q.shape, dt), poisoned(k.shape, dt)]
+        if not s.get("interleaved"):
+            return outs + [q, k, cos, sin]
+        rows = n * d // (2 * rotary.PAIRS)
+        views = [x.reshape(x.shape[0], x.shape[1], rows, 2 * rotary.PAIRS) for x in outs + [q, k]]
+        return views + [x.reshape(rows, rotary.PAIRS) for x in (cos, sin)] + list(rotary._constants(q.dtype))
+
+    def outputs(self, s):
+        return [Output("QO", 0, s["dtype"], 2), Output("KO", 1, s["dtype"], 2)]
+
+    def reference(self, s, args, rows=None):
+        n, d = s["N"], s["D"]
+        cos, sin = (x.reshape(n, d // 2).astype(np.float64) for x in args[4:6])
+        out = []
+        for x in args[2:4]:
+            x = x.reshape(x.shape[0], x.shape[1], n, d).astype(np.float64)
+            if s.get("interleaved"):
+                a, b = x[..., 0::2], x[..., 1::2]
+                y = np.stack([a * cos - b * sin, b * cos + a * sin], -1).reshape(x.shape)
+            else:
+                a, b = x[..., : d // 2], x[..., d // 2:]
+                y = np.concatenate([a * cos - b * sin, b * cos + a * sin], -1)
+            y = y.reshape(x.shape[:2] + args[2].shape[2:])    # the layout the kernel writes
+            out.append(y if rows is None else np.take(y, rows, axis=2))
+        return out
+
+    def row_count(self, s):
+        return s["N"] * s["D"] // 16 if s.get("interleaved") else s["N"]
+
+    def consts(self, s):
+        return {} if s.get("interleaved") else {"W": s["D"] // 2}
+
+    def bytes(self, s):
+        from .kernels.rotary import bytes_moved
+        return bytes_moved(s["B"], s["H"], s["Hkv"], s["N"], s["D"])
+
+
 def _library(vendor: str, setup):
     """setup bound to torch on this machine's GPU of that vendor, or None where torch cannot reach one.
     (MLX on Apple is not wired in: torch's MPS is the Apple baseline.)"""
@@ -315,7 +504,7 @@ def _library(vendor: str, setup):
     return lambda s, sets: (*setup(s, sets, (torch, dev)), sync)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), Attention())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), GemmFp8(), Attention(), Softmax(), Rotary())}
 
 
 def workload(name: str) -> Workload:

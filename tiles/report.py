@@ -24,7 +24,8 @@ class Row:
     ok: bool | None = None         # every output within its dtype's tolerance; None: not checked
     time_s: float | None = None
     tflops: float | None = None
-    peak_pct: float | None = None  # of the device's dense peak for the input dtype
+    gbs: float | None = None       # memory-bound kernels: GB/s of the least traffic
+    peak_pct: float | None = None  # of the device's dense matrix peak for the input dtype, or of its bandwidth
     vs_lib: float | None = None    # library time / our time: above 1 is faster than the vendor library
     note: str = ""                 # static resources of compile-only rows, why a row was skipped, what failed
     machine: str = ""
@@ -53,7 +54,7 @@ COLUMNS = (
     ("device", lambda r: r.device), ("target", lambda r: r.target),
     ("max err", lambda r: _num(r.max_abs, ".2e")), ("rel err", lambda r: _num(r.rel_err, ".2e")),
     ("check", _check), ("time", _time), ("TFLOP/s", lambda r: _num(r.tflops, ".1f")),
-    ("% peak", lambda r: _num(r.peak_pct, ".1f")), ("vs lib", lambda r: _num(r.vs_lib, ".2f") + ("x" if r.vs_lib else "")),
+    ("GB/s", lambda r: _num(r.gbs, ".0f")), ("% peak", lambda r: _num(r.peak_pct, ".1f")), ("vs lib", lambda r: _num(r.vs_lib, ".2f") + ("x" if r.vs_lib else "")),
     ("machine", lambda r: r.machine), ("notes", lambda r: r.note),
 )
 

@@ -1,0 +1,6 @@
+"""python -m tiles ... is the `tiles` command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

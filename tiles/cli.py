@@ -1,0 +1,478 @@
+"""The `tiles` command: demo, devices, compare, inspect, cache, bench (docs/cli.md)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import backend as registry
+from . import bench, report, targets
+from .report import Row
+from .testing import run as run_on
+
+# Beyond this many scalar operations (Workload.cost) a CPU row is skipped: the reference interpreter runs numpy
+# per block, the emulators run every lane of the generated code as a fiber (orders of magnitude slower).
+CPU_COST = {"reference": 5e9, "emulator": 5e7}
+
+
+# ---------------------------------------------------------------- backends, toolchains, progress
+
+def discover() -> tuple[list[registry.Backend], dict[str, str]]:
+    """Every backend that registered, and the vendor packages that failed to import, with why."""
+    broken = {}
+    for v in registry._VENDORS:
+        try:
+            importlib.import_module(f"tiles.backends.{v}")
+        except Exception as e:  # noqa: BLE001 - a broken vendor package is a row of the report, not a crash
+            broken[v] = f"{type(e).__name__}: {e}"
+    return list(registry._REGISTRY.values()), broken
+
+
+def why_not(b: registry.Backend) -> str | None:
+    """b.available(), with a crash in the check reported as the reason."""
+    try:
+        return b.available()
+    except Exception as e:  # noqa: BLE001
+        return f"availability check failed: {type(e).__name__}: {e}"
+
+
+def _attr(b: registry.Backend, name: str) -> str:
+    try:
+        return str(getattr(b, name) or "")
+    except Exception as e:  # noqa: BLE001 - e.g. a device property read without a device
+        return f"? ({type(e).__name__})"
+
+
+def runnable(names: str | None) -> list[registry.Backend]:
+    """The backends to run: those named (each must run here), else every one that runs here."""
+    found, broken = discover()
+    if not names:
+        return [b for b in found if why_not(b) is None]
+    by_name = {b.name: b for b in found}
+    out = []
+    for n in (n.strip() for n in names.split(",") if n.strip()):
+        if n not in by_name:
+            hint = f"; broken vendor packages: {', '.join(broken)}" if broken else ""
+            raise SystemExit(f"tiles: unknown backend {n!r}; known: {', '.join(by_name)}{hint}")
+        why = why_not(by_name[n])
+        if why is not None:
+            raise SystemExit(f"tiles: backend {n} cannot run here: {why}")
+        out.append(by_name[n])
+    return out
+
+
+class Progress:
+    """A tqdm bar on stderr that appears only when the work takes more than a second and stderr is a terminal."""
+
+    def __init__(self, total: int, desc: str):
+        try:
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc=desc, delay=1.0, disable=None, leave=False, file=sys.stderr)
+        except ImportError:
+            self.bar = None
+
+    def doing(self, what: str):
+        if self.bar is not None:
+            self.bar.set_postfix_str(what, refresh=False)
+
+    def done(self):
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ---------------------------------------------------------------- running a workload on backends
+
+def _vendor(b: registry.Backend) -> str | None:
+    t = _attr(b, "target")
+    return targets.TARGETS[t].vendor if t in targets.TARGETS else None
+
+
+def _checked(row: Row, checks) -> Row:
+    row.max_abs = max(c[1] for c in checks)
+    row.rel_err = max(c[2] for c in checks)
+    row.ok = all(c[2] <= c[3] for c in checks)   # NaN compares False: unwritten outputs fail
+    if not row.ok:
+        row.note = "; ".join(f"{n}: rel err {r:.3g} > {t:.3g}" for n, _, r, t in checks if not r <= t)
+    return row
+
+
+def _failed(row: Row, e: Exception) -> Row:
+    """A row for an exception: a backend refusing a kernel before launch (TileError: a target feature it lacks)
+    is a skipped row; anything else, and any refusal by the reference interpreter, is a failure."""
+    from .dsl import TileError
+    text = getattr(e, "problem", None) or str(e)
+    text = text.strip().splitlines()[-1].strip() if text.strip() else ""
+    if isinstance(e, TileError) and row.kind != "reference":
+        row.kind, row.note = "skipped", f"refused before launch: {text}"
+        return row
+    row.ok, row.note = False, f"{type(e).__name__}: {text}"
+    return row
+
+
+def _skipped(w: bench.Workload, s: dict, row: Row) -> Row | None:
+    """The row marked skipped, if the kernel cannot run for its target or is too big for the CPU; else None."""
+    why = w.supports(row.target or None)
+    if why is None and row.kind in CPU_COST and w.cost(s) > CPU_COST[row.kind]:
+        why = (f"{w.cost(s) / 1e9:.3g} G operations is too much for CPU execution "
+               f"(limit {CPU_COST[row.kind] / 1e9:g}); give a smaller --shapes")
+    if why is None:
+        return None
+    row.kind, row.note = "skipped", why
+    return row
+
+
+def run_cpu(w: bench.Workload, s: dict, label: str, b: registry.Backend, host: list) -> Row:
+    row = Row(w.name, label, b.name, b.kind, "CPU", _attr(b, "target"))
+    if _skipped(w, s, row):
+        return row
+    args = [a.copy() if isinstance(a, np.ndarray) else a for a in host]
+    try:
+        run_on(b, w.kernel(s), *args, **w.consts(s))
+    except Exception as e:  # noqa: BLE001 - a backend that cannot run a kernel is a failed row, not a crash
+        return _failed(row, e)
+    return _checked(row, w.check_outputs(s, args))
+
+
+def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host: list, rng,
+               time_it: bool) -> list[Row]:
+    """The device row (checked, then timed over rotating inputs) and the vendor library's row."""
+    row = Row(w.name, label, b.name, b.kind, _attr(b, "device"), _attr(b, "target"))
+    if _skipped(w, s, row):
+        return [row]
+    consts = w.consts(s)
+    try:
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in host]
+        rows = w.sample_rows(s, rng)
+        run_on(b, w.kernel(s), *args, **consts)
+        _checked(row, w.check_outputs(s, args, rows))
+        if rows is not None:
+            row.note = f"checked on {len(rows)} sampled rows"
+    except Exception as e:  # noqa: BLE001
+        return [_failed(row, e)]
+    if not time_it:
+        return [row]
+    nbytes = sum(a.nbytes for a in host if isinstance(a, np.ndarray))
+    n_sets = bench.input_sets(nbytes)
+    sets = [[b.asarray(a) if isinstance(a, np.ndarray) else a for a in
+             (host if i == 0 else w.inputs(s, rng))] for i in range(n_sets)]
+    vendor = _vendor(b)
+    clock = bench.EventClock() if vendor in ("nvidia", "amd") else bench.HostClock(getattr(b, "synchronize", None)
+                                                                                   or (lambda: None))
+    t = bench.measure(lambda i: b.launch(w.kernel(s), sets[i], **consts), sets=n_sets, clock=clock)
+    dev = targets.device_for(row.device)
+    _timed(row, t, w, s, dev)
+    out = [row]
+    lib = w.baseline(vendor) if vendor else None
+    if lib is not None:
+        del sets
+        label_lib, step, sync = lib(s, n_sets)
+        tl = bench.measure(step, sets=n_sets, clock=clock if vendor != "apple" else bench.HostClock(sync))
+        lrow = _timed(Row(w.name, label, label_lib, "library", row.device, row.target), tl, w, s, dev)
+        row.vs_lib = tl.median_s / t.median_s
+        out.append(lrow)
+    return out
+
+
+def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev) -> Row:
+    """Time, rate and % of the device's peak: matrix TFLOP/s for compute-bound work, else memory GB/s."""
+    row.time_s = t.median_s
+    if w.flops(s):
+        row.tflops = w.flops(s) / t.median_s / 1e12
+        if dev is not None and s["dtype"] in dev.peak_tflops:
+            row.peak_pct = 100 * row.tflops / dev.peak_tflops[s["dtype"]]
+    else:
+        row.gbs = w.bytes(s) / t.median_s / 1e9
+        if dev is not None:
+            row.peak_pct = 100 * row.gbs / (dev.mem_bw_tbs * 1e3)
+    timing = f"median of {t.runs}, {t.sets} input set{'s' * (t.sets > 1)}, {t.clock}"
+    row.note = f"{row.note}; {timing}" if row.note else timing
+    if dev is None:
+        row.note += "; device not in the peak table"
+    return row
+
+
+def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.Backend], *, time_it: bool,
+                 compile_targets: list[str], seed: int | None = None, desc: str = "") -> list[Row]:
+    rng = np.random.default_rng(seed)
+    parsed = [(text, w.parse(text)) for text in shapes]
+    prog = Progress(len(parsed) * (len(backends) + len(compile_targets)), desc or w.name)
+    rows: list[Row] = []
+    try:
+        for text, s in parsed:
+            host = w.inputs(s, rng)
+            for b in backends:
+                prog.doing(f"{b.name} {text}")
+                if b.kind == "device":
+                    rows += run_device(w, s, text, b, host, rng, time_it)
+                else:
+                    rows.append(run_cpu(w, s, text, b, host))
+                prog.done()
+            for t in compile_targets:
+                prog.doing(f"compile {t} {text}")
+                rows.append(compile_row(w, s, text, t, host))
+                prog.done()
+    finally:
+        prog.close()
+    return rows
+
+
+_STATIC: dict = {}   # (target, kernel, argument specs, constants) -> Static: shapes of one trace share a compile
+
+
+def compile_row(w: bench.Workload, s: dict, label: str, target: str, host: list) -> Row:
+    from . import toolchains as tc
+    from .dsl import ArgSpec
+    row = Row(w.name, label, f"{targets.TARGETS[target].backend} (compile only)", "compile-only", "", target)
+    if _skipped(w, s, row):
+        return row
+    try:
+        key = (target, w.kernel(s).__name__, tuple(ArgSpec.of(a).key() for a in host),
+               tuple(sorted(w.consts(s).items())))
+        if key not in _STATIC:
+            _STATIC[key] = tc.static(w.kernel(s), host, target, **w.consts(s))
+        st = _STATIC[key]
+    except tc.NoToolchain as e:
+        row.kind, row.note = "skipped", str(e)
+        return row
+    except Exception as e:  # noqa: BLE001 - a compile failure is what this row reports
+        return _failed(row, e)
+    row.backend = f"{targets.TARGETS[target].backend} ({st.compiler})"
+    row.note = st.summary()
+    return row
+
+
+# ---------------------------------------------------------------- commands
+
+def cmd_demo(a) -> int:
+    backends = runnable(a.backends)
+    rows = []
+    for name in a.kernels or list(bench.WORKLOADS):
+        w = bench.workload(name)
+        rows += run_workload(w, list(w.small_shapes), backends, time_it=False, compile_targets=[], seed=a.seed,
+                             desc=f"demo {name}")
+    print(f"tiles demo: the shipped kernels on {', '.join(b.name for b in backends)}, "
+          "checked against float64 numpy\n")
+    print(report.table(rows))
+    print("\n" + _summary(rows))
+    return 1 if any(r.ok is False for r in rows) else 0
+
+
+def _summary(rows: list[Row]) -> str:
+    ok = sum(r.ok is True for r in rows)
+    failed = sum(r.ok is False for r in rows)
+    skipped = sum(r.kind == "skipped" for r in rows)
+    return f"{ok} checked ok, {failed} FAILED, {skipped} skipped (see notes)"
+
+
+def cmd_compare(a) -> int:
+    if a.merge:
+        rows = report.merge(a.merge)
+        if a.kernel:
+            rows = [r for r in rows if r.kernel == a.kernel]
+    else:
+        if not a.kernel:
+            raise SystemExit("tiles compare: name a kernel (" + ", ".join(bench.WORKLOADS) + ") or give --merge")
+        w = bench.workload(a.kernel)
+        backends = runnable(a.backends)
+        on_device = {_attr(b, "target") for b in backends if b.kind == "device"}
+        shapes = a.shapes or list(w.default_shapes if on_device else w.small_shapes)
+        for t in shapes:
+            w.parse(t)   # every shape is checked before anything runs
+        if a.no_compile:
+            compile_targets = []
+        else:
+            compile_targets = [t for t in (a.targets.split(",") if a.targets else targets.TARGETS)
+                               if t not in on_device]
+        rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets, seed=a.seed)
+        for r in rows:
+            r.machine = report.machine()
+    print(report.table(rows))
+    if a.json:
+        report.save(rows, a.json)
+        print(f"\nsaved {len(rows)} rows to {a.json}")
+    if a.plot:
+        n = report.plot(rows, a.plot)
+        print(f"plotted {n} bars to {a.plot}")
+    return 1 if any(r.ok is False for r in rows) else 0
+
+
+def cmd_devices(a) -> int:
+    from . import toolchains as tc
+    found, broken = discover()
+    rows = [("backend", "kind", "target", "device", "runs here")]
+    for b in found:
+        why = why_not(b)
+        rows.append((b.name, b.kind, _attr(b, "target") or "-", _attr(b, "device") if why is None else "-",
+                     "yes" if why is None else f"no: {why}"))
+    for v, err in broken.items():
+        rows.append((v, "?", "-", "-", f"broken: tiles.backends.{v} does not import ({err})"))
+    print("Backends\n" + _grid(rows))
+    tools = tc.toolchains()
+    print("\nToolchains\n" + _grid([("toolchain", "found", "for")] +
+                                   [(t.name, t.found, t.purpose) for t in tools]))
+    rows = [("target", "vendor", "compile here", "run on a device", "execute on the CPU")]
+    for t in targets.TARGETS.values():
+        dev = [b.name for b in found if b.kind == "device" and why_not(b) is None and _attr(b, "target") == t.name]
+        emu = [b.name for b in found if b.kind == "emulator" and why_not(b) is None and _attr(b, "target") == t.name]
+        why = tc.cannot_compile(t.name)
+        rows.append((t.name, t.vendor, "yes" if why is None else f"no: {why}", ", ".join(dev) or "no",
+                     ", ".join(emu) or "no"))
+    print("\nTargets\n" + _grid(rows))
+    return 0
+
+
+def cmd_inspect(a) -> int:
+    from . import toolchains as tc
+    w = bench.workload(a.kernel)
+    s = w.parse(a.shape or w.small_shapes[0])
+    host = w.inputs(s, np.random.default_rng(0))   # tracing reads only dtypes and ranks
+    if a.emit:
+        if not a.target:
+            raise ValueError(f"--emit {a.emit} needs --target (one of {', '.join(targets.TARGETS)})")
+        print(tc.emit(w.kernel(s), host, targets.target(a.target).name, a.emit, **w.consts(s)))
+        return 0
+    names = [t.strip() for t in a.targets.split(",") if t.strip()]
+    for t in names:
+        targets.target(t)
+    rows = [("target", "compiler", "threads", "registers", "shared", "spills/scratch", "occupancy",
+             "matrix instr. in main loop", "code", "notes")]
+    prog = Progress(len(names), f"inspect {w.name}")
+    failed = False
+    for t in names:
+        prog.doing(f"compile {t}")
+        try:
+            st = tc.static(w.kernel(s), host, t, **w.consts(s))
+            rows.append((t, st.compiler, str(st.threads), st.registers,
+                         "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,
+                         st.occupancy, st.mma, "?" if st.code_bytes is None else f"{st.code_bytes / 1024:.1f} KB",
+                         st.note))
+        except tc.NoToolchain as e:
+            rows.append((t, "-", "-", "-", "-", "-", "-", "-", "-", f"not here: {e}"))
+        except Exception as e:  # noqa: BLE001 - one target failing to compile is a row, the others still run
+            failed = True
+            rows.append((t, "-", "-", "-", "-", "-", "-", "-", "-",
+                         f"FAILED: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"))
+        prog.done()
+    prog.close()
+    print(f"tiles inspect {w.name} {s and a.shape or w.small_shapes[0]}: static resources per target\n")
+    print(_grid(rows))
+    return 1 if failed else 0
+
+
+def _grid(rows) -> str:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths)] + lines[1:])
+
+
+def cache_root() -> Path:
+    """$TILES_CACHE, else $XDG_CACHE_HOME/tiles, else ~/.cache/tiles; one folder per backend below it."""
+    if os.environ.get("TILES_CACHE"):
+        return Path(os.environ["TILES_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiles"
+
+
+def cmd_cache(a) -> int:
+    root = cache_root()
+    dirs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    if a.only:
+        dirs = [d for d in dirs if d.name in a.only]
+    if a.action == "clear":
+        freed = 0
+        for d in dirs:
+            freed += _size(d)[1]
+            shutil.rmtree(d)
+        print(f"cleared {len(dirs)} cache folder(s) under {root}, {freed / 2**20:.1f} MiB")
+        return 0
+    rows = [("backend", "files", "size", "path")]
+    for d in dirs:
+        n, size = _size(d)
+        rows.append((d.name, str(n), f"{size / 2**20:.1f} MiB", str(d)))
+    print(f"compile caches under {root}" + ("" if dirs else ": none yet"))
+    if dirs:
+        print(_grid(rows))
+    return 0
+
+
+def _size(d: Path) -> tuple[int, int]:
+    files = [p for p in d.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def cmd_bench(a) -> int:
+    try:
+        mod = importlib.import_module("tiles.backends.cuda.bench")
+    except ImportError as e:
+        raise SystemExit(f"tiles bench: the CUDA benchmark module is not available ({e})") from None
+    return mod.main(a.args)
+
+
+# ---------------------------------------------------------------- argument parsing
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tiles", description="Run, compare and inspect tiles kernels across vendors.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="run the shipped kernels everywhere they can run here, checked against numpy")
+    d.add_argument("--kernels", nargs="+", choices=list(bench.WORKLOADS))
+    d.add_argument("--backends", help="comma-separated backend names (default: every one that runs here)")
+    d.add_argument("--seed", type=int)
+    d.set_defaults(fn=cmd_demo)
+
+    sub.add_parser("devices", help="backends, devices, toolchains, and what each target can do here"
+                   ).set_defaults(fn=cmd_devices)
+
+    c = sub.add_parser("compare", help="one kernel on every backend and target: error, time, %% of peak, "
+                       "ratio to the vendor library, static resources")
+    c.add_argument("kernel", nargs="?", choices=list(bench.WORKLOADS))
+    c.add_argument("--shapes", nargs="+", metavar="SHAPE",
+                   help="; ".join(f"{w.name}: {w.syntax}" for w in bench.WORKLOADS.values()))
+    c.add_argument("--backends", help="comma-separated backend names (default: every one that runs here)")
+    c.add_argument("--targets", help="comma-separated targets for compile-only rows (default: those with no "
+                   "device here)")
+    c.add_argument("--no-compile", action="store_true", help="no compile-only rows")
+    c.add_argument("--json", metavar="FILE", help="save the rows")
+    c.add_argument("--merge", nargs="+", metavar="FILE", help="join saved rows from several machines instead")
+    c.add_argument("--plot", metavar="FILE.png", help="grouped bars of %% of peak (needs matplotlib)")
+    c.add_argument("--seed", type=int)
+    c.set_defaults(fn=cmd_compare)
+
+    i = sub.add_parser("inspect", help="static resources across targets, or the generated source/assembly")
+    i.add_argument("kernel", choices=list(bench.WORKLOADS))
+    i.add_argument("--targets", default=",".join(targets.TARGETS))
+    i.add_argument("--shape", help="shape whose constants (dtype, flags, head dim) to compile for")
+    i.add_argument("--emit", choices=("source", "ir", "ptx", "sass", "asm"))
+    i.add_argument("--target", help="the one target of --emit")
+    i.set_defaults(fn=cmd_inspect)
+
+    k = sub.add_parser("cache", help="the compile caches")
+    k.add_argument("action", choices=("info", "clear"))
+    k.add_argument("only", nargs="*", metavar="BACKEND", help="only these cache folders")
+    k.set_defaults(fn=cmd_cache)
+
+    b = sub.add_parser("bench", help="the H200 benchmark of the CUDA backend (tiles.backends.cuda.bench)",
+                       add_help=False)
+    b.add_argument("args", nargs=argparse.REMAINDER)
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        return a.fn(a)
+    except (ValueError, KeyError) as e:   # bad shapes, unknown names: one line, no traceback
+        print(f"tiles {a.command}: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:               # `tiles inspect ... --emit sass | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,253 @@
+"""One view over the vendors' offline toolchains, for `tiles devices`, `tiles inspect` and compare's
+compile-only rows: what is installed, and a kernel's static resources per target (registers, shared memory,
+spills/scratch, occupancy, matrix instructions in the main loop, code size), or its source/IR/assembly.
+
+Each vendor's own modules do the work (tiles.backends.<vendor>.codegen / schedules / toolchain); this module
+only calls them and reads their answers. Occupancy is the theoretical one, from the per-SM/CU limits below.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import printer, targets
+
+
+class NoToolchain(RuntimeError):
+    """The compiler a target needs is not installed here."""
+
+
+@dataclass
+class Tool:
+    name: str
+    found: str       # version / path, or "no: why"
+    purpose: str
+
+
+@dataclass
+class Static:
+    target: str
+    compiler: str
+    threads: int
+    registers: str = "?"        # per thread (NVIDIA) / per lane "v<VGPR> a<AGPR>" (AMD)
+    shared_bytes: int | None = None
+    spills: str = "?"
+    occupancy: str = "?"
+    mma: str = "?"               # matrix instructions inside the innermost loop that has any
+    code_bytes: int | None = None
+    note: str = ""
+
+    def summary(self) -> str:
+        smem = "?" if self.shared_bytes is None else f"{self.shared_bytes / 1024:.1f} KB"
+        parts = [f"{self.threads} thr", f"regs {self.registers}", f"smem {smem}", f"spills {self.spills}",
+                 f"occ {self.occupancy}", f"mma {self.mma}"]
+        return ", ".join(parts) + (f" ({self.note})" if self.note else "")
+
+
+# Per-SM limits for the theoretical occupancy of CUDA kernels (the HIP toolchain reports its own).
+_SM = {"sm_80": dict(regs=65536, warps=64, blocks=32, smem=164 * 1024),
+       "sm_90a": dict(regs=65536, warps=64, blocks=32, smem=228 * 1024)}
+
+
+def _vendor_module(target: str, name: str):
+    backend = targets.target(target).backend
+    try:
+        return importlib.import_module(f"tiles.backends.{backend}.{name}")
+    except ImportError as e:
+        raise NoToolchain(f"tiles.backends.{backend}.{name} is not available ({e})") from None
+
+
+# ---------------------------------------------------------------- what is installed
+
+def toolchains() -> list[Tool]:
+    out = []
+    try:
+        tc = importlib.import_module("tiles.backends.cuda.toolchain")
+        vers = tc.versions()
+        for comp in ("nvrtc", "nvcc"):
+            why = tc.available(comp)
+            out.append(Tool(comp.upper() if comp == "nvrtc" else "nvcc",
+                            f"yes ({vers.get(comp, '?')})" if why is None else f"no: {why}",
+                            "CUDA C++ -> cubin for sm_80, sm_90a (registers, spills from ptxas)"))
+        sass = tc._tool("cuobjdump")
+        out.append(Tool("cuobjdump", sass or "no: pip install nvidia-cuda-cuobjdump", "SASS of a cubin"))
+    except ImportError as e:
+        out.append(Tool("CUDA toolchain", f"no: {e}", "sm_80, sm_90a"))
+    out += _hip_tools()
+    try:
+        mt = importlib.import_module("tiles.backends.metal.toolchain")
+        out.append(Tool("xcrun metal", "yes" if mt.has_xcrun_metal() else "no: macOS with Xcode only",
+                        "MSL -> metallib for Apple GPUs"))
+    except ImportError as e:
+        out.append(Tool("Metal toolchain", f"no: {e}", "apple"))
+    out.append(Tool("PyObjC Metal", "yes" if importlib.util.find_spec("Metal") else "no: macOS, pip install "
+                    "'tiles[metal]'", "launching on an Apple GPU"))
+    out.append(Tool("C++ host compiler", shutil.which("g++") or shutil.which("c++") or "no",
+                    "CPU execution of generated HIP/MSL (emulators)"))
+    return out
+
+
+def _hip_tools() -> list[Tool]:
+    try:
+        ht = importlib.import_module("tiles.backends.hip.toolchain")
+    except ImportError as e:
+        return [Tool("clang (AMDGPU)", f"no: tiles.backends.hip.toolchain is not available ({e})", "gfx942, gfx950")]
+    found = "no: pip install ziglang"
+    if importlib.util.find_spec("ziglang"):
+        p = subprocess.run([*ht.clang(), "--version"], capture_output=True, text=True)
+        found = p.stdout.splitlines()[0] if p.returncode == 0 and p.stdout else f"no: {p.stderr.strip()[:200]}"
+    return [Tool("clang (AMDGPU)", found, "HIP -> gfx942/gfx950 assembly (VGPR/AGPR, LDS, scratch, MFMA)")]
+
+
+def cannot_compile(target: str) -> str | None:
+    """None if `target` can be compiled here, else why not."""
+    vendor = targets.target(target).backend
+    try:
+        tc = _vendor_module(target, "toolchain")
+    except NoToolchain as e:
+        return str(e)
+    if vendor == "cuda":
+        return tc.available("nvrtc") and tc.available("nvcc")
+    if vendor == "hip":
+        return None if importlib.util.find_spec("ziglang") else "no clang with the AMDGPU target: pip install ziglang"
+    return None if tc.has_xcrun_metal() else "no Metal compiler off macOS (the host check still runs)"
+
+
+# ---------------------------------------------------------------- static reports
+
+def static(kfn, args, target: str, **consts) -> Static:
+    """Compile kfn for target (configured for it, traced for these arguments) and read its resources."""
+    k = kfn.trace(args, target, **consts)
+    return {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[targets.target(target).backend](k, target)
+
+
+def _cuda_generate(k, target):
+    codegen, schedules = _vendor_module(target, "codegen"), _vendor_module(target, "schedules")
+    return codegen.generate(k, schedules.plan(k, target, targets.target(target).shared_bytes))
+
+
+def _cuda_compile(k, target):
+    tc = _vendor_module(target, "toolchain")
+    compiler = "nvrtc" if tc.available("nvrtc") is None else "nvcc"
+    if tc.available(compiler):
+        raise NoToolchain(f"no CUDA compiler here: {tc.available('nvrtc')}")
+    gen = _cuda_generate(k, target)
+    return gen, tc.compile(gen.source, target, compiler=compiler)
+
+
+def _cuda_static(k, target) -> Static:
+    gen, c = _cuda_compile(k, target)
+    res = c.resources.get(gen.name) or next(iter(c.resources.values()))
+    smem = gen.schedule.smem_bytes + res.shared_static
+    st = Static(target, c.compiler, gen.schedule.threads, str(res.registers), smem,
+                f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0")
+    lim = _SM[target]
+    warps = gen.schedule.warps
+    per_warp = -(-max(res.registers, 1) * 32 // 256) * 256          # registers are allocated per warp, by 256
+    blocks = min(lim["regs"] // (per_warp * warps), lim["warps"] // warps, lim["blocks"],
+                 lim["smem"] // (smem + 1024))                       # the runtime reserves 1 KB per block
+    st.occupancy = f"{blocks} blk/SM ({blocks * warps}/{lim['warps']} warps)"
+    try:
+        sass = c.sass()
+    except RuntimeError as e:
+        st.note = f"no SASS: {e}"
+        return st
+    insts = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/\s", ln)]
+    st.code_bytes = 16 * len(insts)   # every Volta+ instruction is 16 bytes
+    st.mma = _loop_mma(sass, _sass_loops(sass), r"\b((?:HMMA|HGMMA|IMMA|QGMMA)[\w.]*)")
+    return st
+
+
+def _hip_compile(k, target):
+    if importlib.util.find_spec("ziglang") is None:
+        raise NoToolchain("clang with the AMDGPU target comes from the ziglang wheel: pip install ziglang")
+    g = _vendor_module(target, "codegen").generate(k, target)
+    return g, _vendor_module(target, "toolchain").compile_kernel(g)
+
+
+def _hip_static(k, target) -> Static:
+    _, rep = _hip_compile(k, target)
+    code = re.search(r"codeLenInByte = (\d+)", rep.assembly)
+    return Static(target, "clang (ziglang)", rep.threads, f"v{rep.vgprs} a{rep.agprs}", rep.lds,
+                  f"{rep.spills}, scratch {rep.scratch} B" if rep.spills or rep.scratch else "0",
+                  f"{rep.waves_per_simd}/8 waves/SIMD",
+                  ", ".join(f"{n} x{c}" for n, c in rep.loop_mfma.items()) or "none in a loop",
+                  int(code.group(1)) if code else None)
+
+
+def _metal_static(k, target) -> Static:
+    codegen, mt = _vendor_module(target, "codegen"), _vendor_module(target, "toolchain")
+    mk = codegen.generate(k, target)
+    rep = mt.compile(mk)
+    if not rep.ok:
+        raise RuntimeError(f"{rep.compiler} rejected the generated MSL:\n{rep.log}")
+    note = "" if rep.device_compile else "host check only, no Metal compiler here: registers, code unknown"
+    return Static(target, rep.compiler.split(" (")[0], mk.threads, "?", mk.smem_bytes, note=note)
+
+
+def _sass_loops(sass: str) -> list[tuple[int, int]]:
+    """(first line, last line) of every loop in cuobjdump SASS: a branch back to a lower address."""
+    lines, at, loops = sass.splitlines(), {}, []
+    for i, ln in enumerate(lines):
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/", ln)
+        if m:
+            at[int(m.group(1), 16)] = i
+        m = re.search(r"\bBRA\s+(?:`\()?0x([0-9a-f]+)", ln)
+        if m and int(m.group(1), 16) in at:
+            loops.append((at[int(m.group(1), 16)], i))
+    return loops
+
+
+def _loop_mma(asm: str, loops: list[tuple[int, int]], mma: str) -> str:
+    """The matrix instructions of the innermost loop that has any: 'NAME xN, ...', or 'none in a loop'."""
+    lines = asm.splitlines()
+    for lo, hi in sorted(loops, key=lambda x: x[1] - x[0]):
+        names = [m.group(1) for m in (re.search(mma, ln) for ln in lines[lo:hi + 1]) if m]
+        if names:
+            return ", ".join(f"{n} x{names.count(n)}" for n in dict.fromkeys(names))
+    return "none in a loop"
+
+
+# ---------------------------------------------------------------- source and assembly
+
+def emit(kfn, args, target: str, what: str, **consts) -> str:
+    k = kfn.trace(args, target, **consts)
+    if what == "ir":
+        return printer.format_kernel(k)
+    vendor = targets.target(target).backend
+    if vendor == "cuda":
+        if what == "source":
+            return _cuda_generate(k, target).source
+        if what == "sass":
+            return _cuda_compile(k, target)[1].sass()
+        if what == "ptx":
+            return _ptx(_cuda_generate(k, target).source, target)
+    elif vendor == "hip":
+        if what == "source":
+            return _vendor_module(target, "codegen").generate(k, target).source
+        if what == "asm":
+            return _hip_compile(k, target)[1].assembly
+    elif what == "source":
+        return _vendor_module(target, "codegen").generate(k, target).source
+    kinds = {"cuda": "source, ir, ptx, sass", "hip": "source, ir, asm", "metal": "source, ir"}[vendor]
+    raise ValueError(f"--emit {what} is not available for {target}; choose one of {kinds}")
+
+
+def _ptx(source: str, target: str) -> str:
+    """PTX through nvcc (the CUDA toolchain module compiles to cubins only)."""
+    tc = _vendor_module(target, "toolchain")
+    if not shutil.which("nvcc"):
+        raise NoToolchain("PTX needs nvcc on the PATH")
+    opts = [o for o in tc.options(target, "nvcc") if not o.startswith("-Xptxas")]
+    with tempfile.TemporaryDirectory(prefix="tiles-ptx-") as d:
+        src, out = Path(d) / "kernel.cu", Path(d) / "kernel.ptx"
+        src.write_text(source)
+        p = subprocess.run(["nvcc", "-ptx", *opts, "-o", str(out), str(src)], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"nvcc -ptx failed:\n{p.stderr}")
+        return out.read_text()
