@@ -59,6 +59,9 @@ class CudaBackend(Backend):
         return cupy.asnumpy(a)
 
     def launch(self, kfn, args, **overrides) -> ir.Kernel:
+        if any(isinstance(a, np.ndarray) for a in args):
+            # host arrays (a kernel's numpy wrapper): run on device copies, then write every array back
+            return self.call(kfn, *args, **overrides)
         k = kfn.trace(args, self.target, **overrides)
         self.runtime.launch(k, args)
         return k

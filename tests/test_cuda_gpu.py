@@ -1,0 +1,125 @@
+"""The CUDA backend on a real GPU: torch and cupy arrays, streams, the pre-launch checks, against float64.
+
+Every kernel's own property tests (tests/test_kernels.py, test_ops.py, test_kernel_*.py) also run on the GPU
+through the `backend` fixture; these cover what is CUDA-specific: framework arrays, strided views, streams,
+and the refusals before launch.
+"""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tiles.backend import get
+from tiles.dsl import TileError
+from tiles.kernels.attention import attention_fwd
+from tiles.kernels.gemm import gemm
+from tiles.testing import assert_close, random_array
+
+pytestmark = pytest.mark.gpu
+
+cuda = get("cuda")
+if cuda.available() is not None:
+    pytest.skip(f"no CUDA backend here: {cuda.available()}", allow_module_level=True)
+
+torch = pytest.importorskip("torch")
+cupy = pytest.importorskip("cupy")
+
+TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def to_torch(x: np.ndarray, dtype: str):
+    return torch.from_numpy(x.astype(np.float32)).to(TORCH[dtype]).cuda()
+
+
+def up(t) -> np.ndarray:
+    return t.float().cpu().numpy().astype(np.float64)
+
+
+@settings(max_examples=4)
+@given(m=st.integers(1, 300), n=st.integers(1, 300), k=st.integers(1, 300),
+       dtype=st.sampled_from(["bf16", "f16"]), out=st.sampled_from(["bf16", "f32"]), trans_b=st.booleans())
+def test_gemm_on_torch_tensors(m, n, k, dtype, out, trans_b):
+    a = to_torch(random_array((m, k), dtype), dtype)
+    b = to_torch(random_array((n, k) if trans_b else (k, n), dtype), dtype)
+    c = torch.full((m, n), float("nan"), dtype=TORCH[out], device="cuda")
+    gemm(c, a, b, trans_b=trans_b)   # the backend is chosen from where the arrays live
+    torch.cuda.synchronize()
+    ref = up(a) @ (up(b).T if trans_b else up(b))
+    assert_close(up(c), ref, out)
+
+
+@settings(max_examples=3)
+@given(n=st.integers(1, 300), d=st.sampled_from([64, 128]), causal=st.booleans(), group=st.sampled_from([1, 4]))
+def test_attention_on_torch_views(n, d, causal, group):
+    """Q, K, V as strided views of one packed (B, N, 3, H, D)-like buffer: batch/head strides are not dense."""
+    heads, kv_heads = 2 * group, 2
+    qkv = torch.randn(2, heads + 2 * kv_heads, n, d, device="cuda").to(torch.bfloat16)
+    q, k, v = qkv[:, :heads], qkv[:, heads:heads + kv_heads], qkv[:, heads + kv_heads:]
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((2, heads, n), float("nan"), device="cuda")
+    scale = 1 / math.sqrt(d)
+    attention_fwd(o, lse, q, k, v, scale, D=d, causal=causal)
+    torch.cuda.synchronize()
+    kf, vf = (up(x).repeat(group, axis=1) for x in (k, v))
+    s = up(q) @ kf.transpose(0, 1, 3, 2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ vf
+    assert_close(up(o), ref, "bf16", what="O")
+    ref_lse = np.log(p.sum(-1)) + s.max(-1)
+    assert_close(up(lse), ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def test_cupy_arrays_and_side_stream():
+    a = cupy.asarray(random_array((96, 64), "f16"))
+    b = cupy.asarray(random_array((64, 80), "f16"))
+    c = cupy.full((96, 80), cupy.nan, dtype=cupy.float32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:                              # the launch goes on the current stream
+        gemm(c, a, b)
+    s.synchronize()
+    assert_close(c.get(), a.get().astype(np.float64) @ b.get().astype(np.float64), "f32")
+
+
+def test_torch_current_stream():
+    a = to_torch(random_array((128, 128), "bf16"), "bf16")
+    b = to_torch(random_array((128, 128), "bf16"), "bf16")
+    c = torch.full((128, 128), float("nan"), device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        gemm(c, a, b)
+        out = c.clone()                  # ordered after the kernel only if it ran on s
+    s.synchronize()
+    assert_close(up(out), up(a) @ up(b), "f32")
+
+
+def test_rejected_before_launch():
+    a = to_torch(random_array((64, 64), "bf16"), "bf16")
+    c = torch.full((64, 64), float("nan"), device="cuda")
+    with pytest.raises(TileError, match="last dim must be contiguous"):
+        gemm(c, a.t(), a)
+    flat = torch.zeros(64 * 64 + 1, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(TileError, match="16-byte boundary"):
+        gemm(c, flat[1:].view(64, 64), a)
+    with pytest.raises(TileError, match="not on the GPU"):
+        cuda.launch(gemm, [c, a.cpu(), a])
+    with pytest.raises(TileError, match="dtype"):
+        gemm(c, a.float(), a)
+    with pytest.raises(TileError, match="argument check failed"):
+        gemm(c, a[:, :32].contiguous(), a)
+    assert torch.isnan(c).all()          # nothing ran
+
+
+def test_compiled_once_and_cached_on_disk(tmp_path, monkeypatch):
+    from tiles.backends.cuda import runtime
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
+    rt = runtime.Runtime(cuda.target)
+    k = gemm.trace([runtime.DeviceArray(random_array((32, 32), "f16"))] * 3, cuda.target)
+    rt.launch(k, [runtime.DeviceArray(random_array((32, 32), "f16")) for _ in range(3)])
+    assert len(list((tmp_path / "cuda").glob("*.cubin"))) == 1
+    rt2 = runtime.Runtime(cuda.target)   # a new process would find the cubin on disk, not compile again
+    monkeypatch.setattr(runtime.toolchain, "compile", lambda *a, **k: pytest.fail("compiled twice"))
+    rt2.launch(k, [runtime.DeviceArray(random_array((32, 32), "f16")) for _ in range(3)])
