@@ -214,8 +214,7 @@ class _Emitter:
             if isinstance(t, ST):
                 size = -(-t.rows * t.cols * t.dtype.bits // 8 // 16) * 16
                 if t in self.staged:
-                    slots = ", ".join(f"st_at<{self.st_type(t)}>({off + i * size})" for i in range(self.plan.stages))
-                    w(f"const {self.st_type(t)} {self.n(t)}[{self.plan.stages}] = {{{slots}}};")
+                    w(f"const ring<{self.st_type(t)}, {self.plan.stages}> {self.n(t)}{{{off}}};")
                     off += size * self.plan.stages
                 else:
                     w(f"const {self.st_type(t)} {self.n(t)} = st_at<{self.st_type(t)}>({off});")

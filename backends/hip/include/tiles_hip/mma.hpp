@@ -31,7 +31,12 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
   static_assert(KDIM % KS == 0, "K of an mma must be a multiple of the MFMA's K");
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
   const int fr = lane % M, fk = E * (lane / M);  // this lane's row / column in a fragment, its K-run
-  TILES_UNROLL for (int kk = 0; kk < KDIM / KS; ++kk) {
+  // K steps stay a loop when A comes from LDS: unrolled, the scheduler hoists every step's LDS reads
+  // and runs out of registers next to a large accumulator. A register A needs static indices: unrolled.
+#if !defined(TILES_EMU)
+#pragma unroll(is_rt<A>::value ? KDIM / KS : 1)
+#endif
+  for (int kk = 0; kk < KDIM / KS; ++kk) {
     T af[D::FM][E];
     TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
       if constexpr (is_rt<A>::value) {

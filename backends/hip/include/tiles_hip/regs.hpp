@@ -121,12 +121,13 @@ TILES_DEV void col_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, 
   }
   arch::barrier();  // scratch may be reused right after
 }
+template <class V> struct same { using type = V; };  // keeps `acc` out of template deduction (nullptr)
 #define TILES_REDUCE(NAME, F)                                                                  \
   template <class V, class X> TILES_DEV void row_##NAME(V& d, const X& s, const V* acc = nullptr) { \
     row_reduce(d, s, acc, F{});                                                                \
   }                                                                                            \
   template <int WAVES, class V, class X>                                                       \
-  TILES_DEV void col_##NAME(V& d, const X& s, const V* acc, float* scratch) {                  \
+  TILES_DEV void col_##NAME(V& d, const X& s, const typename same<V>::type* acc, float* scratch) { \
     col_reduce<WAVES>(d, s, acc, F{}, scratch);                                                \
   }
 TILES_REDUCE(sum, op_add) TILES_REDUCE(max, op_max) TILES_REDUCE(min, op_min)

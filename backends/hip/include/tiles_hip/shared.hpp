@@ -55,4 +55,11 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
 };
 // Shared tiles live in one dynamic LDS arena; the generated kernel places each at a fixed offset.
 template <class S> TILES_DEV S st_at(int offset) { return S{arch::lds_base() + offset}; }
+// N buffers of one pipelined tile, back to back: ring[i] computes the address (an array of tiles
+// indexed by a loop counter would live in scratch memory).
+template <class S, int N> struct ring {
+  static constexpr int STRIDE = (S::BYTES + 15) / 16 * 16;
+  int offset;
+  TILES_DEV S operator[](int i) const { return st_at<S>(offset + i * STRIDE); }
+};
 }  // namespace tiles_hip

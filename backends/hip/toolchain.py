@@ -1,0 +1,123 @@
+"""Compile generated HIP for gfx942 / gfx950 without ROCm, and report what the compiler made of it.
+
+clang from the `ziglang` wheel has the AMDGPU target: ``-x hip --cuda-device-only -nogpulib -nogpuinc``
+needs no ROCm install; TILES_HIP_BARE makes tiles.hpp supply the few HIP keywords itself. The compile
+runs in a subprocess, so a compiler crash cannot take the caller down. The report comes from the
+assembly and its metadata: VGPRs, AGPRs, SGPRs, spills, scratch, LDS (static + the kernel's dynamic
+arena), waves per SIMD and occupancy, and the MFMA instructions of the main loop (the loop with the most).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import codegen
+
+INCLUDE = Path(__file__).parent / "include"
+TARGETS = ("gfx942", "gfx950")
+LDS_PER_CU = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
+MAX_WAVES_PER_SIMD = 8
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+@dataclass
+class Report:
+    target: str
+    vgprs: int
+    agprs: int
+    sgprs: int
+    spills: int
+    scratch: int
+    lds: int
+    threads: int
+    waves_per_simd: int
+    loop_mfma: Counter = field(default_factory=Counter)
+    assembly: str = field(default="", repr=False)
+
+    @property
+    def occupancy(self) -> float:
+        return self.waves_per_simd / MAX_WAVES_PER_SIMD
+
+    @property
+    def registers(self) -> int:
+        """Unified VGPR file use per lane: arch VGPRs rounded to 4 (the AGPR offset), then AGPRs."""
+        return -(-self.vgprs // 4) * 4 + self.agprs
+
+    def __str__(self):
+        mf = ", ".join(f"{n} x{c}" for n, c in self.loop_mfma.items()) or "none"
+        return (f"{self.target}: {self.vgprs} VGPR + {self.agprs} AGPR, {self.sgprs} SGPR, spills {self.spills}, "
+                f"scratch {self.scratch} B, LDS {self.lds} B, {self.threads} threads, {self.waves_per_simd} waves/SIMD "
+                f"(occupancy {self.occupancy:.0%}); main loop MFMA: {mf}")
+
+
+def clang() -> list[str]:
+    return [sys.executable, "-m", "ziglang", "clang"]
+
+
+def compile_asm(source: str, target: str, extra=()) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown CDNA target {target!r}; known: {', '.join(TARGETS)}")
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "kernel.hip"
+        src.write_text(source)
+        out = Path(d) / "kernel.s"
+        cmd = [*clang(), "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", f"--offload-arch={target}",
+               "-O3", "-std=c++17", "-S", "-DTILES_HIP_BARE", f"-I{INCLUDE}", *extra, str(src), "-o", str(out)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            raise CompileError(f"clang timed out compiling for {target}") from None
+        if r.returncode != 0:
+            raise CompileError(f"clang failed ({r.returncode}) for {target}:\n{r.stderr[-6000:]}")
+        return out.read_text()
+
+
+def _meta(asm: str, key: str) -> int:
+    m = re.search(rf"^\s*\.{key}:\s+(\d+)", asm, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def loop_mfma(asm: str) -> Counter:
+    """MFMA mnemonics (with counts) of the loop (a label reached by a later backward branch) with the most."""
+    lines = asm.splitlines()
+    labels = {}
+    best = Counter()
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\.LBB\w+):", line)
+        if m:
+            labels[m.group(1)] = i
+            continue
+        b = re.match(r"^\s*s_(?:cbranch_\w+|branch)\s+(\.LBB\w+)", line)
+        if b and b.group(1) in labels:
+            body = lines[labels[b.group(1)]:i]
+            c = Counter(x.split()[0] for x in body if x.strip().startswith("v_mfma"))
+            if sum(c.values()) > sum(best.values()):
+                best = c
+    return best
+
+
+def report(asm: str, target: str, threads: int, dynamic_lds: int) -> Report:
+    vgpr, agpr = _meta(asm, "vgpr_count"), _meta(asm, "agpr_count")
+    lds = _meta(asm, "group_segment_fixed_size") + dynamic_lds
+    r = Report(target, vgpr, agpr, _meta(asm, "sgpr_count"), _meta(asm, "vgpr_spill_count") + _meta(asm, "sgpr_spill_count"),
+               _meta(asm, "private_segment_fixed_size"), lds, threads, 0, loop_mfma(asm), asm)
+    regs = -(-r.registers // 8) * 8 or 8
+    by_regs = min(MAX_WAVES_PER_SIMD, 512 // regs)
+    waves_per_block_per_simd = -(-threads // 64 // 4)
+    blocks_by_lds = LDS_PER_CU[target] // lds if lds else 64
+    by_lds = blocks_by_lds * waves_per_block_per_simd
+    r.waves_per_simd = min(by_regs, by_lds) // waves_per_block_per_simd * waves_per_block_per_simd
+    return r
+
+
+def compile_kernel(g: codegen.Generated) -> Report:
+    """Compile a generated kernel for its target and report its resources."""
+    return report(compile_asm(g.source, g.target), g.target, g.threads, g.lds_bytes)

@@ -1,0 +1,74 @@
+"""Every kernel compiles for gfx942 and gfx950 with clang (no ROCm), with the resources its schedule allows."""
+import numpy as np
+import pytest
+
+from tiles import targets
+from tiles.backends.hip import launch, swizzle, toolchain
+from tiles.kernels.attention import attention_fwd
+from tiles.kernels.gemm import gemm
+from tiles.testing import random_array
+
+
+def _gemm(target, trans_b):
+    a, b = random_array((64, 48), "bf16"), random_array((80, 48) if trans_b else (48, 80), "bf16")
+    return gemm.trace([np.zeros((64, 80), np.float32), a, b], target, trans_b=trans_b)
+
+
+def _attention(target, d):
+    q = random_array((1, 2, 70, d), "bf16")
+    return attention_fwd.trace([q, np.zeros((1, 2, 70), np.float32), q, q, q, 0.1], target, D=d, causal=True)
+
+
+KERNELS = {"gemm_AB": lambda t: _gemm(t, False), "gemm_ABt": lambda t: _gemm(t, True),
+           "attention_d64": lambda t: _attention(t, 64), "attention_d128": lambda t: _attention(t, 128)}
+# Known to spill on gfx950 (register pressure of the 16x16x32 fragments next to a 128-register accumulator,
+# and the shuffle-based P conversion in attention): not done, see docs/backends/hip.md.
+SPILLS = {("gfx950", "gemm_AB"), ("gfx950", "attention_d64"), ("gfx950", "attention_d128")}
+
+
+@pytest.mark.parametrize("target", toolchain.TARGETS)
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_compiles_within_budget(target, kernel, request):
+    if (target, kernel) in SPILLS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="spills on gfx950: not done"))
+    g = launch.generated(KERNELS[kernel](target), target)
+    r = toolchain.compile_kernel(g)
+    # the intended MFMA, and only it, in the main loop
+    assert set(r.loop_mfma) == set(g.mfma), (r.loop_mfma, g.mfma)
+    assert r.lds <= targets.target(target).shared_bytes
+    assert r.registers <= 512 // g.plan.waves_per_simd if g.plan.waves == 8 else 512
+    assert r.waves_per_simd >= (2 if g.plan.waves == 8 else 1), r
+    assert r.scratch == 0 and r.spills == 0, str(r)
+
+
+@pytest.mark.parametrize("target", toolchain.TARGETS)
+def test_mfma_shapes_per_target(target):
+    """bf16 GEMM uses 16x16x16 on CDNA3 and the doubled-K 16x16x32 on CDNA4."""
+    g = launch.generated(_gemm(target, True), target)
+    assert list(g.mfma) == [{"gfx942": "v_mfma_f32_16x16x16_bf16", "gfx950": "v_mfma_f32_16x16x32_bf16"}[target]]
+    asm = toolchain.compile_asm(g.source, target)
+    assert list(g.mfma)[0] in asm
+
+
+@pytest.mark.parametrize("target,e", [("gfx942", 4), ("gfx950", 8)])
+@pytest.mark.parametrize("cols", [32, 64, 128])
+def test_swizzle_removes_bank_conflicts(target, e, cols):
+    """The chosen swizzle serves an MFMA operand read in the minimum cycles (one per phase); unswizzled rows
+    that are a multiple of the bank line conflict."""
+    row_bytes = cols * 2
+    g, s, mask = swizzle.choose(target, 128, row_bytes, 16, e, 2)
+    lanes = swizzle.operand_read(16, e, 2)
+    width = e * 2
+    plain = swizzle.cycles(target, [swizzle.offset(r, b, row_bytes, g, 0, 0) for r, b in lanes], width)
+    chosen = swizzle.cycles(target, [swizzle.offset(r, b, row_bytes, g, s, mask) for r, b in lanes], width)
+    t = targets.target(target)
+    phases = 64 * width // (t.banks * t.bank_bytes)
+    assert chosen == phases
+    assert plain > chosen
+
+
+def test_bad_schedule_is_refused():
+    from tiles.dsl import TileError
+    with pytest.raises(TileError, match="schedule"):
+        launch.generated(gemm.trace([np.zeros((64, 80), np.float32), random_array((64, 48), "bf16"),
+                                     random_array((48, 80), "bf16")], "gfx942", schedule="fastest"), "gfx942")
