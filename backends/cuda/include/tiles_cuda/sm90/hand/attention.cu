@@ -15,10 +15,14 @@ using namespace tiles::sm90;
 
 namespace {
 
-// Tuning knobs (compile-time): the K/V block rows without and with the causal mask, and whether the two
-// consumers take turns issuing their wgmma (so that one's softmax runs while the other's matrix products do).
-#ifndef TILES_ATTN_BKV
-#define TILES_ATTN_BKV 128
+// Tuning knobs (compile-time): the K/V block rows without the causal mask (D = 64 / 128) and with it, and
+// whether the two consumers take turns issuing their wgmma (so that one's softmax runs while the other's matrix
+// products do). Measured on the H200 (NOTES.md): 176 rows beat 128 at D = 128 without the mask, lost at D = 64.
+#ifndef TILES_ATTN_BKV_D64
+#define TILES_ATTN_BKV_D64 128
+#endif
+#ifndef TILES_ATTN_BKV_D128
+#define TILES_ATTN_BKV_D128 176
 #endif
 #ifndef TILES_ATTN_BKV_CAUSAL
 #define TILES_ATTN_BKV_CAUSAL 128
@@ -229,7 +233,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 template <int D, bool CAUSAL>
 const char* launch(const void* q, const void* k, const void* v, void* o, void* lse, int b, int hq, int hkv, int n,
                    cudaStream_t stream) {
-    constexpr int BKV = CAUSAL ? TILES_ATTN_BKV_CAUSAL : TILES_ATTN_BKV;
+    constexpr int BKV = CAUSAL ? TILES_ATTN_BKV_CAUSAL : D == 64 ? TILES_ATTN_BKV_D64 : TILES_ATTN_BKV_D128;
     CUtensorMap maps[3];
     const void* bases[3] = {q, k, v};
     const int heads[3] = {hq, hkv, hkv};

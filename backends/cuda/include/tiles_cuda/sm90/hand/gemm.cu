@@ -18,7 +18,7 @@ constexpr int BM = 128, BK = 64, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS);
 constexpr int GROUP_M = TILES_GEMM_GROUP_M;
 // CTAs per cluster along M; they share each B tile by multicast, which halves B's L2-to-SM traffic.
 #ifndef TILES_GEMM_CLUSTER
-#define TILES_GEMM_CLUSTER 1
+#define TILES_GEMM_CLUSTER 2
 #endif
 constexpr int CLUSTER = TILES_GEMM_CLUSTER;
 
