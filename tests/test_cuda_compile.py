@@ -1,0 +1,183 @@
+"""The CUDA backend without a GPU: every shipped kernel compiles for sm_80 and sm_90a with NVRTC, with no
+spills and tensor-core instructions in its SASS; compiler failures and crashes surface as exceptions; the
+checks before a launch refuse bad arguments with clear messages."""
+import functools
+import re
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+from tiles import bench, targets
+from tiles.backends.cuda import codegen, runtime, schedules, toolchain
+from tiles.dsl import TileError
+from tiles.kernels.gemm import gemm
+from tiles.testing import random_array
+
+pytestmark = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reason=str(toolchain.available("nvrtc")))
+
+TARGETS = ("sm_80", "sm_90a")
+CASES = [(w, shape) for w in bench.WORKLOADS.values() for shape in w.small_shapes]
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(source: str, target: str) -> toolchain.Compiled:
+    return toolchain.compile(source, target)
+
+
+def build(kfn, args, target, **consts):
+    k = kfn.trace(args, target, **consts)
+    gen = codegen.generate(k, schedules.plan(k, target, targets.target(target).shared_bytes))
+    return gen, _compiled(gen.source, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("workload,shape", CASES, ids=[f"{w.name}-{s}" for w, s in CASES])
+def test_every_kernel_compiles(workload, shape, target):
+    why = workload.supports(target)
+    if why:
+        pytest.skip(why)
+    s = workload.parse(shape)
+    args = workload.inputs(s, np.random.default_rng(0))
+    gen, c = build(workload.kernel(s), args, target, **workload.consts(s))
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0, f"{gen.name} on {target}: {res}"
+    assert 0 < res.registers <= 255
+    assert gen.schedule.smem_bytes <= targets.target(target).shared_bytes
+    # a kernel that multiplies matrices does it on the tensor cores
+    if any(op.name == "mma" for op, _ in workload.kernel(s).trace(args, target, **workload.consts(s)).walk()):
+        assert re.search(r"\bHMMA\.", c.sass()), f"{gen.name} on {target}: no HMMA in the SASS"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gemm_main_loop_uses_ldmatrix_cp_async_and_hmma(target):
+    a = random_array((256, 256), "bf16")
+    gen, c = build(gemm, [a, a, a], target)
+    sass = c.sass()
+    assert sass.count("LDGSTS") >= 2        # cp.async: the pipelined global->shared copies
+    assert "LDSM" in sass                    # ldmatrix
+    assert sass.count("HMMA.16816.F32.BF16") >= 64
+    # the source is the readable kind: one header call per op, the pipeline written out
+    assert "tc::pipeline<STAGES>" in gen.source and "tc::mma_AB(acc, a, b, acc);" in gen.source
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
+def test_nvcc_compiles_the_same_source():
+    a = random_array((64, 64), "f16")
+    gen, c = build(gemm, [a, a, a], "sm_90a")
+    by_nvcc = toolchain.compile(gen.source, "sm_90a", compiler="nvcc")
+    assert by_nvcc.resources[gen.name].spills == 0
+    assert "HMMA" in by_nvcc.sass()
+
+
+def test_compile_error_names_the_line():
+    src = '#include <tiles_cuda/tiles.cuh>\nextern "C" __global__ void k(float* x) {\n    x[0] = undefined_name;\n}\n'
+    with pytest.raises(toolchain.CompileError, match=r"undefined_name") as e:
+        toolchain.compile(src, "sm_80")
+    assert "> x[0] = undefined_name;" in str(e.value)
+
+
+def test_unknown_target_is_refused():
+    with pytest.raises(ValueError, match="unknown CUDA target"):
+        toolchain.compile("", "sm_75")
+
+
+def test_compiler_crash_is_an_exception(monkeypatch):
+    crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    monkeypatch.setattr(toolchain, "_worker_cmd", lambda: crash)
+    with pytest.raises(toolchain.CompilerCrash, match="SIGSEGV"):
+        toolchain.compile("__global__ void k() {}", "sm_90a")
+
+
+def test_compiler_hang_is_an_exception(monkeypatch):
+    monkeypatch.setattr(toolchain, "_worker_cmd", lambda: [sys.executable, "-c", "import time; time.sleep(30)"])
+    with pytest.raises(toolchain.CompilerCrash, match="did not finish"):
+        toolchain.compile("__global__ void k() {}", "sm_80", timeout=1)
+
+
+def test_resources_parse_ptxas_report():
+    log = ("ptxas info    : Compiling entry function 'gemm' for 'sm_90a'\n"
+           "ptxas info    : Function properties for gemm\n"
+           "    8 bytes stack frame, 16 bytes spill stores, 12 bytes spill loads\n"
+           "ptxas info    : Used 168 registers, used 1 barriers, 2048 bytes smem, 400 bytes cmem[0]\n")
+    r = toolchain.parse_resources(log)["gemm"]
+    assert (r.registers, r.barriers, r.shared_static, r.stack_frame, r.spills) == (168, 1, 2048, 8, 28)
+
+
+def test_disk_cache_compiles_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
+    calls = []
+    real = toolchain.compile
+    monkeypatch.setattr(toolchain, "compile", lambda *a, **k: calls.append(a) or real(*a, **k))
+    src = '#include <tiles_cuda/tiles.cuh>\nextern "C" __global__ void k(float* x) { x[0] = 1.f; }\n'
+    p1 = runtime.cached_cubin(src, "sm_80", driver="13000")
+    p2 = runtime.cached_cubin(src, "sm_80", driver="13000")
+    p3 = runtime.cached_cubin(src, "sm_80", driver="13010")   # a new driver: compiled again
+    assert p1 == p2 != p3 and len(calls) == 2 and p1.read_bytes()[:4] == b"\x7fELF"
+
+
+# ---- checks before a launch, on stand-ins for device arrays ----------------------------------------------------
+
+class FakeDeviceArray:
+    """Looks like a CUDA array (shape, dtype, strides, __cuda_array_interface__) without a GPU."""
+
+    def __init__(self, shape, dtype, *, ptr=1 << 20, strides=None, device=0):
+        self.dtype = np.dtype(random_array((1,), dtype).dtype)
+        self.shape, self.itemsize, self.device = tuple(shape), self.dtype.itemsize, device
+        dense = [self.itemsize * int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+        self.strides = tuple(strides) if strides else tuple(dense)
+        self.__cuda_array_interface__ = {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
+                                         "strides": self.strides, "version": 3}
+
+
+def gemm_args(m=64, n=48, k=32, **over):
+    c, a, b = FakeDeviceArray((m, n), "f32"), FakeDeviceArray((m, k), "bf16"), FakeDeviceArray((k, n), "bf16")
+    args = dict(C=c, A=a, B=b)
+    args.update(over)
+    return [args["C"], args["A"], args["B"]]
+
+
+def check(args):
+    return runtime.check_launch(gemm.trace(args, "sm_90a"), args, device=0)
+
+
+def test_good_arguments_pass_and_pack():
+    args = gemm_args()
+    env = check(args)
+    assert env[("dim", "A", 2)] == 64
+    params = runtime.pack(gemm.trace(args, "sm_90a"), args)
+    # per global: pointer, 4 dims, 3 strides (elements; the unit dims of a 2-D array stride 0)
+    assert [int(x) for x in params[:8]] == [1 << 20, 1, 1, 64, 48, 0, 0, 48]
+    assert [x.dtype for x in params[:8]] == [np.uint64] + [np.int32] * 4 + [np.int64] * 3
+    assert len(params) == 24
+
+
+@pytest.mark.parametrize("bad,message", [
+    (dict(A=FakeDeviceArray((64, 32), "bf16", ptr=(1 << 20) + 2)), "16-byte boundary"),
+    (dict(A=FakeDeviceArray((64, 32), "bf16", device=1)), "on device 1"),
+    (dict(A=random_array((64, 32), "bf16")), "not on the GPU"),
+    (dict(A=FakeDeviceArray((64, 32), "bf16", strides=(2, 128))), "last dim must be contiguous"),
+    (dict(A=FakeDeviceArray((64, 40), "bf16")), "argument check failed"),
+    (dict(A=FakeDeviceArray((64, 32), "f16")), "expected dtype bf16, got f16"),
+    (dict(A=FakeDeviceArray((2, 64, 32), "bf16")), "expected rank 2"),
+])
+def test_bad_arguments_are_refused(bad, message):
+    kernel = gemm.trace(gemm_args(), "sm_90a")    # compiled for good arguments, launched with bad ones
+    with pytest.raises(TileError, match=message):
+        runtime.check_launch(kernel, gemm_args(**bad), device=0)
+
+
+def test_grid_beyond_cuda_limits_is_refused():
+    from tiles.kernels.attention import attention_fwd
+    q = FakeDeviceArray((70000, 1, 64, 64), "bf16")          # batch is grid dim z, at most 65535
+    lse = FakeDeviceArray((70000, 1, 64), "f32")
+    args = [q, lse, q, q, q, 0.125]
+    with pytest.raises(TileError, match="grid dim z is 70000 blocks"):
+        runtime.check_launch(attention_fwd.trace(args, "sm_90a", D=64), args, device=0)
+
+
+def test_target_of_compute_capability():
+    assert runtime.target_of((9, 0)) == "sm_90a"
+    assert runtime.target_of((8, 6)) == "sm_80"
+    assert runtime.target_of((7, 5)) is None and runtime.target_of((10, 0)) is None
