@@ -17,6 +17,12 @@
 using namespace metal;
 #endif
 
+// A parameter attribute whose name is also an address-space word ([[threadgroup(0)]]): the CPU shim erases
+// address-space words, so this one attribute is spelled through a macro that the shim defines as nothing.
+#ifndef TILES_EMU
+#define TILES_ATTR(a) [[a]]
+#endif
+
 // bfloat exists from Metal 3.1 (macOS 14); the runtime compiles bf16 kernels with that language version.
 #if defined(__HAVE_BFLOAT__)
 #define TILES_METAL_HAS_BFLOAT 1
