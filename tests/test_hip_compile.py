@@ -21,16 +21,9 @@ def _attention(target, d):
 
 KERNELS = {"gemm_AB": lambda t: _gemm(t, False), "gemm_ABt": lambda t: _gemm(t, True),
            "attention_d64": lambda t: _attention(t, 64), "attention_d128": lambda t: _attention(t, 128)}
-# Known to spill on gfx950 (register pressure of the 16x16x32 fragments next to a 128-register accumulator,
-# and the shuffle-based P conversion in attention): not done, see docs/backends/hip.md.
-SPILLS = {("gfx950", "gemm_AB"), ("gfx950", "attention_d64"), ("gfx950", "attention_d128")}
-
-
 @pytest.mark.parametrize("target", toolchain.TARGETS)
 @pytest.mark.parametrize("kernel", list(KERNELS))
-def test_compiles_within_budget(target, kernel, request):
-    if (target, kernel) in SPILLS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="spills on gfx950: not done"))
+def test_compiles_within_budget(target, kernel):
     g = launch.generated(KERNELS[kernel](target), target)
     r = toolchain.compile_kernel(g)
     # the intended MFMA, and only it, in the main loop
@@ -38,7 +31,7 @@ def test_compiles_within_budget(target, kernel, request):
     assert r.lds <= targets.target(target).shared_bytes
     assert r.registers <= 512 // g.plan.waves_per_simd if g.plan.waves == 8 else 512
     assert r.waves_per_simd >= (2 if g.plan.waves == 8 else 1), r
-    assert r.scratch == 0 and r.spills == 0, str(r)
+    assert r.scratch == 0 and r.spills == 0, str(r)   # SGPR spills go to VGPR lanes, not memory
 
 
 @pytest.mark.parametrize("target", toolchain.TARGETS)

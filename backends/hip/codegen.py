@@ -137,8 +137,15 @@ class _Emitter:
         return 4 * waves * max(cols) if cols else 0
 
     def _swizzle(self, t: ST) -> str:
+        """Swizzle for the MFMA operand read the tile serves. Tiles read down their columns (B of mma_AB, A of
+        mma_AtB: one element per read) stay unswizzled, so the reads' addresses are one base plus immediate
+        offsets instead of an XOR per element; tiles no MMA reads stay unswizzled too."""
         elem = t.dtype.bits // 8
-        e = self.m * mfma_k(self.target, t.dtype, self.m) // 64 if t.dtype.name in ("bf16", "f16") or t.dtype.name.startswith("fp8") else 4 // elem or 1
+        rows_read = [op for op, _ in self.k.walk() if op.name == "mma" and
+                     ((op.srcs[0] is t and not op.attrs["trans_a"]) or (op.srcs[1] is t and op.attrs["trans_b"]))]
+        if not rows_read:
+            return f"swizzle<{swizzle.granule(self.target, 16)}, 0, 0>"
+        e = self.m * mfma_k(self.target, t.dtype, self.m) // 64
         g, s, mask = swizzle.choose(self.target, t.rows, t.cols * elem, self.m, e, elem)
         return f"swizzle<{g}, {s}, {mask}>"
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from tiles import backend, ir
-from tiles.types import GL
 
 from . import launch
 

@@ -92,7 +92,7 @@ class Hip(backend.Backend):
             return
         fn = self._module(g)
         by_param = dict(zip([id(p) for p in k.params], args))
-        blobs, keep = [], []
+        blobs = []
         for ctype, _, kind, p in g.params:
             a = by_param[id(p)]
             if kind == "data":
@@ -101,16 +101,15 @@ class Hip(backend.Backend):
                     raise TypeError(f"argument {p.name}: the hip backend takes device arrays (torch on ROCm)")
                 blobs.append(ctypes.c_void_p(a.data_ptr()).value.to_bytes(8, "little"))
             elif kind == "dims":
-                host = np.empty(tuple(a.shape), dtype=np.uint8) if False else None
                 blobs.append(launch.dims_of(p, _ShapeOnly(a)).tobytes())
             else:
                 blobs.append((np.float32(a) if ctype == "float" else np.int32(a)).tobytes())
         buf = bytearray()
         for b in blobs:   # kernel arguments at their natural alignment
             buf += bytes(-len(buf) % min(8, len(b) if len(b) in (4, 8) else 4)) + b
-        keep.append(buf)
         raw = (ctypes.c_char * len(buf)).from_buffer(buf)
         size = ctypes.c_size_t(len(buf))
+        # HIP_LAUNCH_PARAM_BUFFER_POINTER, the packed arguments, HIP_LAUNCH_PARAM_BUFFER_SIZE, its size, END
         extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(raw), 2, ctypes.addressof(size), 3)
         _check(hip.hipModuleLaunchKernel(fn, *grid, g.threads, 1, 1, g.lds_bytes, None, None, extra))
         _check(hip.hipDeviceSynchronize())

@@ -34,7 +34,8 @@ class Report:
     vgprs: int
     agprs: int
     sgprs: int
-    spills: int
+    spills: int            # VGPRs spilled to scratch memory
+    sgpr_spills: int       # SGPRs spilled into VGPR lanes (no memory traffic)
     scratch: int
     lds: int
     threads: int
@@ -53,7 +54,8 @@ class Report:
 
     def __str__(self):
         mf = ", ".join(f"{n} x{c}" for n, c in self.loop_mfma.items()) or "none"
-        return (f"{self.target}: {self.vgprs} VGPR + {self.agprs} AGPR, {self.sgprs} SGPR, spills {self.spills}, "
+        return (f"{self.target}: {self.vgprs} VGPR + {self.agprs} AGPR, {self.sgprs} SGPR, spills {self.spills} VGPR "
+                f"{self.sgpr_spills} SGPR, "
                 f"scratch {self.scratch} B, LDS {self.lds} B, {self.threads} threads, {self.waves_per_simd} waves/SIMD "
                 f"(occupancy {self.occupancy:.0%}); main loop MFMA: {mf}")
 
@@ -107,8 +109,9 @@ def loop_mfma(asm: str) -> Counter:
 def report(asm: str, target: str, threads: int, dynamic_lds: int) -> Report:
     vgpr, agpr = _meta(asm, "vgpr_count"), _meta(asm, "agpr_count")
     lds = _meta(asm, "group_segment_fixed_size") + dynamic_lds
-    r = Report(target, vgpr, agpr, _meta(asm, "sgpr_count"), _meta(asm, "vgpr_spill_count") + _meta(asm, "sgpr_spill_count"),
-               _meta(asm, "private_segment_fixed_size"), lds, threads, 0, loop_mfma(asm), asm)
+    r = Report(target, vgpr, agpr, _meta(asm, "sgpr_count"), _meta(asm, "vgpr_spill_count"),
+               _meta(asm, "sgpr_spill_count"), _meta(asm, "private_segment_fixed_size"), lds, threads, 0,
+               loop_mfma(asm), asm)
     regs = -(-r.registers // 8) * 8 or 8
     by_regs = min(MAX_WAVES_PER_SIMD, 512 // regs)
     waves_per_block_per_simd = -(-threads // 64 // 4)

@@ -92,6 +92,13 @@ template <int MASK, int N, int GROUP> TILES_DEV void sched_group() {
 #endif
 }
 
+// Nothing is scheduled across this point: bounds how far the scheduler hoists loads (and registers).
+TILES_DEV void sched_barrier() {
+#if !defined(TILES_EMU)
+  __builtin_amdgcn_sched_barrier(0);
+#endif
+}
+
 // ---------------------------------------------------------------- cross-lane
 // ds_bpermute: every lane reads `v` of lane `src` (a gather within the wave).
 TILES_DEV uint32_t shfl(uint32_t v, int src) {

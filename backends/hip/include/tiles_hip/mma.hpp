@@ -54,6 +54,9 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
       if constexpr (TB) b.template read_run<E>(n * M + fr, kk * KS + fk, bf);
       else TILES_UNROLL for (int e = 0; e < E; ++e) bf[e] = b.at(kk * KS + fk + e, n * M + fr);
       TILES_UNROLL for (int m = 0; m < D::FM; ++m) arch::mfma_op<M, KS, T>::run(af[m], bf, d.v[m][n]);
+      // B read element by element (K down LDS columns) is E registers per fragment before packing; let
+      // the scheduler hoist one fragment's reads, not every fragment's.
+      if constexpr (!TB) arch::sched_barrier();
     }
   }
 }
