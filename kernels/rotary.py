@@ -1,0 +1,155 @@
+"""Rotary position embedding of q and k, both conventions, cos and sin given as (N, D/2) inputs.
+
+half-split (GPT-NeoX): pair i is (x[i], x[i + D/2]); interleaved (GPT-J): pair i is (x[2i], x[2i+1]).
+Each pair rotates by its position's angle: (a, b) -> (a cos - b sin, b cos + a sin).
+
+q (B, H, N, D) and k (B, H_kv, N, D) go through one launch: a block owns BR positions of one batch
+entry, loads their cos and sin once and rotates every head of q and of k with them.
+
+The IR has no column permutation and no strided load, so the interleaved kernel views each run of 32
+elements (16 pairs) as one tile row and swaps the pairs on the tensor cores: x @ P with P the signed pair
+swap, cos and sin spread to both members of their pair by @ E. Both products have one nonzero term per
+output, so they are exact.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import tiles as tl
+
+PAIRS = 16  # interleaved: pairs per tile row (32 elements: one K step of every bf16 MMA, gfx950 included)
+
+CONFIGS = {
+    "default": dict(BR=32),
+    "sm_80": dict(BR=64, workers=4),
+    "sm_90a": dict(BR=64, workers=4),
+    "gfx942": dict(BR=64, workers=4),
+    "gfx950": dict(BR=64, workers=4),
+    "apple": dict(BR=32, workers=4),
+}
+
+
+def _checks(QO, KO, Q, K, Cos, Sin):
+    for out, x in ((QO, Q), (KO, K)):
+        tl.check_eq(out.rows, x.rows)
+        tl.check_eq(out.depth, x.depth)
+        tl.check_eq(out.batch, x.batch)
+    tl.check_eq(K.rows, Q.rows)
+    tl.check_eq(K.batch, Q.batch)
+    tl.check_eq(Sin.rows, Cos.rows)
+
+
+@tl.kernel(configs=CONFIGS)
+def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W):
+    """Q, K: (B, H, N, 2W); Cos, Sin: (N, W)."""
+    br, b = tl.grid(tl.cdiv(Q.rows, BR), Q.batch)
+    _checks(QO, KO, Q, K, Cos, Sin)
+    tl.check_eq(Q.cols, 2 * W)
+    tl.check_eq(Cos.cols, W)
+    tl.check_eq(Cos.rows, Q.rows)
+    c = tl.regs(tl.f32, BR, W, name="c")
+    s = tl.regs(tl.f32, BR, W, name="s")
+    x1 = tl.regs(tl.f32, BR, W, name="x1")
+    x2 = tl.regs(tl.f32, BR, W, name="x2")
+    o1 = tl.regs(tl.f32, BR, W, name="o1")
+    o2 = tl.regs(tl.f32, BR, W, name="o2")
+    tl.load(c, Cos, (br, 0))
+    tl.load(s, Sin, (br, 0))
+    for OUT, X in ((QO, Q), (KO, K)):
+        for h in tl.range(X.depth, name="h"):
+            tl.load(x1, X, (b, h, br, 0))   # first half of the head dim
+            tl.load(x2, X, (b, h, br, 1))   # second half
+            tl.mul(o1, x1, c)
+            tl.mul(o2, x2, s)
+            tl.sub(o1, o1, o2)              # x1 cos - x2 sin
+            tl.mul(o2, x2, c)
+            tl.mul(x1, x1, s)
+            tl.add(o2, o2, x1)              # x2 cos + x1 sin
+            tl.store(OUT, o1, (b, h, br, 0))
+            tl.store(OUT, o2, (b, h, br, 1))
+
+
+@tl.kernel(configs=CONFIGS)
+def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Swap, Spread, *, BR):
+    """Q, K: (B, H, N*D/32, 32) views; Cos, Sin: (N*D/32, 16) views; Swap, Spread: 32x32 (see `_constants`)."""
+    br, b = tl.grid(tl.cdiv(Q.rows, BR), Q.batch)
+    _checks(QO, KO, Q, K, Cos, Sin)
+    tl.check_eq(Q.cols, 2 * PAIRS)
+    tl.check_eq(Cos.cols, PAIRS)
+    tl.check_eq(Cos.rows, Q.rows)
+    swap = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="swap")
+    spread = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="spread")
+    half = tl.regs(Q.dtype, BR, 2 * PAIRS, name="half")  # cos or sin, one per pair (columns 16.. read as 0)
+    c = tl.regs(tl.f32, BR, 2 * PAIRS, name="c")
+    s = tl.regs(tl.f32, BR, 2 * PAIRS, name="s")
+    xin = tl.regs(Q.dtype, BR, 2 * PAIRS, name="xin")
+    x = tl.regs(tl.f32, BR, 2 * PAIRS, name="x")
+    xs = tl.regs(tl.f32, BR, 2 * PAIRS, name="xs")
+    tl.load(swap, Swap, (0, 0))
+    tl.load(spread, Spread, (0, 0))
+    tl.load(half, Cos, (br, 0))
+    tl.zero(c)
+    tl.mma_AB(c, half, spread, c)           # c[:, 2i] = c[:, 2i+1] = cos_i
+    tl.load(half, Sin, (br, 0))
+    tl.zero(s)
+    tl.mma_AB(s, half, spread, s)
+    for OUT, X in ((QO, Q), (KO, K)):
+        for h in tl.range(X.depth, name="h"):
+            tl.load(xin, X, (b, h, br, 0))
+            tl.copy(x, xin)
+            tl.zero(xs)
+            tl.mma_AB(xs, xin, swap, xs)    # xs[:, 2i] = -x[:, 2i+1], xs[:, 2i+1] = x[:, 2i]
+            tl.mul(x, x, c)
+            tl.mul(xs, xs, s)
+            tl.add(x, x, xs)
+            tl.store(OUT, x, (b, h, br, 0))
+
+
+def _constants(dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The signed pair swap (x @ swap) and the pair spread (v @ spread, v's first PAIRS columns used)."""
+    n = 2 * PAIRS
+    swap, spread = np.zeros((n, n)), np.zeros((n, n))
+    for i in range(PAIRS):
+        swap[2 * i + 1, 2 * i] = -1.0
+        swap[2 * i, 2 * i + 1] = 1.0
+        spread[i, 2 * i] = spread[i, 2 * i + 1] = 1.0
+    return swap.astype(dtype), spread.astype(dtype)
+
+
+def rotary(q, k, cos, sin, *, interleaved=False, backend=None, **config):
+    """(q', k') for numpy q (B, H, N, D), k (B, H_kv, N, D), cos and sin (N, D/2), all bf16 or f16."""
+    if q.ndim != 4 or k.ndim != 4 or q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
+        raise ValueError(f"expected q (B, H, N, D) and k (B, H_kv, N, D), got {q.shape} and {k.shape}")
+    bsz, _, n, d = q.shape
+    if cos.shape != (n, d // 2) or sin.shape != cos.shape:
+        raise ValueError(f"expected cos and sin of shape {(n, d // 2)}, got {cos.shape} and {sin.shape}")
+    if len({q.dtype, k.dtype, cos.dtype, sin.dtype}) != 1 or tl.dtypes.of(q) not in (tl.bf16, tl.f16):
+        raise ValueError(f"q, k, cos, sin must share one dtype, bf16 or f16; got "
+                         f"{q.dtype}, {k.dtype}, {cos.dtype}, {sin.dtype}")
+    unit = 2 * PAIRS if interleaved else 32  # half-split: each half a whole number of 16-wide base tiles
+    if d % unit:
+        raise ValueError(f"head dim {d} must be a multiple of {unit} for the "
+                         f"{'interleaved' if interleaved else 'half-split'} convention")
+    qo = np.full(q.shape, np.nan, dtype=q.dtype)
+    ko = np.full(k.shape, np.nan, dtype=k.dtype)
+    if interleaved:
+        rows = n * d // (2 * PAIRS)
+        views = [x.reshape(x.shape[0], x.shape[1], rows, 2 * PAIRS) for x in (qo, ko, q, k)]
+        tables = [np.ascontiguousarray(t).reshape(rows, PAIRS) for t in (cos, sin)]
+        rotary_interleaved(*views, *tables, *_constants(q.dtype), backend=backend, **config)
+    else:
+        rotary_half(qo, ko, q, k, np.ascontiguousarray(cos), np.ascontiguousarray(sin), backend=backend,
+                    W=d // 2, **config)
+    return qo, ko
+
+
+def bytes_moved(b: int, h: int, h_kv: int, n: int, d: int, itemsize: int = 2) -> float:
+    """Read and write q and k once, read cos and sin once per batch entry."""
+    return (2.0 * b * (h + h_kv) * n * d + 2.0 * b * n * d) * itemsize
+
+
+def tables(n: int, d: int, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:
+    """float64 cos and sin (N, D/2) of the usual rotary frequencies, for tests and benchmarks."""
+    inv = base ** (-np.arange(0, d, 2) / d)
+    ang = np.arange(n)[:, None] * inv[None, :]
+    return np.cos(ang), np.sin(ang)

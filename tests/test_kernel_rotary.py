@@ -1,0 +1,52 @@
+"""Rotary embedding (half-split and interleaved) on every backend against float64."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tiles import dtypes
+from tiles.kernels.rotary import rotary, tables
+from tiles.testing import assert_close, random_array
+
+
+def reference_rotary(x, cos, sin, interleaved):
+    x, c, s = (np.asarray(a).astype(np.float64) for a in (x, cos, sin))
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2], out[..., 1::2] = a * c - b * s, b * c + a * s
+        return out
+    a, b = np.split(x, 2, axis=-1)
+    return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+
+
+@settings(max_examples=6)
+@given(batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.sampled_from([1, 2]),
+       n=st.integers(1, 100), d=st.sampled_from([64, 128]), interleaved=st.booleans(),
+       dtype=st.sampled_from(["bf16", "f16"]))
+def test_rotary(backend, batch, kv_heads, group, n, d, interleaved, dtype):
+    q = random_array((batch, kv_heads * group, n, d), dtype)
+    k = random_array((batch, kv_heads, n, d), dtype)
+    cos, sin = (dtypes.of(dtype).round(t).astype(q.dtype) for t in tables(n, d))
+    qo, ko = rotary(q, k, cos, sin, interleaved=interleaved, backend=backend)
+    assert_close(qo, reference_rotary(q, cos, sin, interleaved), dtype, what="q")
+    assert_close(ko, reference_rotary(k, cos, sin, interleaved), dtype, what="k")
+
+
+def test_rotary_conventions_differ():
+    """The two conventions pair different elements: a kernel that ignored the flag would fail one test."""
+    q = random_array((1, 1, 8, 32), "bf16")
+    cos, sin = (dtypes.bf16.round(t).astype(q.dtype) for t in tables(8, 32))
+    half, _ = rotary(q, q, cos, sin)
+    inter, _ = rotary(q, q, cos, sin, interleaved=True)
+    assert not np.allclose(half.astype(np.float64), inter.astype(np.float64))
+
+
+def test_rotary_bad_input():
+    q = random_array((1, 2, 8, 48), "bf16")
+    cos, sin = (dtypes.bf16.round(t).astype(q.dtype) for t in tables(8, 48))
+    with pytest.raises(ValueError, match="multiple of 32"):
+        rotary(q, q, cos, sin)
+    with pytest.raises(ValueError, match="cos and sin of shape"):
+        rotary(q, q, cos[:4], sin[:4], interleaved=True)
+    with pytest.raises(ValueError, match="share one dtype"):
+        rotary(q, q, cos.astype(np.float32), sin, interleaved=True)
