@@ -14,12 +14,17 @@ def _gemm(target, trans_b):
     return gemm.trace([np.zeros((64, 80), np.float32), a, b], target, trans_b=trans_b)
 
 
+def _gemm_fp8(target):
+    a, b = random_array((64, 256), "fp8e4m3"), random_array((80, 256), "fp8e4m3")
+    return gemm.trace([np.zeros((64, 80), np.float32), a, b], target, trans_b=True, BM=128, BN=128, BK=128)
+
+
 def _attention(target, d):
     q = random_array((1, 2, 70, d), "bf16")
     return attention_fwd.trace([q, np.zeros((1, 2, 70), np.float32), q, q, q, 0.1], target, D=d, causal=True)
 
 
-KERNELS = {"gemm_AB": lambda t: _gemm(t, False), "gemm_ABt": lambda t: _gemm(t, True),
+KERNELS = {"gemm_AB": lambda t: _gemm(t, False), "gemm_ABt": lambda t: _gemm(t, True), "gemm_fp8": _gemm_fp8,
            "attention_d64": lambda t: _attention(t, 64), "attention_d128": lambda t: _attention(t, 128)}
 @pytest.mark.parametrize("target", toolchain.TARGETS)
 @pytest.mark.parametrize("kernel", list(KERNELS))
@@ -34,13 +39,18 @@ def test_compiles_within_budget(target, kernel):
     assert r.scratch == 0 and r.spills == 0, str(r)   # SGPR spills go to VGPR lanes, not memory
 
 
+INTENDED = {("gfx942", "bf16"): "v_mfma_f32_16x16x16_bf16", ("gfx950", "bf16"): "v_mfma_f32_16x16x32_bf16",
+            ("gfx942", "fp8"): "v_mfma_f32_16x16x32_fp8_fp8", ("gfx950", "fp8"): "v_mfma_scale_f32_16x16x128_f8f6f4"}
+
+
 @pytest.mark.parametrize("target", toolchain.TARGETS)
-def test_mfma_shapes_per_target(target):
-    """bf16 GEMM uses 16x16x16 on CDNA3 and the doubled-K 16x16x32 on CDNA4."""
-    g = launch.generated(_gemm(target, True), target)
-    assert list(g.mfma) == [{"gfx942": "v_mfma_f32_16x16x16_bf16", "gfx950": "v_mfma_f32_16x16x32_bf16"}[target]]
-    asm = toolchain.compile_asm(g.source, target)
-    assert list(g.mfma)[0] in asm
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_mfma_shapes_per_target(target, dtype):
+    """bf16 GEMM: 16x16x16 on CDNA3, the doubled-K 16x16x32 on CDNA4; fp8: 16x16x32 on CDNA3, the block-scaled
+    16x16x128 on CDNA4; in the main loop of the compiled code."""
+    g = launch.generated(_gemm(target, True) if dtype == "bf16" else _gemm_fp8(target), target)
+    assert list(g.mfma) == [INTENDED[target, dtype]]
+    assert set(toolchain.compile_kernel(g).loop_mfma) == {INTENDED[target, dtype]}
 
 
 @pytest.mark.parametrize("target,e", [("gfx942", 4), ("gfx950", 8)])

@@ -39,7 +39,7 @@ class Generated:
     plan: schedules.Plan
     lds_bytes: int
     params: list                    # (ctype, name, kind, ir param): kind "data" | "dims" | "scalar"
-    mfma: dict = field(default_factory=dict)   # intended instruction -> MFMAs per main-loop iteration
+    mfma: dict = field(default_factory=dict)   # intended instruction -> MFMAs per iteration of the main loop
 
     @property
     def threads(self) -> int:
@@ -52,8 +52,19 @@ def mfma_k(target: str, dtype: dtypes.DType, m: int) -> int:
     return (32 if m == 16 else 16) if target == "gfx950" else (16 if m == 16 else 8)
 
 
-def mfma_name(target: str, dtype: dtypes.DType, m: int) -> str:
-    k = mfma_k(target, dtype, m)
+def op_k(target: str, op: ir.Op, m: int) -> int:
+    """K of the MFMA an mma op runs on: CDNA4's block-scaled 16x16x128 for fp8 from LDS when K allows."""
+    a = op.srcs[0]
+    kdim = a.rows if op.attrs["trans_a"] else a.cols
+    if target == "gfx950" and a.dtype.name.startswith("fp8") and m == 16 and isinstance(a, ST) and kdim % 128 == 0:
+        return 128
+    return mfma_k(target, a.dtype, m)
+
+
+def mfma_name(target: str, dtype: dtypes.DType, m: int, k: int | None = None) -> str:
+    k = k or mfma_k(target, dtype, m)
+    if k == 128:
+        return "v_mfma_scale_f32_16x16x128_f8f6f4"
     suffix = {"fp8e4m3": "fp8_fp8", "fp8e5m2": "bf8_bf8"}.get(dtype.name, dtype.name)
     return f"v_mfma_f32_{m}x{m}x{k}_{suffix}"
 
@@ -69,16 +80,11 @@ class _Emitter:
         for t in list(k.params) + list(k.tiles):
             n = t.name
             self.names[id(t)] = n + "_" if n in _RESERVED else n
-        self.mma_dtype = next((op.srcs[0].dtype for op, _ in k.walk() if op.name == "mma"), None)
-        for op, _ in k.walk():
-            if op.name == "mma" and op.srcs[0].dtype.name.startswith("fp8") and target == "gfx942":
-                raise TileError("fp8 MMA on gfx942: CDNA3's matrix cores read the FNUZ fp8 encodings, tiles' fp8 "
-                                "types are OCP; not supported by the HIP backend on gfx942", op.loc)
         self.staged = {t for lp in schedules._pipelines(k.body) for t in schedules.staged_tiles(lp)}
         self.plan = schedules.plan(k, target, self.lds_bytes)
         self.m = self.plan.mfma_m
         self.layout = self._layouts()
-        self.mfma_count = 0
+        self.mfma_count = {}   # MFMA instruction -> count per iteration of the last pipelined loop
 
     # ------------------------------------------------------------ names and types
     def n(self, t) -> str:
@@ -199,8 +205,7 @@ class _Emitter:
         w.depth -= 1
         w("}")
         lds = self.lds_bytes(p.stages)
-        mf = {mfma_name(self.target, self.mma_dtype, self.m): self.mfma_count} if self.mma_dtype else {}
-        return Generated(k.name, w.text(), k, self.target, p, lds, params, mf)
+        return Generated(k.name, w.text(), k, self.target, p, lds, params, self.mfma_count)
 
     def grid(self, w):
         g = self.k.grid
@@ -313,7 +318,7 @@ class _Emitter:
                 self.count_mfma(compute)
                 self.stmts(w, compute, f"{v} % {S}")
                 if p.schedule == "interleave":
-                    w(f"interleave_hint<{self.mfma_count}>();")
+                    w(f"interleave_hint<{sum(self.mfma_count.values())}>();")
         if p.schedule == "pingpong":
             w("pingpong_leave();")
         self.barriers.after_pipeline(staged_ops)
@@ -323,13 +328,15 @@ class _Emitter:
         return [(op, *_effects(op)) for op, _ in ir.walk(body)]
 
     def count_mfma(self, body):
-        total = 0
+        counts = {}
         for op, _ in ir.walk(body):
             if op.name == "mma":
                 d, a = op.dst, op.srcs[0]
                 kdim = a.rows if op.attrs["trans_a"] else a.cols
-                total += (d.rows // self.plan.waves // self.m) * (d.cols // self.m) * (kdim // mfma_k(self.target, a.dtype, self.m))
-        self.mfma_count = total
+                ks = op_k(self.target, op, self.m)
+                name = mfma_name(self.target, a.dtype, self.m, ks)
+                counts[name] = counts.get(name, 0) + (d.rows // self.plan.waves // self.m) * (d.cols // self.m) * (kdim // ks)
+        self.mfma_count = counts
 
     # ------------------------------------------------------------ ops
     def idx(self, op, tile, shift=None) -> str:
@@ -373,7 +380,9 @@ class _Emitter:
             if isinstance(a, RT) and self.layout.get(id(a)) != "a":
                 raise TileError("internal: A operand not in the MFMA layout", op.loc)
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
-            return f"mma<{ta}, {tb}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
+            ks = op_k(self.target, op, self.m)
+            k_arg = f", {ks}" if ks != mfma_k(self.target, a.dtype, self.m) else ""
+            return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
         if name == "zero":
             self._regs_only(op)
             return f"zero({self.n(d)});{line}"

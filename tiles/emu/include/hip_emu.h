@@ -80,6 +80,8 @@ HIP_EMU_ATOM(16, 32, tiles_hip::bf16, mfma_f32_16x16x32_bf16)
 HIP_EMU_ATOM(32, 16, tiles_hip::bf16, mfma_f32_32x32x16_bf16)
 HIP_EMU_ATOM(16, 32, _Float16, mfma_f32_16x16x32_f16)
 HIP_EMU_ATOM(32, 16, _Float16, mfma_f32_32x32x16_f16)
+HIP_EMU_ATOM(16, 128, tiles_hip::fp8e4m3, mfma_scale_f32_16x16x128_fp8_fp8)
+HIP_EMU_ATOM(16, 128, tiles_hip::fp8e5m2, mfma_scale_f32_16x16x128_bf8_bf8)
 #endif
 #undef HIP_EMU_ATOM
 

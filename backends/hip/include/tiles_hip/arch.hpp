@@ -285,6 +285,21 @@ TILES_MFMA8(16, 32, fp8e5m2, f32x4, __builtin_amdgcn_mfma_f32_16x16x32_bf8_bf8)
 TILES_MFMA8(32, 16, fp8e4m3, f32x16, __builtin_amdgcn_mfma_f32_32x32x16_fp8_fp8)
 TILES_MFMA8(32, 16, fp8e5m2, f32x16, __builtin_amdgcn_mfma_f32_32x32x16_bf8_bf8)
 #if defined(TILES_GFX950)
+// CDNA4's block-scaled fp8 MFMA, scales fixed at 1.0 (E8M0 127): cbsz / blgp 0 = E4M3, 1 = E5M2.
+#define TILES_MFMA_SCALED(T_, FMT)                                                           \
+  template <> struct mfma_op<16, 128, T_> {                                                 \
+    static constexpr int E_IN = 32, E_ACC = 4;                                              \
+    TILES_DEV static void run(const T_* a, const T_* b, float* c) {                         \
+      typedef int i32x8 __attribute__((ext_vector_type(8)));                                \
+      i32x8 va = pack<i32x8, T_, 32>(a), vb = pack<i32x8, T_, 32>(b);                       \
+      f32x4 vc = pack<f32x4, float, 4>(c);                                                  \
+      vc = __builtin_amdgcn_mfma_scale_f32_16x16x128_f8f6f4(va, vb, vc, FMT, FMT, 0, 127, 0, 127); \
+      __builtin_memcpy(c, &vc, sizeof(float) * 4);                                          \
+    }                                                                                       \
+  };
+TILES_MFMA_SCALED(fp8e4m3, 0)
+TILES_MFMA_SCALED(fp8e5m2, 1)
+#undef TILES_MFMA_SCALED
 // CDNA4 doubles K for 16-bit inputs.
 TILES_MFMA(16, 32, bf16, __bf16, 8, f32x4, __builtin_amdgcn_mfma_f32_16x16x32_bf16)
 TILES_MFMA(32, 16, bf16, __bf16, 8, f32x16, __builtin_amdgcn_mfma_f32_32x32x16_bf16)

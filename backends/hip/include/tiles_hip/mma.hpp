@@ -7,6 +7,7 @@
 // bytes where K is contiguous in LDS (a, and b^T), E single reads where it is not.
 #pragma once
 #include "global.hpp"
+#include "regs.hpp"
 
 namespace tiles_hip {
 // K of the MFMA this library uses for an M x M output and input type T on the target being compiled:
@@ -18,19 +19,43 @@ template <int M, class T> struct mfma_k {
   static constexpr int K = (is_fp8<T>::value ? 2 : 1) * (M == 16 ? 16 : 8);
 #endif
 };
+template <int E, class T> TILES_DEV void clear_negative_zero(T* x) {
+  TILES_UNROLL for (int e = 0; e < E; ++e) if (x[e].bits == 0x80) x[e].bits = 0;
+}
 template <class X> struct is_rt { static constexpr bool value = false; };
 template <class T, int R, int C, class L> struct is_rt<rt<T, R, C, L>> { static constexpr bool value = true; };
 
-template <bool TA, bool TB, int M, int R, int N, class A, class T, int BR, int BC, class SW>
+// Where element e of a lane's A/B fragment sits along K: one run of E (E*(lane/M) + e), except CDNA4's
+// 16x16x128 fp8, whose 32 elements are two runs of 16, 64 apart (tiles/targets.py, mfma_scale_16x16x128).
+template <int M, int KS, int E> struct frag_k {
+  static constexpr int RUN = KS == 128 ? 16 : E;
+  TILES_DEV static constexpr int at(int lane, int e) {
+    return KS == 128 ? 64 * (e / 16) + 16 * (lane / 16) + e % 16 : E * (lane / M) + e;
+  }
+};
+
+// KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
+template <bool TA, bool TB, int KS_ = 0, int M, int R, int N, class A, class T, int BR, int BC, class SW>
 TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, SW>& b,
                    const rt<float, R, N, acc<M>>& c) {
   constexpr int KDIM = TB ? BC : BR;
   using D = rt<float, R, N, acc<M>>;
   if (&d != &c) d = c;
-  constexpr int KS = mfma_k<M, T>::K, E = M * KS / 64;
+#if defined(TILES_GFX950)
+  constexpr bool FNUZ = false;
+#else
+  // CDNA3's matrix cores read fp8 as the FNUZ formats: every OCP value as half itself, 0x80 (OCP -0) as
+  // NaN. So products come out a quarter of the OCP ones: the accumulator runs scaled by 1/4 through the
+  // K loop and -0 is cleared on the way in; both exact (powers of two).
+  constexpr bool FNUZ = is_fp8<T>::value;
+#endif
+  if constexpr (FNUZ) mul(d, d, 0.25f);
+  constexpr int KS = KS_ ? KS_ : mfma_k<M, T>::K, E = M * KS / 64;
+  using FK = frag_k<M, KS, E>;
+  static_assert(KS != 128 || !is_rt<A>::value, "the 16x16x128 MFMA takes A from LDS only");
   static_assert(KDIM % KS == 0, "K of an mma must be a multiple of the MFMA's K");
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
-  const int fr = lane % M, fk = E * (lane / M);  // this lane's row / column in a fragment, its K-run
+  const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
   // K steps stay a loop when A comes from LDS: unrolled, the scheduler hoists every step's LDS reads
   // and runs out of registers next to a large accumulator. A register A needs static indices: unrolled.
 #if !defined(TILES_EMU)
@@ -44,20 +69,28 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
                       "register A operand is not in the MFMA's A layout");
         TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = a.v[m][kk][e];
       } else if constexpr (TA) {
-        TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = a.at(kk * KS + fk + e, r0 + m * M + fr);
+        TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = a.at(kk * KS + FK::at(lane, e), r0 + m * M + fr);
       } else {
-        a.template read_run<E>(r0 + m * M + fr, kk * KS + fk, af[m]);
+        TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+          a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), af[m] + e);
       }
     }
+    if constexpr (FNUZ) TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E>(af[m]);
     TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
       T bf[E];
-      if constexpr (TB) b.template read_run<E>(n * M + fr, kk * KS + fk, bf);
-      else TILES_UNROLL for (int e = 0; e < E; ++e) bf[e] = b.at(kk * KS + fk + e, n * M + fr);
+      if constexpr (TB) {
+        TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+          b.template read_run<FK::RUN>(n * M + fr, kk * KS + FK::at(lane, e), bf + e);
+      } else {
+        TILES_UNROLL for (int e = 0; e < E; ++e) bf[e] = b.at(kk * KS + FK::at(lane, e), n * M + fr);
+      }
+      if constexpr (FNUZ) clear_negative_zero<E>(bf);
       TILES_UNROLL for (int m = 0; m < D::FM; ++m) arch::mfma_op<M, KS, T>::run(af[m], bf, d.v[m][n]);
       // B read element by element (K down LDS columns) is E registers per fragment before packing; let
       // the scheduler hoist one fragment's reads, not every fragment's.
       if constexpr (!TB) arch::sched_barrier();
     }
   }
+  if constexpr (FNUZ) mul(d, d, 4.0f);
 }
 }  // namespace tiles_hip
