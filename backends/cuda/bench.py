@@ -4,10 +4,11 @@
     python -m tiles.backends.cuda.bench --quick    # one size per kernel
     python -m tiles.backends.cuda.bench --json out.json
 
-The kernels timed are the hand-instantiated ones in include/tiles_cuda/sm90/hand/ (written only against the
-sm90 headers, as generated code calls them); the codegen does not emit sm_90a kernels yet. They are compiled
-with nvcc in a subprocess (a compiler crash cannot take this process down) into a shared library with a C entry
-point per kernel, and called through ctypes on torch tensors on the current stream.
+The kernels timed are the hand-instantiated ones in include/tiles_cuda/sm90/hand/ (device code in *.cuh, written
+only against the sm90 headers, as generated code calls them; host launchers in *.cu); the codegen does not emit
+sm_90a kernels yet. They are compiled with nvcc in a subprocess (a compiler crash cannot take this process down)
+into a shared library with a C entry point per kernel, and called through ctypes on torch tensors on the current
+stream.
 
 Method: every kernel is checked first (fresh random inputs, outputs poisoned with NaN, float64 references on
 small shapes, cuDNN's output at the benchmark shapes); times are triton.testing.do_bench medians over rotating
@@ -43,7 +44,7 @@ def build(name: str, cache: Path | None = None, extra: list[str] | None = None) 
     """Compile hand/<name>.cu into a shared library with nvcc (a subprocess); cached by source and flags."""
     src = HAND / f"{name}.cu"
     flags = NVCC_FLAGS + (extra or [])
-    headers = sorted(HAND.parent.glob("*.cuh"))
+    headers = sorted(p for p in HAND.parent.rglob("*") if p.suffix in (".cuh", ".h"))
     key = hashlib.sha256()
     for p in [src, *headers]:
         key.update(p.read_bytes())

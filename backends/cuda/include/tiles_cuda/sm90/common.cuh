@@ -1,10 +1,15 @@
 // tiles_cuda/sm90/common.cuh -- the pieces every Hopper (sm_90a) kernel of this library needs:
 // warpgroup identity, register reallocation, named barriers, mbarriers and proxy fences.
+//
+// Device code only, and NVRTC-safe: no standard headers (NVRTC has none), CUDA's bf16 header alone.
 #pragma once
-#include <cstdint>
 #include <cuda_bf16.h>
 
 namespace tiles::sm90 {
+
+using u16 = unsigned short;
+using u32 = unsigned int;
+using u64 = unsigned long long;
 
 using bf16 = __nv_bfloat16;
 using bf16x2 = __nv_bfloat162;
@@ -16,8 +21,8 @@ __device__ __forceinline__ int thread_in_warpgroup() { return threadIdx.x % WARP
 __device__ __forceinline__ int warp_in_warpgroup() { return (threadIdx.x / 32) % 4; }
 __device__ __forceinline__ int lane_id() { return threadIdx.x % 32; }
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    return static_cast<u32>(__cvta_generic_to_shared(p));
 }
 
 // Register reallocation between warpgroups. Each warpgroup's role must be one branch of a single if/else
@@ -42,13 +47,13 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 // ---- mbarriers: the semaphores TMA completes on and consumers hand stages back with ----
 
 struct mbarrier {
-    uint64_t word;
+    u64 word;
 
     __device__ __forceinline__ void init(int arrivals) {
         asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(&word)), "r"(arrivals));
     }
     // One arrival that also announces `bytes` of TMA traffic the current phase must wait for.
-    __device__ __forceinline__ void arrive_expect_tx(uint32_t bytes) {
+    __device__ __forceinline__ void arrive_expect_tx(u32 bytes) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(&word)), "r"(bytes)
                      : "memory");
     }
@@ -57,7 +62,7 @@ struct mbarrier {
     }
     // Wait until the phase with this parity has completed. A fresh barrier counts its "previous" phase
     // (parity 1) as complete, which is what lets a producer fill every stage once before waiting.
-    __device__ __forceinline__ void wait(uint32_t parity) {
+    __device__ __forceinline__ void wait(u32 parity) {
         asm volatile(
             "{\n"
             ".reg .pred done;\n"
@@ -72,8 +77,8 @@ struct mbarrier {
 
 // ---- clusters: CTAs that share data through multicast TMA and signal each other's mbarriers ----
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-    uint32_t r;
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
 }
@@ -84,7 +89,7 @@ __device__ __forceinline__ void cluster_sync() {
 // One arrival on the mbarrier at the same shared-memory offset in CTA `rank` of this cluster (this CTA included).
 // CTA-scope release: it only announces that this CTA's wgmma reads are done. (.release.cluster would put a
 // GPU-wide MEMBAR before every arrival, which cost a third of the GEMM's speed.)
-__device__ __forceinline__ void arrive_cluster(mbarrier& bar, uint32_t rank) {
+__device__ __forceinline__ void arrive_cluster(mbarrier& bar, u32 rank) {
     asm volatile(
         "{\n.reg .b32 remote;\n"
         "mapa.shared::cluster.u32 remote, %0, %1;\n"
@@ -102,10 +107,13 @@ __device__ __forceinline__ void fence_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
     bf16x2 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
+    return *reinterpret_cast<u32*>(&v);
 }
+
+// -infinity without math.h (NVRTC has none).
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 __device__ __forceinline__ float exp2_approx(float x) {
     float y;

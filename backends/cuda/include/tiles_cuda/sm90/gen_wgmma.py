@@ -13,9 +13,11 @@ HEAD = """\
 // `rs` takes A from registers (4 x bf16x2 per thread, the m64k16 A fragment) and B from shared memory.
 // TRANS_B = 1 reads B MN-major. `accumulate` = 0 ignores the old accumulator (d = A*B).
 #pragma once
-#include <cstdint>
 
 namespace tiles::sm90::detail {{
+
+using u32 = unsigned int;
+using u64 = unsigned long long;
 
 template <int N> struct wgmma_op;
 """
@@ -42,13 +44,13 @@ def op(n):
     return f"""
 template <> struct wgmma_op<{n}> {{
     template <int TRANS_B>
-    __device__ __forceinline__ static void ss(float* d, uint64_t a, uint64_t b, int accumulate) {{
+    __device__ __forceinline__ static void ss(float* d, u64 a, u64 b, int accumulate) {{
         asm volatile({ss}
             : {outs(m)}
             : "l"(a), "l"(b), "r"(accumulate), "n"(TRANS_B));
     }}
     template <int TRANS_B>
-    __device__ __forceinline__ static void rs(float* d, const uint32_t* a, uint64_t b, int accumulate) {{
+    __device__ __forceinline__ static void rs(float* d, const u32* a, u64 b, int accumulate) {{
         asm volatile({rs}
             : {outs(m)}
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate), "n"(TRANS_B));

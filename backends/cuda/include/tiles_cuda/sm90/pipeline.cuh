@@ -28,7 +28,7 @@ struct stage_ring {
 template <int STAGES>
 struct stage_cursor {
     int slot = 0;
-    uint32_t phase = 0;
+    u32 phase = 0;
     __device__ __forceinline__ void advance() {
         if (++slot == STAGES) {
             slot = 0;
@@ -39,7 +39,7 @@ struct stage_cursor {
 
 // Producer side: wait for the slot to be free, then announce the bytes the TMA copies into it will bring.
 template <int STAGES>
-__device__ __forceinline__ mbarrier& produce(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& c, uint32_t bytes) {
+__device__ __forceinline__ mbarrier& produce(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& c, u32 bytes) {
     ring.empty[c.slot].wait(c.phase ^ 1);
     ring.full[c.slot].arrive_expect_tx(bytes);
     return ring.full[c.slot];

@@ -6,3 +6,4 @@
 #include "st.cuh"
 #include "wgmma.cuh"
 #include "pipeline.cuh"
+// Host code that launches these kernels also includes tensor_map.h (tensor maps via the driver).

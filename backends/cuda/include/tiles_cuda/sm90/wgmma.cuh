@@ -25,7 +25,7 @@ struct rt_acc {
 // (4 x bf16x2). Its element placement equals rt_acc's, so an accumulator converts without data movement.
 template <int K>
 struct rt_a {
-    uint32_t a[K / 16][4];
+    u32 a[K / 16][4];
 };
 
 template <int N>
@@ -57,7 +57,7 @@ __device__ __forceinline__ void store(ST& dst, const rt_acc<N>& src) {
     for (int j = 0; j < N / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            *reinterpret_cast<uint32_t*>(base + ST::offset(rt_acc<N>::row(h), rt_acc<N>::col(j))) =
+            *reinterpret_cast<u32*>(base + ST::offset(rt_acc<N>::row(h), rt_acc<N>::col(j))) =
                 pack_bf16x2(src.d[4 * j + 2 * h], src.d[4 * j + 2 * h + 1]);
 }
 
