@@ -62,6 +62,27 @@ def test_gemm_main_loop_uses_ldmatrix_cp_async_and_hmma(target):
     assert "tc::pipeline<STAGES>" in gen.source and "tc::mma_AB(acc, a, b, acc);" in gen.source
 
 
+@pytest.mark.parametrize("kernel", ["gemm", "gemm_bt", "attention", "attention_d64"])
+def test_sm90a_wgmma_option_puts_hgmma_in_the_main_loop(kernel):
+    """wgmma=True: every block-level mma of the bf16 GEMM and attention is a warpgroup wgmma (HGMMA)."""
+    from tiles.kernels.attention import attention_fwd
+    x2, x4, lse = random_array((256, 256), "bf16"), random_array((1, 2, 256, 128), "bf16"), np.zeros((1, 2, 256))
+    x4_64 = random_array((1, 2, 256, 64), "bf16")
+    kfn, args, consts = {
+        "gemm": (gemm, [x2, x2, x2], {}),
+        "gemm_bt": (gemm, [x2, x2, x2], dict(trans_b=True)),
+        "attention": (attention_fwd, [x4, lse.astype(np.float32), x4, x4, x4, 0.1], dict(D=128, causal=True)),
+        "attention_d64": (attention_fwd, [x4_64, lse.astype(np.float32), x4_64, x4_64, x4_64, 0.1], dict(D=64)),
+    }[kernel]
+    gen, c = build(kfn, args, "sm_90a", wgmma=True, **consts)
+    assert "#define TILES_CUDA_WGMMA 1" in gen.source
+    sass = c.sass()
+    assert re.search(r"HGMMA\.64x\d+x16\.F32\.BF16", sass) and "HMMA" not in sass
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0, res
+    assert "C7511" not in c.log     # ptxas would say so if it serialized the wgmma sequence
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
 def test_nvcc_compiles_the_same_source():
     a = random_array((64, 64), "f16")

@@ -2,7 +2,7 @@
 
 The generated kernel reads like a hand-written ThunderKittens one: typed tiles declared up front, one header
 call per op, the pipelined loop as two lambdas (issue the loads of iteration k into a stage; compute on it),
-and the block barriers written out where shared tiles change hands.
+and the block barriers (tc::sync) written out where shared tiles change hands.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class _Emitter:
         self.k, self.s = k, sched
         self.w = cgen.Writer()
         self.piped = pipelined_tiles(k)
-        self.barrier_pending = True    # the last line written is a __syncthreads() (or the kernel starts)
+        self.barrier_pending = True    # the last line written is a barrier (or the kernel starts)
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -74,6 +74,8 @@ class _Emitter:
         consts = ", ".join(f"{n}={v!r}" for n, v in k.consts.items())
         if consts:
             w(f"// constants: {consts}")
+        if self.s.wgmma:
+            w("#define TILES_CUDA_WGMMA 1  // block-level mma on warpgroup wgmma where the operands allow")
         w("#include <tiles_cuda/tiles.cuh>")
         w()
         w(f"constexpr int NUM_WARPS = {self.s.warps};")
@@ -146,7 +148,7 @@ class _Emitter:
 
     def sync(self):
         if not self.barrier_pending:
-            self.w("__syncthreads();")
+            self.w("tc::sync();")
             self.barrier_pending = True
 
     def idx(self, op) -> str:

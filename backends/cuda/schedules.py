@@ -3,6 +3,9 @@
 One schedule today on both targets: every warp of the block owns a slice of the rows of each register tile
 (mma.sync m16n8k16, ldmatrix, cp.async pipeline of `stages` slots). On sm_90a a configuration's `workers`
 count consumer warpgroups (the unit the Hopper template works in), so the block gets 4 warps per worker.
+The option `wgmma=True` (sm_90a) runs the block-level mma on warpgroup wgmma (include/tiles_cuda/mma_block.cuh)
+where the operands allow; it compiles (tests/test_cuda_compile.py) but has not run on a GPU yet, so it is off
+by default.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ class Schedule:
     warps: int
     stages: int           # pipeline depth (slots per pipelined shared tile)
     smem_bytes: int       # dynamic shared memory to launch with
+    wgmma: bool = False   # sm_90a: block-level mma on warpgroup wgmma where the operands allow
 
     @property
     def threads(self) -> int:
@@ -67,7 +71,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
                         f"({stages} pipeline stages), more than the {max_smem} a block can have; "
                         f"use smaller tiles or fewer stages", k.loc)
-    return Schedule(target, warps, stages, smem)
+    return Schedule(target, warps, stages, smem, wgmma=target == "sm_90a" and bool(k.options.get("wgmma", False)))
 
 
 def _loops(stmts):

@@ -157,7 +157,7 @@ def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple =
             sig = signal.Signals(-p.returncode).name
             raise CompilerCrash(f"{compiler} crashed ({sig}) compiling {name} for {target}\n{log}")
         if p.returncode != 0 or not out.is_file():
-            raise CompileError(f"{compiler} failed on {name} for {target}:\n{_source_context(log, source)}")
+            raise CompileError(f"{compiler} failed on {name} for {target}:\n{_source_context(log, source, name)}")
         return Compiled(target, compiler, out.read_bytes(), log, parse_resources(log))
 
 
@@ -165,14 +165,14 @@ def _worker_cmd() -> list[str]:
     return [sys.executable, "-m", __name__]
 
 
-def _source_context(log: str, source: str) -> str:
-    """The log, with each reported line of the source quoted under it."""
+def _source_context(log: str, source: str, name: str) -> str:
+    """The log, with each reported line of the source (not of a header) quoted under it."""
     lines, out = source.splitlines(), []
     for ln in log.splitlines():
         out.append(ln)
-        m = re.match(r".*?\((\d+)\): (error|catastrophic error)", ln)
-        if m and 0 < int(m.group(1)) <= len(lines):
-            out.append("    > " + lines[int(m.group(1)) - 1].strip())
+        m = re.match(r"(.*?)\((\d+)\): (error|catastrophic error)", ln)
+        if m and m.group(1).endswith(name) and 0 < int(m.group(2)) <= len(lines):
+            out.append("    > " + lines[int(m.group(2)) - 1].strip())
     return "\n".join(out)
 
 

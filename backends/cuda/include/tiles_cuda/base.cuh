@@ -72,6 +72,15 @@ template <typename T> __device__ __forceinline__ unsigned as_u32(const pair<T>& 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
+// A block barrier that also publishes shared-memory writes to the async proxy (sm_90: wgmma and TMA read
+// shared memory through it, so ordinary and cp.async writes need fence.proxy.async before the barrier).
+__device__ __forceinline__ void sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+    __syncthreads();
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }

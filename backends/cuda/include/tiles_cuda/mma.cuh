@@ -132,17 +132,15 @@ __device__ inline void mma_fp8(rt<float, M, N, NW>& d, const st<TA, AR, AC>& a, 
     }
 }
 
-// d = a' @ b' + c. A_T: a is stored transposed ([K][M]); B_T: b is stored as [N][K].
+// d += a' @ b' on mma.sync. A_T: a is stored transposed ([K][M]); B_T: b is stored as [N][K].
 template <bool A_T, bool B_T, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
-__device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                           const rt<float, M, N, NW>& c) {
+__device__ inline void mma_sync(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b) {
     using acc = rt<float, M, N, NW>;
     constexpr int K = B_T ? BC : BR;
     static_assert((B_T ? BR : BC) == N, "mma: b's N does not match d");
     static_assert(!is_rt_t<AOp>::value || !A_T, "mma: a transposed A must come from shared memory");
     using TA = typename AOp::dtype;
     static_assert(same<mma_in<TA>, mma_in<TB>>, "mma: a and b must both be bf16 or both f16/fp8");
-    if (&d != &c) d = c;
     if constexpr (has_fp8_mma && sizeof(TA) == 1 && sizeof(TB) == 1 && !A_T && B_T && !is_rt_t<AOp>::value &&
                   K % 32 == 0) {
         mma_fp8(d, a, b);
@@ -170,18 +168,5 @@ __device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR
         }
     }
 }
-
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
-__device__ inline void mma_AB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                              const rt<float, M, N, NW>& c) { mma<false, false>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
-__device__ inline void mma_ABt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                               const rt<float, M, N, NW>& c) { mma<false, true>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
-__device__ inline void mma_AtB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                               const rt<float, M, N, NW>& c) { mma<true, false>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
-__device__ inline void mma_AtBt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                                const rt<float, M, N, NW>& c) { mma<true, true>(d, a, b, c); }
 
 }  // namespace tc

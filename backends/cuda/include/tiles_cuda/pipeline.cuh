@@ -35,14 +35,14 @@ __device__ inline void pipeline(int n, Load load, Compute compute) {
     }
     for (int k = 0; k < n; ++k) {
         cp_async_wait<STAGES - 2>();
-        __syncthreads();
+        sync();
         const int next = k + STAGES - 1;
         if (next < n) load(next, next % STAGES);
         cp_async_commit();
         compute(k, k % STAGES);
     }
     cp_async_wait<0>();
-    __syncthreads();  // the stages may be reused after the loop
+    sync();  // the stages may be reused after the loop
 }
 
 }  // namespace tc

@@ -4,5 +4,6 @@
 #include "types.cuh"
 #include "memory.cuh"
 #include "mma.cuh"
+#include "mma_block.cuh"
 #include "ops.cuh"
 #include "pipeline.cuh"
