@@ -104,9 +104,8 @@ class _Gen:
         taken: set = set()
         self.names: dict = {}
         for x in [*k.params, *k.tiles]:
-            base = x.name if not isinstance(x, ir.ScalarArg) else x.name
-            n = base + "_" if base in _RESERVED or base in taken else base
-            while n in taken:
+            n = x.name + "_" if x.name in _RESERVED else x.name
+            while n in taken:  # a tile may share a name with an argument
                 n += "_"
             taken.add(n)
             self.names[id(x)] = n
@@ -231,7 +230,7 @@ class _Gen:
             ty = self.decl_type(t)
             make = f"make_st<{ty[3:-1]}>" if isinstance(t, ST) else f"make_sv<{ty[3:-1]}>"
             if isinstance(t, (ST, SV)):
-                n, off, size = p.copies[t], p.offsets[t], schedules._align(schedules._bytes(t))
+                n, off, size = p.copies[t], p.offsets[t], schedules.align(schedules.nbytes(t))
                 if n == 1:
                     w(f"const {ty} {self.name(t)} = {make}(smem + {off});")
                 else:
@@ -269,12 +268,12 @@ class _Gen:
 
     def loop(self, lp: ir.Loop, state):
         n = self.p.stages.get(lp, 1)
-        staged = [op for op in schedules.staged_loads(lp)] if lp.kind == "pipeline" and n > 1 else []
+        staged = schedules.staged_loads(lp) if lp.kind == "pipeline" and n > 1 else []
         if staged:
             return self.pipelined(lp, n, staged, state)
         var, w = lp.var.name, self.w
         entry = state
-        for _ in range(4):  # the state a step starts in also includes what the previous step left
+        for _ in range(4):  # a step starts with what came before the loop or what the previous step left
             end = self.dry(self.body, lp.body, entry)
             nxt = _union(state, end)
             if nxt == entry:

@@ -36,13 +36,17 @@ def generated(k: ir.Kernel) -> codegen.MetalKernel:
     return _generated[k]
 
 
-def compile_host(mk: codegen.MetalKernel):
+def compile_host(mk: codegen.MetalKernel, defines: dict | None = None):
     """The exact MSL text as a host shared library (tiles.emu.runner caches it by content)."""
+    return _compile(mk.source, mk.name, mk.params, defines)
+
+
+def _compile(source: str, name: str, params: list, defines: dict | None = None):
     from tiles.emu import runner
-    params = [runner.Param(ctype, name, BUILTINS.get(attr)) for ctype, name, attr in mk.params]
+    params = [runner.Param(ctype, pname, BUILTINS.get(attr)) for ctype, pname, attr in params]
     # -O1: the compile dominates a test (-O2 takes half as long again for no faster emulated run)
-    return runner.compile(mk.source, kernel=mk.name, params=params, shim="metal", include_dirs=[INCLUDE],
-                          atoms=("apple",), flags=("-O1",))
+    return runner.compile(source, kernel=name, params=params, shim="metal", include_dirs=[INCLUDE],
+                          atoms=("apple",), flags=("-O1",), defines=defines)
 
 
 class MetalEmu(Backend):
@@ -61,14 +65,25 @@ class MetalEmu(Backend):
         return None if shutil.which(cxx) else f"no host C++ compiler ({cxx}) to build the emulated MSL"
 
     def run(self, k: ir.Kernel, args) -> None:
-        mk = generated(k)
-        module = compile_host(mk)
+        self.run_source(generated(k), args)
+
+    def run_raw(self, source: str, name: str, params: list, arrays: list, grid, threads: int, smem_bytes: int,
+                defines: dict | None = None) -> None:
+        """Run a hand-written MSL kernel; params: its (C type, name, attribute) list, device buffers first."""
+        _compile(source, name, params, defines).launch(grid, threads, arrays, shared_bytes=smem_bytes,
+                                                       seed=next(self._seeds))
+
+    def run_source(self, mk: codegen.MetalKernel, args, *, seed: int | None = None, defines=None) -> None:
+        """Run generated MSL (possibly edited, as the tests do) with the launch interface of mk."""
+        k = mk.kernel
+        module = compile_host(mk, defines)
         env = interp.bind(k, args)
         # The engine takes contiguous arrays; a strided view runs on a copy that is written back afterwards.
         host = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
         arrays, ints, floats = mk.pack(host, env)
         buffers = [*arrays, ints] + ([floats] if mk.float_args else [])
-        module.launch(mk.grid(env), mk.threads, buffers, shared_bytes=mk.smem_bytes, seed=next(self._seeds))
+        seed = next(self._seeds) if seed is None else seed
+        module.launch(mk.grid(env), mk.threads, buffers, shared_bytes=mk.smem_bytes, seed=seed)
         for a, h in zip(args, host):
             if isinstance(a, np.ndarray) and h is not a:
                 a[...] = h

@@ -12,7 +12,6 @@ its error (if any) is raised as a Python exception before the results are copied
 from __future__ import annotations
 
 import sys
-import weakref
 
 import numpy as np
 
@@ -39,7 +38,7 @@ class MetalDevice(Backend):
 
     def __init__(self):
         self._device = self._queue = None
-        self._pipelines: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        self._pipelines: dict = {}   # (source, name) -> MTLComputePipelineState
 
     @property
     def device(self) -> str:
@@ -59,59 +58,71 @@ class MetalDevice(Backend):
             self._queue = self._device.newCommandQueue()
         return None
 
-    def _pipeline(self, k: ir.Kernel):
-        if k in self._pipelines:
-            return self._pipelines[k]
-        Metal, dev, mk = _metal(), self._device, generated(k)
+    def _pipeline(self, source: str, name: str, language: str, threads: int, smem_bytes: int):
+        key = (source, name)
+        if key in self._pipelines:
+            return self._pipelines[key]
+        Metal, dev = _metal(), self._device
         opts = Metal.MTLCompileOptions.alloc().init()
-        opts.setLanguageVersion_(Metal.MTLLanguageVersion3_1 if mk.language == "3.1" else Metal.MTLLanguageVersion3_0)
+        opts.setLanguageVersion_(Metal.MTLLanguageVersion3_1 if language == "3.1" else Metal.MTLLanguageVersion3_0)
         opts.setFastMathEnabled_(False)
-        lib, err = dev.newLibraryWithSource_options_error_(toolchain.amalgamate(mk.source), opts, None)
+        lib, err = dev.newLibraryWithSource_options_error_(toolchain.amalgamate(source), opts, None)
         if lib is None:
-            raise MetalError(f"{mk.name}: the Metal compiler failed:\n{err.localizedDescription()}")
-        fn = lib.newFunctionWithName_(mk.name)
+            raise MetalError(f"{name}: the Metal compiler failed:\n{err.localizedDescription()}")
+        fn = lib.newFunctionWithName_(name)
+        if fn is None:
+            raise MetalError(f"{name}: no kernel of that name in the compiled library")
         pso, err = dev.newComputePipelineStateWithFunction_error_(fn, None)
         if pso is None:
-            raise MetalError(f"{mk.name}: no compute pipeline: {err.localizedDescription()}")
-        if pso.maxTotalThreadsPerThreadgroup() < mk.threads:
-            raise MetalError(f"{mk.name}: needs {mk.threads} threads per threadgroup, the pipeline allows "
-                             f"{pso.maxTotalThreadsPerThreadgroup()} (registers); lower `workers`")
+            raise MetalError(f"{name}: no compute pipeline: {err.localizedDescription()}")
+        if pso.maxTotalThreadsPerThreadgroup() < threads:
+            raise MetalError(f"{name}: needs {threads} threads per threadgroup, the pipeline allows "
+                             f"{pso.maxTotalThreadsPerThreadgroup()} (register pressure); lower `workers`")
         if pso.threadExecutionWidth() != 32:
-            raise MetalError(f"{mk.name}: simdgroups of {pso.threadExecutionWidth()} lanes; the kernel needs 32")
-        if dev.maxThreadgroupMemoryLength() < mk.smem_bytes:
-            raise MetalError(f"{mk.name}: needs {mk.smem_bytes} bytes of threadgroup memory, the device has "
+            raise MetalError(f"{name}: simdgroups of {pso.threadExecutionWidth()} lanes; the kernel needs 32")
+        if dev.maxThreadgroupMemoryLength() < smem_bytes:
+            raise MetalError(f"{name}: needs {smem_bytes} bytes of threadgroup memory, the device has "
                              f"{dev.maxThreadgroupMemoryLength()}")
-        self._pipelines[k] = pso
+        self._pipelines[key] = pso
         return pso
 
-    def run(self, k: ir.Kernel, args) -> None:
+    def _dispatch(self, pso, name: str, arrays: list, constants: list, grid, threads: int, smem_bytes: int):
+        """Buffers 0.. are the arrays (copied in and back), then the small constant arrays by value."""
         Metal, dev = _metal(), self._device
-        mk = generated(k)
-        pso = self._pipeline(k)
-        env = interp.bind(k, args)
-        host = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
-        arrays, ints, floats = mk.pack(host, env)
-        shared = Metal.MTLResourceStorageModeShared
-        bufs = [dev.newBufferWithBytes_length_options_(a.tobytes(), max(a.nbytes, 1), shared) for a in arrays]
+        bufs = [dev.newBufferWithBytes_length_options_(a.tobytes(), max(a.nbytes, 1),
+                                                       Metal.MTLResourceStorageModeShared) for a in arrays]
         cb = self._queue.commandBuffer()
         enc = cb.computeCommandEncoder()
         enc.setComputePipelineState_(pso)
         for i, b in enumerate(bufs):
             enc.setBuffer_offset_atIndex_(b, 0, i)
-        enc.setBytes_length_atIndex_(ints.tobytes(), ints.nbytes, len(bufs))
-        if mk.float_args:
-            enc.setBytes_length_atIndex_(floats.tobytes(), floats.nbytes, len(bufs) + 1)
-        enc.setThreadgroupMemoryLength_atIndex_(-(-mk.smem_bytes // 16) * 16, 0)  # a multiple of 16 bytes
-        grid = mk.grid(env)
-        enc.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(*grid), Metal.MTLSizeMake(mk.threads, 1, 1))
+        for i, c in enumerate(constants):
+            enc.setBytes_length_atIndex_(c.tobytes(), c.nbytes, len(bufs) + i)
+        if smem_bytes:
+            enc.setThreadgroupMemoryLength_atIndex_(-(-smem_bytes // 16) * 16, 0)  # a multiple of 16 bytes
+        enc.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(*grid), Metal.MTLSizeMake(threads, 1, 1))
         enc.endEncoding()
         cb.commit()
         cb.waitUntilCompleted()
         if cb.status() == Metal.MTLCommandBufferStatusError:
-            raise MetalError(f"{mk.name}: the command buffer failed: {cb.error().localizedDescription()}")
+            raise MetalError(f"{name}: the command buffer failed: {cb.error().localizedDescription()}")
         for a, b in zip(arrays, bufs):
-            out = np.frombuffer(b.contents().as_buffer(a.nbytes), dtype=a.dtype).reshape(a.shape)
-            a[...] = out
+            a[...] = np.frombuffer(b.contents().as_buffer(a.nbytes), dtype=a.dtype).reshape(a.shape)
+
+    def run(self, k: ir.Kernel, args) -> None:
+        mk = generated(k)
+        pso = self._pipeline(mk.source, mk.name, mk.language, mk.threads, mk.smem_bytes)
+        env = interp.bind(k, args)
+        host = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        arrays, ints, floats = mk.pack(host, env)
+        constants = [ints] + ([floats] if mk.float_args else [])
+        self._dispatch(pso, mk.name, arrays, constants, mk.grid(env), mk.threads, mk.smem_bytes)
         for a, h in zip(args, host):
             if isinstance(a, np.ndarray) and h is not a:
                 a[...] = h
+
+    def run_raw(self, source: str, name: str, params: list, arrays: list, grid, threads: int, smem_bytes: int,
+                language: str = "3.0") -> None:
+        """Run a hand-written MSL kernel whose buffers are `arrays` (lanemap.py's check kernel)."""
+        pso = self._pipeline(source, name, language, threads, smem_bytes)
+        self._dispatch(pso, name, arrays, [], tuple(grid) + (1,) * (3 - len(grid)), threads, smem_bytes)

@@ -46,7 +46,7 @@ class Plan:
         return self.workers * SIMD
 
 
-def _align(n: int) -> int:
+def align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
@@ -75,7 +75,7 @@ def staged_loads(loop: ir.Loop) -> list:
     return out
 
 
-def _bytes(t) -> int:
+def nbytes(t) -> int:
     n = t.rows * t.cols if isinstance(t, ST) else t.length
     return n * t.dtype.itemsize
 
@@ -106,7 +106,7 @@ def plan(k: ir.Kernel, target: str = "apple") -> Plan:
         deepest = max(want_stages, key=want_stages.get)
         want_stages[deepest] -= 1
     if p.smem_bytes > t.shared_bytes:
-        sizes = ", ".join(f"{x.name} {_bytes(x)} B" for x in k.tiles if isinstance(x, (ST, SV)))
+        sizes = ", ".join(f"{x.name} {nbytes(x)} B" for x in k.tiles if isinstance(x, (ST, SV)))
         raise TileError(f"threadgroup memory: {p.smem_bytes} bytes needed, {t.name} has {t.shared_bytes} "
                         f"({sizes}; plus {p.workers} x {SCRATCH_BYTES} B scratch)", k.loc)
     return p
@@ -119,11 +119,11 @@ def _layout(k: ir.Kernel, p: Plan) -> None:
             lp = p.staged.get(tile)
             n = p.stages[lp] if lp is not None and p.stages[lp] > 1 else 1
             p.offsets[tile], p.copies[tile] = off, n
-            off += n * _align(_bytes(tile))
+            off += n * align(nbytes(tile))
     p.scratch_offset = off
     off += p.workers * SCRATCH_BYTES
     p.exchange_offset = off
-    off += _align(4 * p.exchange_floats)
+    off += align(4 * p.exchange_floats)
     p.smem_bytes = off
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from .codegen import MetalKernel
 
 INCLUDE = Path(__file__).parent / "include"
-_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"(tiles_metal/[^"]+)"\s*$', re.M)
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 
 
 @dataclass
@@ -32,20 +32,22 @@ class Report:
 
 def amalgamate(source: str) -> str:
     """The source with every tiles_metal header inlined once, in include order (for newLibraryWithSource,
-    which has no include path)."""
+    which has no include path). Includes that are not ours (metal_emu.h) are left as they are."""
     seen: set = set()
 
-    def expand(text: str) -> str:
+    def expand(text: str, here: Path) -> str:
         def one(m):
-            name = m.group(1)
-            if name in seen:
+            path = (INCLUDE / m.group(1)) if m.group(1).startswith("tiles_metal/") else here / m.group(1)
+            if not path.is_file():
+                return m.group(0)
+            if path in seen:
                 return ""
-            seen.add(name)
-            body = (INCLUDE / name).read_text().replace("#pragma once\n", "")
-            return f"// ---- {name}\n" + expand(body)
+            seen.add(path)
+            body = path.read_text().replace("#pragma once\n", "")
+            return f"// ---- {path.relative_to(INCLUDE)}\n" + expand(body, path.parent)
         return _INCLUDE_RE.sub(one, text)
 
-    return expand(source)
+    return expand(source, INCLUDE)
 
 
 def has_xcrun_metal() -> bool:

@@ -1,0 +1,132 @@
+"""Metal-specific checks of the generated MSL on the CPU engine (metal-emu): the result does not depend on the
+undocumented simdgroup_matrix lane map, a deleted barrier breaks a kernel, and the schedule's decisions."""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from tiles import TileError
+from tiles.backend import get
+from tiles.backends.metal import codegen, lanemap, toolchain
+from tiles.backends.metal.emulator import generated
+from tiles.kernels.attention import attention_fwd
+from tiles.kernels.gemm import gemm
+from tiles.testing import assert_close, poisoned, random_array
+
+EMU = get("metal-emu")
+pytestmark = pytest.mark.skipif(EMU.available() is not None, reason=str(EMU.available()))
+
+
+def up(x):
+    return np.asarray(x).astype(np.float64)
+
+
+def attention_case(rng, n=45, d=64, causal=True, dtype="f16"):
+    q, k, v = (random_array((1, 2, n, d), dtype, rng) for _ in range(3))
+    o, lse = poisoned(q.shape, dtype), poisoned(q.shape[:3], "f32")
+    scale = 1 / math.sqrt(d)
+    s = up(q) @ up(k).transpose(0, 1, 3, 2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = p / p.sum(-1, keepdims=True) @ up(v)
+    return [o, lse, q, k, v, scale], ref
+
+
+def test_results_do_not_depend_on_the_lane_map():
+    """With another lane map for simdgroup_matrix (metal_emu.h's test hook), attention (reductions, broadcasts,
+    masks, conversions and both mma forms) still matches float64: no code relies on Apple's undocumented order."""
+    args, ref = attention_case(np.random.default_rng(1))
+    k = attention_fwd.trace(args, "apple", D=64, causal=True)
+    EMU.run_source(generated(k), args, defines={"TILES_METAL_EMU_OTHER_LANE_MAP": None})
+    assert_close(args[0], ref, "f16", what="O")
+
+
+def gemm_case(rng, m=70, n=60, kk=100):
+    a, b = random_array((m, kk), "f16", rng), random_array((kk, n), "f16", rng)
+    return [poisoned((m, n), "f32"), a, b], up(a) @ up(b)
+
+
+def test_deleted_barrier_breaks_gemm():
+    """Delete the barrier that publishes the pipeline's first tiles: some lane order then reads threadgroup
+    memory before it is written, and the result goes wrong, while the intact kernel is right for every order."""
+    rng = np.random.default_rng(2)
+    args, ref = gemm_case(rng)
+    mk = generated(gemm.trace(args, "apple"))
+    lines = mk.source.splitlines()
+    first = next(i for i, s in enumerate(lines) if s.strip() == codegen.BARRIER)
+    broken = dataclasses.replace(mk, source="\n".join(lines[:first] + lines[first + 1:]) + "\n")
+    wrong = 0
+    for seed in range(4):
+        good = [poisoned(args[0].shape, "f32"), *args[1:]]
+        EMU.run_source(mk, good, seed=seed)
+        assert_close(good[0], ref, "f32")
+        bad = [poisoned(args[0].shape, "f32"), *args[1:]]
+        EMU.run_source(broken, bad, seed=seed)
+        wrong += not np.allclose(bad[0], ref, rtol=1e-3, atol=1e-3)
+    assert wrong > 0, "deleting the barrier went unnoticed for every lane order"
+
+
+def test_bf16_gemm_needs_metal_31():
+    args = [np.zeros((8, 8), np.float32), *(random_array((8, 8), "bf16") for _ in range(2))]
+    mk = generated(gemm.trace(args, "apple"))
+    assert mk.language == "3.1" and "Metal 3.1" in mk.source.splitlines()[0]
+
+
+def test_fp8_is_refused_before_launch():
+    a = random_array((16, 16), "fp8e4m3")
+    with pytest.raises(TileError, match="apple does not support dtype fp8e4m3"):
+        EMU.launch(gemm, [np.zeros((16, 16), np.float32), a, a])
+
+
+def test_workers_follow_the_rows():
+    """Simdgroups split rows in whole 8-row matrices: a 16-row block tile gets 2 simdgroups, not 4."""
+    args = [np.zeros((20, 20), np.float32), random_array((20, 20), "f16"), random_array((20, 20), "f16")]
+    mk = generated(gemm.trace(args, "apple", BM=16))
+    assert mk.plan.workers == 2 and "rt<float, 8, 64> acc;" in mk.source
+    EMU.run_source(mk, args)
+    assert_close(args[0], up(args[1]) @ up(args[2]), "f32")
+
+
+@pytest.mark.parametrize("d,stages", [(64, 2), (128, 1)])
+def test_stages_fit_threadgroup_memory(d, stages):
+    """Head dim 128 in half does not fit q plus double-buffered k and v in 32 KB: the loop falls back to one
+    copy (two barriers per step) instead of failing."""
+    args, _ = attention_case(np.random.default_rng(3), n=8, d=d)
+    mk = generated(attention_fwd.trace(args, "apple", D=d))
+    assert list(mk.plan.stages.values()) == [stages]
+    assert mk.smem_bytes <= 32 * 1024
+
+
+def test_too_much_threadgroup_memory_is_an_error():
+    args = [np.zeros((8, 8), np.float32), random_array((8, 8), "f16"), random_array((8, 8), "f16")]
+    with pytest.raises(TileError, match="threadgroup memory"):
+        generated(gemm.trace(args, "apple", BM=128, BN=128, BK=64, stages=1))
+
+
+def test_toolchain_reports_what_it_compiled():
+    args, ref = gemm_case(np.random.default_rng(4), 30, 40, 50)
+    mk = generated(gemm.trace(args, "apple"))
+    report = toolchain.compile(mk)
+    assert report.ok, report.log
+    assert report.device_compile == toolchain.has_xcrun_metal()
+    # what the runtime hands to newLibraryWithSource: one self-contained text that still computes the same
+    flat = toolchain.amalgamate(mk.source)
+    assert '#include "tiles_metal' not in flat and "simdgroup_multiply_accumulate" in flat
+    EMU.run_source(dataclasses.replace(mk, source=flat), args)
+    assert_close(args[0], ref, "f32")
+
+
+def test_metal_device_says_why_not_here():
+    why = get("metal").available()
+    import sys
+    if sys.platform != "darwin":
+        assert "macOS" in why
+
+
+def test_lane_map_check_kernel():
+    """The check kernel a Mac runs against targets.py's (undocumented) apple map agrees with the engine, and
+    notices a different map, which also shows that the test hook above really changes the map."""
+    assert lanemap.check(EMU) is None
+    assert "differs" in lanemap.check(EMU, defines={"TILES_METAL_EMU_OTHER_LANE_MAP": None})
