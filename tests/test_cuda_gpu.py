@@ -123,3 +123,26 @@ def test_compiled_once_and_cached_on_disk(tmp_path, monkeypatch):
     rt2 = runtime.Runtime(cuda.target)   # a new process would find the cubin on disk, not compile again
     monkeypatch.setattr(runtime.toolchain, "compile", lambda *a, **k: pytest.fail("compiled twice"))
     rt2.launch(k, [runtime.DeviceArray(random_array((32, 32), "f16")) for _ in range(3)])
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="wgmma needs sm_90a")
+@settings(max_examples=3)
+@given(m=st.integers(1, 300), n=st.integers(1, 300), k=st.integers(1, 300), trans_b=st.booleans(),
+       seq=st.integers(1, 300), d=st.sampled_from([64, 128]), causal=st.booleans())
+def test_wgmma_option_matches_float64(m, n, k, trans_b, seq, d, causal):
+    """The sm_90a block-level mma on warpgroup wgmma (the wgmma=True option): GEMM and attention."""
+    a = to_torch(random_array((m, k), "bf16"), "bf16")
+    b = to_torch(random_array((n, k) if trans_b else (k, n), "bf16"), "bf16")
+    c = torch.full((m, n), float("nan"), device="cuda")
+    gemm(c, a, b, trans_b=trans_b, wgmma=True)
+    q, kk, v = (to_torch(random_array((1, 2, seq, d), "bf16"), "bf16") for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((1, 2, seq), float("nan"), device="cuda")
+    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, wgmma=True)
+    torch.cuda.synchronize()
+    assert_close(up(c), up(a) @ (up(b).T if trans_b else up(b)), "f32", tol=1e-5)
+    s = up(q) @ up(kk).transpose(0, 1, 3, 2) / math.sqrt(d)
+    if causal:
+        s = np.where(np.tril(np.ones((seq, seq), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert_close(up(o), (p / p.sum(-1, keepdims=True)) @ up(v), "bf16", what="O")
