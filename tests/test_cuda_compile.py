@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+import tiles as tl
 from tiles import bench, targets
 from tiles.backends.cuda import codegen, runtime, schedules, toolchain
 from tiles.dsl import TileError
@@ -60,6 +61,26 @@ def test_gemm_main_loop_uses_ldmatrix_cp_async_and_hmma(target):
     assert sass.count("HMMA.16816.F32.BF16") >= 64
     # the source is the readable kind: one header call per op, the pipeline written out
     assert "tc::pipeline<STAGES>" in gen.source and "tc::mma_AB(acc, a, b, acc);" in gen.source
+
+
+@tl.kernel
+def through_shared(Y, X):
+    tl.grid(1)
+    x, y, s = tl.regs(tl.f32, 64, 64), tl.regs(Y.dtype, 64, 64), tl.shared(Y.dtype, 64, 64)
+    tl.load(x, X, (0, 0))
+    tl.copy(y, x)
+    tl.store(s, y)
+    tl.load(y, s)
+    tl.store(Y, y, (0, 0))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_register_shared_moves_use_ldmatrix_and_stmatrix(target):
+    x = random_array((64, 64), "f32")
+    gen, c = build(through_shared, [random_array((64, 64), "bf16"), x], target)
+    sass = c.sass()
+    assert "LDSM" in sass
+    assert ("STSM" in sass) == (target == "sm_90a")   # stmatrix exists from sm_90 on
 
 
 @pytest.mark.parametrize("kernel", ["gemm", "gemm_bt", "attention", "attention_d64"])

@@ -112,20 +112,41 @@ __device__ inline void load(rt<T, R, C, NW>& dst, const st<U, R, C>& src) {
 }
 
 // ---- registers -> shared --------------------------------------------------
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool has_stmatrix = true;
+#else
+constexpr bool has_stmatrix = false;
+#endif
+// The inverse of ldmatrix_x4 (sm_90+): lane l points at row l%8 of matrix l/8, register i is matrix i.
+__device__ __forceinline__ void stmatrix_x4(void* p, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_addr(p)), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
+// Each warp writes its rows, converting to the tile's type; 16-bit tiles on sm_90 with stmatrix (the
+// addressing of load(rt, st) above), elsewhere one 2-element store per pair (contiguous in shared memory:
+// swizzling moves 16-byte chunks only).
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
     using tile = rt<U, R, C, NW>;
 #pragma unroll
     for (int i = 0; i < tile::height; ++i)
 #pragma unroll
-        for (int j = 0; j < tile::width; ++j)
+        for (int j = 0; j < tile::width; ++j) {
+            pair<T> q[4];
 #pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const int r = tile::row_of(i, p), c = tile::col_of(j, p);
-                // The pair is contiguous in shared memory: swizzling moves 16-byte chunks only.
-                *reinterpret_cast<pair<T>*>(&dst.at(r, c)) =
-                    make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+            for (int p = 0; p < 4; ++p) q[p] = make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+            if constexpr (has_stmatrix && sizeof(T) == 2) {
+                const int r = warp_id() * tile::warp_rows + i * 16 + lane_id() % 16;
+                const int c = j * 16 + (lane_id() / 16) * 8;
+                stmatrix_x4(&dst.at(r, c), {as_u32(q[0]), as_u32(q[1]), as_u32(q[2]), as_u32(q[3])});
+            } else {
+#pragma unroll
+                for (int p = 0; p < 4; ++p)
+                    *reinterpret_cast<pair<T>*>(&dst.at(tile::row_of(i, p), tile::col_of(j, p))) = q[p];
             }
+        }
 }
 
 // ---- global <-> registers -------------------------------------------------
