@@ -74,6 +74,27 @@ def through_shared(Y, X):
     tl.store(Y, y, (0, 0))
 
 
+@tl.kernel
+def reload_in_loop(Y, X):
+    tl.grid(1)
+    s, x = tl.shared(X.dtype, 64, 64), tl.regs(tl.f32, 64, 64)
+    tl.zero(x)
+    for i in tl.range(4):
+        tl.load(s, X, (0, i))
+        tl.load(x, s)
+    tl.store(Y, x, (0, 0))
+
+
+def test_barriers_around_shared_writes_in_loops():
+    """A shared tile rewritten every iteration: a barrier before the write (the last iteration's readers) and
+    one after it (this iteration's)."""
+    k = reload_in_loop.trace([random_array((64, 64), "f32"), random_array((64, 256), "bf16")], "sm_80")
+    src = codegen.generate(k, schedules.plan(k, "sm_80", 100_000)).source
+    body = src[src.index("for (int i"):].splitlines()[1:5]
+    assert [ln.strip() for ln in body] == ["tc::sync();", "tc::load(s, X, {0, 0, 0, i});", "tc::sync();",
+                                           "tc::load(r, s);"]
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_register_shared_moves_use_ldmatrix_and_stmatrix(target):
     x = random_array((64, 64), "f32")

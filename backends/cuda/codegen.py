@@ -127,6 +127,7 @@ class _Emitter:
         w, v = self.w, lp.var.name
         if lp.kind == "range":
             with w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
+                self.barrier_pending = False  # from the second iteration on, the last one's reads precede
                 self.stmts(lp.body)
             self.barrier_pending = False
             return
