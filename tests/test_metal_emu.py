@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from tiles import TileError
+import tiles as tl
+from tiles import TileError, dtypes
 from tiles.backend import get
 from tiles.backends.metal import codegen, lanemap, toolchain
 from tiles.backends.metal.emulator import generated
@@ -130,3 +131,29 @@ def test_lane_map_check_kernel():
     notices a different map, which also shows that the test hook above really changes the map."""
     assert lanemap.check(EMU) is None
     assert "differs" in lanemap.check(EMU, defines={"TILES_METAL_EMU_OTHER_LANE_MAP": None})
+
+
+@tl.kernel
+def read_back(Y, H, X, *, BR=32, BC=32):
+    """H <- X rounded to H's dtype, then Y <- H read back by the same block without a barrier."""
+    br, bc = tl.grid(tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
+    x = tl.regs(tl.f32, BR, BC)
+    h = tl.regs(H.dtype, BR, BC)
+    tl.load(x, X, (br, bc))
+    tl.copy(h, x)
+    tl.store(H, h, (br, bc))
+    tl.load(x, H, (br, bc))
+    tl.store(Y, x, (br, bc))
+
+
+@pytest.mark.parametrize("m,n", [(64, 64), (37, 45)])
+def test_a_block_reads_its_own_global_writes(m, n):
+    """The lane that stores an element of a register tile to a global is the lane that loads it back, whole
+    blocks or edges, whatever the two element types: reading back one's own writes needs no barrier (layernorm
+    does it). The engine runs the lanes of a simdgroup in a new order each time."""
+    x = random_array((m, n), "f32")
+    for seed in range(3):
+        y, h = poisoned((m, n), "f32"), poisoned((m, n), "bf16")
+        args = [y, h, x]
+        EMU.run_source(generated(read_back.trace(args, "apple")), args, seed=seed)
+        assert_close(y, dtypes.bf16.round(up(x)), "bf16", tol=0.0)

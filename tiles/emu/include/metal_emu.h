@@ -166,10 +166,38 @@ typedef simdgroup_matrix<bfloat, 8, 8> simdgroup_bfloat8x8;
 namespace detail {
 
 // The apple 8x8 atom of the element type (same lane map for A, B and C; tiles/targets.py).
-template <typename T> inline const emu::AtomTable& atom();
-template <> inline const emu::AtomTable& atom<float>() { return emu::atoms::apple::simdgroup_8x8_f32; }
-template <> inline const emu::AtomTable& atom<half>() { return emu::atoms::apple::simdgroup_8x8_f16; }
-template <> inline const emu::AtomTable& atom<bfloat>() { return emu::atoms::apple::simdgroup_8x8_bf16; }
+template <typename T> inline const emu::AtomTable& apple_atom();
+template <> inline const emu::AtomTable& apple_atom<float>() { return emu::atoms::apple::simdgroup_8x8_f32; }
+template <> inline const emu::AtomTable& apple_atom<half>() { return emu::atoms::apple::simdgroup_8x8_f16; }
+template <> inline const emu::AtomTable& apple_atom<bfloat>() { return emu::atoms::apple::simdgroup_8x8_bf16; }
+
+#ifdef TILES_METAL_EMU_OTHER_LANE_MAP
+// Test hook: another lane map, as valid as the atom's (lane l holds what lane (5l+3)%32 holds there, registers
+// swapped). Code that does not depend on the undocumented map gives the same results with it.
+struct other_map {
+    uint16_t a[32 * 2 * 2], b[32 * 2 * 2], c[32 * 2 * 2];
+    emu::AtomTable table;
+    explicit other_map(const emu::AtomTable& t) : table(t) {
+        for (int l = 0; l < 32; ++l)
+            for (int r = 0; r < 2; ++r)
+                for (int x = 0; x < 2; ++x) {
+                    const int from = (((5 * l + 3) % 32) * 2 + (1 - r)) * 2 + x, to = (l * 2 + r) * 2 + x;
+                    a[to] = t.a[from];
+                    b[to] = t.b[from];
+                    c[to] = t.c[from];
+                }
+        table.a = a;
+        table.b = b;
+        table.c = c;
+    }
+};
+template <typename T> inline const emu::AtomTable& atom() {
+    static const other_map m(apple_atom<T>());
+    return m.table;
+}
+#else
+template <typename T> inline const emu::AtomTable& atom() { return apple_atom<T>(); }
+#endif
 
 // (row, col) of this lane's register r.
 template <typename T>

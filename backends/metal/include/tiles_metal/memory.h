@@ -101,9 +101,11 @@ inline void store(const thread st<T, SR, SC>& dst, const thread rt<U, R, C>& src
 }
 
 // ------------------------------------------------------------------ global <-> registers (per simdgroup)
+// Which lane touches which element of a global is the same for a load and a store of the same tile position
+// (whole 8x8 blocks: simdgroup_load/store; blocks at an edge: the scratch positions), whatever the element
+// types, so a block that reads back its own writes reads them in the lane that wrote them.
 
-// The simdgroup's register tile <- src at (at.r.., at.c..). Whole 8x8 blocks of the same type load directly;
-// blocks at an edge or of another type go through the scratch, zero-filled.
+// The simdgroup's register tile <- src at (at.r.., at.c..), converted to the tile's type; zero past the end.
 template <typename T, typename U, int R, int C>
 inline void load(thread rt<T, R, C>& dst, const thread gl<U>& src, coord at, const thread block& b) {
     const bool inside = at.b < src.batch && at.d < src.depth;
@@ -112,8 +114,10 @@ inline void load(thread rt<T, R, C>& dst, const thread gl<U>& src, coord at, con
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
             const int gr = at.r + i * BASE, gc = at.c + j * BASE;
-            if (is_same<T, U>::value && inside && gr + BASE <= src.rows && gc + BASE <= src.cols) {
-                simdgroup_load(dst.m[i][j], (device const T*)src.at(at.b, at.d, gr, gc), src.stride_r);
+            if (inside && gr + BASE <= src.rows && gc + BASE <= src.cols) {
+                simdgroup_matrix<U, BASE, BASE> m;
+                simdgroup_load(m, (device const U*)src.at(at.b, at.d, gr, gc), src.stride_r);
+                convert(dst.m[i][j], m, b);
                 continue;
             }
             for (int e = 0; e < 2; ++e) {
@@ -134,8 +138,10 @@ inline void store(const thread gl<T>& dst, const thread rt<U, R, C>& src, coord 
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
             const int gr = at.r + i * BASE, gc = at.c + j * BASE;
-            if (is_same<T, U>::value && gr + BASE <= dst.rows && gc + BASE <= dst.cols) {
-                simdgroup_store(src.m[i][j], (device U*)dst.at(at.b, at.d, gr, gc), dst.stride_r);
+            if (gr + BASE <= dst.rows && gc + BASE <= dst.cols) {
+                simdgroup_matrix<T, BASE, BASE> m;
+                convert(m, src.m[i][j], b);
+                simdgroup_store(m, (device T*)dst.at(at.b, at.d, gr, gc), dst.stride_r);
                 continue;
             }
             to_scratch(src.m[i][j], b);

@@ -47,27 +47,32 @@ inline void map_positions(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src
     }
 }
 
-// A register tile converted to another element type (rounding to nearest even). Matrices of different element
+// One matrix converted to another element type (rounding to nearest even). Matrices of different element
 // types need not share a lane layout, so the elements travel through the scratch.
-template <typename T, typename U, int R, int C>
-inline void convert(thread rt<T, R, C>& dst, const thread rt<U, R, C>& src, const thread block& b) {
+template <typename T, typename U>
+inline void convert(thread simdgroup_matrix<T, BASE, BASE>& dst, const thread simdgroup_matrix<U, BASE, BASE>& src,
+                    const thread block& b) {
     threadgroup U* in = scratch_as<U>(b) + 2 * b.lane;
     threadgroup T* out = scratch_as<T>(b) + 2 * b.lane;
-    for (int i = 0; i < R / BASE; ++i) {
-        for (int j = 0; j < C / BASE; ++j) {
-            to_scratch(src.m[i][j], b);
-            const float x0 = float(in[0]), x1 = float(in[1]);
-            release_scratch();  // every lane has read before any lane overwrites with the narrower type
-            out[0] = T(x0);
-            out[1] = T(x1);
-            from_scratch(dst.m[i][j], b);
-        }
-    }
+    to_scratch(src, b);
+    const float x0 = float(in[0]), x1 = float(in[1]);
+    release_scratch();  // every lane has read before any lane overwrites with the other type
+    out[0] = T(x0);
+    out[1] = T(x1);
+    from_scratch(dst, b);
 }
 
-template <typename T, int R, int C>
-inline void convert(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src, const thread block&) {
+template <typename T>
+inline void convert(thread simdgroup_matrix<T, BASE, BASE>& dst, const thread simdgroup_matrix<T, BASE, BASE>& src,
+                    const thread block&) {
     dst = src;
+}
+
+// A register tile converted to another element type.
+template <typename T, typename U, int R, int C>
+inline void convert(thread rt<T, R, C>& dst, const thread rt<U, R, C>& src, const thread block& b) {
+    for (int i = 0; i < R / BASE; ++i)
+        for (int j = 0; j < C / BASE; ++j) convert(dst.m[i][j], src.m[i][j], b);
 }
 
 }  // namespace tiles_metal
