@@ -114,7 +114,8 @@ def merge(paths: list[str]) -> list[Row]:
 
 
 def plot(rows: list[Row], path: str) -> int:
-    """Grouped bars: % of peak per (kernel, shape), one bar per device and implementation. Returns bars drawn."""
+    """Grouped bars: % of peak per (kernel, shape), one bar per device for tiles and one for its vendor
+    library. Returns the number of bars drawn."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -124,20 +125,23 @@ def plot(rows: list[Row], path: str) -> int:
     timed = [r for r in rows if r.peak_pct is not None]
     if not timed:
         raise RuntimeError("nothing to plot: no row has a % of peak (those come from runs on a GPU)")
+
+    def series_of(r: Row) -> str:   # per device: tiles, and whichever library that vendor's baseline is
+        return f"{r.device}: {'vendor library' if r.kind == 'library' else 'tiles'}"
     groups = list(dict.fromkeys(f"{r.kernel} {r.shape}" for r in timed))
-    series = list(dict.fromkeys(f"{r.device}: {r.backend}" for r in timed))
+    series = list(dict.fromkeys(series_of(r) for r in timed))
     width = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) * max(1, len(series) / 3)), 4.5))
     for j, name in enumerate(series):
         xs, ys = [], []
         for i, g in enumerate(groups):
             for r in timed:
-                if f"{r.kernel} {r.shape}" == g and f"{r.device}: {r.backend}" == name:
+                if f"{r.kernel} {r.shape}" == g and series_of(r) == name:
                     xs.append(i + (j - (len(series) - 1) / 2) * width)
                     ys.append(r.peak_pct)
         ax.bar(xs, ys, width, label=name)
     ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
-    ax.set_ylabel("% of the device's dense peak")
+    ax.set_ylabel("% of the device's peak\n(dense matrix FLOP/s, or memory bandwidth)")
     ax.set_title("tiles compare: % of peak per vendor")
     ax.legend(fontsize="small")
     fig.tight_layout()

@@ -120,10 +120,16 @@ def cannot_compile(target: str) -> str | None:
 
 # ---------------------------------------------------------------- static reports
 
+_STATIC: dict = {}   # (traced kernel, target) -> Static: shapes that trace to the same kernel share one compile
+
+
 def static(kfn, args, target: str, **consts) -> Static:
     """Compile kfn for target (configured for it, traced for these arguments) and read its resources."""
-    k = kfn.trace(args, target, **consts)
-    return {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[targets.target(target).backend](k, target)
+    k = kfn.trace(args, target, **consts)   # traces are cached, so equal traces are the same object
+    if (id(k), target) not in _STATIC:
+        fn = {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[targets.target(target).backend]
+        _STATIC[id(k), target] = fn(k, target)
+    return _STATIC[id(k), target]
 
 
 def _cuda_generate(k, target):

@@ -1,0 +1,206 @@
+"""The `tiles` command on a machine without a GPU: every command runs and prints the rows it promises."""
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tiles import backend as registry
+from tiles import bench, cli, report
+from tiles.report import Row
+from tiles.testing import errors
+
+
+def tiles(capsys, *argv) -> tuple[int, str]:
+    rc = cli.main(list(argv))
+    return rc, capsys.readouterr().out
+
+
+def row_of(out: str, *words: str) -> str:
+    """The one table line that has all these words."""
+    hits = [ln for ln in out.splitlines() if all(w in ln.split() for w in words)]
+    assert len(hits) == 1, f"{words}: {len(hits)} lines in\n{out}"
+    return hits[0]
+
+
+CPU = [b.name for b in cli.runnable(None) if b.kind in ("reference", "emulator")]
+HAS_GPU = any(b.kind == "device" for b in cli.runnable(None))
+
+
+def test_devices(capsys, monkeypatch):
+    monkeypatch.setattr(registry, "_VENDORS", registry._VENDORS + ("nosuchvendor",))
+    rc, out = tiles(capsys, "devices")
+    assert rc == 0
+    for b in registry._REGISTRY.values():
+        assert re.search(rf"^{re.escape(b.name)}\s+{b.kind}\s", out, re.M), b.name
+    assert "broken: tiles.backends.nosuchvendor does not import" in out
+    for tool in ("NVRTC", "nvcc", "clang (AMDGPU)", "xcrun metal"):
+        assert tool in out
+    targets = out.split("Targets")[1]
+    for t in ("sm_80", "sm_90a", "gfx942", "gfx950", "apple"):
+        assert re.search(rf"^{t}\s", targets, re.M)
+    if "hip-emu:gfx942" in CPU:
+        assert "hip-emu:gfx942" in row_of(targets, "gfx942")
+
+
+@pytest.mark.skipif(HAS_GPU, reason="the no-GPU table")
+def test_compare_gemm_without_gpu(capsys, tmp_path):
+    """Issue 7's check: rows for the reference and every CPU execution path, compile-only rows for the rest."""
+    path = tmp_path / "gemm.json"
+    rc, out = tiles(capsys, "compare", "gemm", "--shapes", "70x40x50", "--json", str(path))
+    assert rc == 0, out
+    for name in CPU:
+        line = row_of(out, "gemm", "70x40x50", name)
+        assert " ok " in line and "emulated" in line
+    assert re.search(r"\bsm_80\b.*regs \d+, smem [\d.]+ KB, spills 0, occ \d+ blk/SM.*HMMA", out)
+    assert re.search(r"\bsm_90a\b.*regs \d+", out)
+    for t in ("gfx942", "gfx950"):
+        assert re.search(rf"hip \(clang \(ziglang\)\)\s+{t}.*regs v\d+ a\d+.*v_mfma", out), t
+    assert re.search(r"metal \(g\+\+ with metal_emu.h\)\s+apple", out)
+    rows = report.load(str(path))
+    assert {r.kind for r in rows} == {"reference", "emulator", "compile-only"} - ({"emulator"} if len(CPU) == 1 else set())
+    assert all(r.ok for r in rows if r.kind in ("reference", "emulator"))
+    assert json.loads(path.read_text())["machine"] == report.machine()
+
+
+def test_compare_skips_what_the_cpu_cannot_afford(capsys):
+    rc, out = tiles(capsys, "compare", "attention", "--backends", "reference", "--shapes", "1x1x4096x128",
+                    "--no-compile")
+    assert rc == 0
+    assert "too much for CPU execution" in row_of(out, "attention", "1x1x4096x128", "reference")
+
+
+def test_compare_bad_input(capsys):
+    assert cli.main(["compare", "gemm", "--shapes", "64x64"]) == 2
+    assert "bad shape '64x64'; expected MxNxK" in capsys.readouterr().err
+    assert cli.main(["compare", "attention", "--shapes", "1x3/2x64x64"]) == 2
+    assert "H=3 is not a multiple of Hkv=2" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="unknown backend 'nope'"):
+        cli.main(["compare", "gemm", "--backends", "nope"])
+    with pytest.raises(SystemExit, match="metal cannot run here"):
+        cli.main(["compare", "gemm", "--backends", "metal"])
+
+
+def _device_rows(machine, device, pct):
+    tiles_row = Row("gemm", "4096x4096x4096", "cuda", "device", device, "sm_90a", 1.0, 1.7e-3, True, 1e-3,
+                    137.4, None, pct, 0.5, machine=machine)
+    lib = Row("gemm", "4096x4096x4096", "cuBLAS (torch.matmul)", "library", device, "sm_90a", time_s=5e-4,
+              tflops=274.9, peak_pct=2 * pct, machine=machine)
+    return [tiles_row, lib]
+
+
+def test_merge_and_plot(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    a, b, png = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "cmp.png"
+    report.save(_device_rows("h200-box", "NVIDIA H200", 14.0), str(a))
+    report.save(_device_rows("mi300-box", "AMD Instinct MI300X", 10.0), str(b))
+    rc, out = tiles(capsys, "compare", "--merge", str(a), str(b), "--plot", str(png))
+    assert rc == 0
+    assert "machine" in out.splitlines()[0]
+    assert "h200-box" in row_of(out, "cuda", "NVIDIA", "H200") and "mi300-box" in row_of(out, "cuda", "MI300X")
+    assert "0.50x" in row_of(out, "cuda", "MI300X")
+    assert "plotted 4 bars" in out and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_merge_refuses_other_json(capsys, tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text("[1, 2]")
+    assert cli.main(["compare", "--merge", str(p)]) == 2
+    assert "not a file written by `tiles compare --json`" in capsys.readouterr().err
+
+
+def test_inspect_table(capsys):
+    rc, out = tiles(capsys, "inspect", "gemm", "--targets", "sm_90a,gfx942,gfx950")
+    assert rc == 0, out
+    assert re.search(r"^sm_90a\s+nvrtc\s+\d+\s+\d+\s+[\d.]+ KB\s+0\s+\d+ blk/SM.*HMMA\.16816\.F32\.BF16 x\d+", out, re.M)
+    for t in ("gfx942", "gfx950"):
+        assert re.search(rf"^{t}\s+clang \(ziglang\)\s+512\s+v\d+ a\d+.*v_mfma_f32_\w+_bf16 x\d+", out, re.M), t
+
+
+@pytest.mark.parametrize("target, needle", [("sm_80", "tc::mma_AB"), ("gfx950", "mma<false, false>(acc_"), ("apple", "mma_AB")])
+def test_emit_source(capsys, target, needle):
+    rc, out = tiles(capsys, "inspect", "gemm", "--emit", "source", "--target", target)
+    assert rc == 0 and needle in out and "gemm" in out
+
+
+def test_emit_ir_sass_and_refusals(capsys):
+    rc, out = tiles(capsys, "inspect", "attention", "--emit", "ir", "--target", "gfx942")
+    assert rc == 0 and out.startswith("kernel attention_fwd(") and "mma_ABt" in out
+    rc, out = tiles(capsys, "inspect", "softmax", "--emit", "sass", "--target", "sm_80")
+    assert rc == 0 and "Function : softmax_fwd" in out
+    assert cli.main(["inspect", "gemm", "--emit", "asm", "--target", "sm_80"]) == 2
+    assert "choose one of source, ir, ptx, sass" in capsys.readouterr().err
+    assert cli.main(["inspect", "gemm", "--emit", "source"]) == 2
+
+
+def test_demo(capsys):
+    rc, out = tiles(capsys, "demo", "--kernels", "softmax", "--backends", "reference")
+    assert rc == 0
+    for shape in bench.workload("softmax").small_shapes:
+        assert " ok " in row_of(out, "softmax", shape, "reference")
+    assert "2 checked ok, 0 FAILED, 0 skipped" in out
+
+
+def test_cache(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
+    rc, out = tiles(capsys, "cache", "info")
+    assert rc == 0 and "none yet" in out
+    (tmp_path / "cuda").mkdir()
+    (tmp_path / "cuda" / "k.cubin").write_bytes(b"x" * 4096)
+    (tmp_path / "emu").mkdir()
+    rc, out = tiles(capsys, "cache", "info")
+    assert re.search(r"^cuda\s+1\s+0\.0 MiB", out, re.M) and re.search(r"^emu\s+0\s", out, re.M)
+    rc, out = tiles(capsys, "cache", "clear", "cuda")
+    assert "cleared 1 cache folder(s)" in out and not (tmp_path / "cuda").exists() and (tmp_path / "emu").exists()
+
+
+def test_bench_dispatches_to_the_cuda_benchmark(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--help"])
+    assert e.value.code == 0 and "--quick" in capsys.readouterr().out
+
+
+def test_module_entry_point():
+    p = subprocess.run([sys.executable, "-m", "tiles", "compare", "softmax", "--shapes", "5x7x9"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "bad shape '5x7x9'" in p.stderr
+
+
+# ---------------------------------------------------------------- what compare relies on
+
+def test_measure_rotates_inputs_after_warmup():
+    calls = []
+
+    class FakeClock:
+        name = "fake"
+
+        def times(self, step, indices):
+            for i in indices:
+                step(i)
+            return [1e-3 * (i + 1) for i in indices]
+
+    t = bench.measure(calls.append, sets=3, clock=FakeClock(), warmup=2, budget_s=0.02)
+    assert calls[:3] == [0, 1, 2]                       # warm-up, then one run to size the loop
+    assert calls[3:] == [i % 3 for i in range(t.runs)]  # every timed run takes the next input set
+    assert t.runs == 6 and t.median_s == pytest.approx(2e-3) and t.clock == "fake"
+    assert bench.input_sets(1 << 30) == 1 and bench.input_sets(1 << 20) == bench.MAX_SETS
+
+
+@pytest.mark.parametrize("name, shape", [("gemm", "70x50x40,bt"), ("attention", "1x4/2x40x64,causal"),
+                                         ("softmax", "30x50"), ("rotary", "1x2/1x24x32")])
+def test_sampled_reference_rows_match_the_full_reference(name, shape, monkeypatch):
+    w = bench.workload(name)
+    s = w.parse(shape)
+    rng = np.random.default_rng()
+    args = w.inputs(s, rng)
+    outs, fulls = w.outputs(s), w.reference(s, args)
+    for o, full in zip(outs, fulls):   # an output near the reference, as a kernel would write it
+        args[o.index][...] = full + rng.standard_normal(full.shape) * 1e-2
+    monkeypatch.setattr(bench, "REFERENCE_FLOPS", w.cost(s) / 4)
+    rows = w.sample_rows(s, rng)
+    assert rows is not None and rows[0] == 0 and rows[-1] == w.row_count(s) - 1 and len(rows) < w.row_count(s)
+    for o, full, got in zip(outs, fulls, w.check_outputs(s, args, rows)):
+        want = errors(np.take(args[o.index], rows, o.row_axis), np.take(full, rows, o.row_axis))
+        assert got[1:3] == pytest.approx(want, rel=1e-9) and want[1] > 0
