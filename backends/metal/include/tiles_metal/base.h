@@ -73,8 +73,8 @@ struct op_neg { template <typename T> T operator()(T a) const { return -a; } };
 
 // What scalar expressions of the IR call (tiles/cgen.py).
 inline int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
-template <typename T> inline T tiles_min(T a, T b) { return a < b ? a : b; }
-template <typename T> inline T tiles_max(T a, T b) { return a < b ? b : a; }
+template <typename A, typename B> inline decltype(A() + B()) tiles_min(A a, B b) { return a < b ? a : b; }
+template <typename A, typename B> inline decltype(A() + B()) tiles_max(A a, B b) { return a < b ? b : a; }
 
 // The identity of a reduction, so a reduction can start from it.
 template <typename Op> struct identity;

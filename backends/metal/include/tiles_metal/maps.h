@@ -33,7 +33,8 @@ inline void map(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src) {
     const Op op;
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
-            vec<T, 2> x = src.m[i][j].thread_elements();
+            simdgroup_matrix<T, BASE, BASE> a = src.m[i][j];  // thread_elements() needs a non-const matrix
+            vec<T, 2> x = a.thread_elements();
             dst.m[i][j].thread_elements() = vec<T, 2>(op(x[0]), op(x[1]));
         }
     }
@@ -45,7 +46,8 @@ inline void map(thread rt<T, R, C>& dst, const thread rt<T, R, C>& a, const thre
     const Op op;
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
-            vec<T, 2> x = a.m[i][j].thread_elements(), y = b.m[i][j].thread_elements();
+            simdgroup_matrix<T, BASE, BASE> ma = a.m[i][j], mb = b.m[i][j];
+            vec<T, 2> x = ma.thread_elements(), y = mb.thread_elements();
             dst.m[i][j].thread_elements() = vec<T, 2>(op(x[0], y[0]), op(x[1], y[1]));
         }
     }
@@ -58,7 +60,8 @@ inline void map(thread rt<T, R, C>& dst, const thread rt<T, R, C>& a, float s) {
     const T y = T(s);
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
-            vec<T, 2> x = a.m[i][j].thread_elements();
+            simdgroup_matrix<T, BASE, BASE> ma = a.m[i][j];
+            vec<T, 2> x = ma.thread_elements();
             dst.m[i][j].thread_elements() = vec<T, 2>(op(x[0], y), op(x[1], y));
         }
     }

@@ -80,9 +80,12 @@ inline void load(thread rt<T, R, C>& dst, const thread st<U, SR, SC>& src, int r
 // The rows row0.. and columns col0.. of a threadgroup tile <- the simdgroup's register tile.
 template <typename T, int R, int C, int SR, int SC>
 inline void store(const thread st<T, SR, SC>& dst, const thread rt<T, R, C>& src, int row0, int col0, const thread block&) {
-    for (int i = 0; i < R / BASE; ++i)
-        for (int j = 0; j < C / BASE; ++j)
-            simdgroup_store(src.m[i][j], dst.at(row0 + i * BASE, col0 + j * BASE), SC);
+    for (int i = 0; i < R / BASE; ++i) {
+        for (int j = 0; j < C / BASE; ++j) {
+            simdgroup_matrix<T, BASE, BASE> m = src.m[i][j];
+            simdgroup_store(m, dst.at(row0 + i * BASE, col0 + j * BASE), SC);
+        }
+    }
 }
 
 template <typename T, typename U, int R, int C, int SR, int SC>

@@ -28,7 +28,10 @@ inline void mma_regs(thread rt<float, R, N>& d, const thread rt<T, R, K>& a, con
         for (int j = 0; j < N / BASE; ++j) {
             simdgroup_matrix<T, BASE, BASE> bm;
             load_block(bm, b, k * BASE, j * BASE, TransB);
-            for (int i = 0; i < R / BASE; ++i) simdgroup_multiply_accumulate(d.m[i][j], a.m[i][k], bm, d.m[i][j]);
+            for (int i = 0; i < R / BASE; ++i) {
+                simdgroup_matrix<T, BASE, BASE> am = a.m[i][k];
+                simdgroup_multiply_accumulate(d.m[i][j], am, bm, d.m[i][j]);
+            }
         }
     }
 }

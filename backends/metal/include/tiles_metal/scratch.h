@@ -14,7 +14,7 @@ inline threadgroup T* scratch_as(const thread block& b) {
 
 // Write a matrix to the scratch and make it visible to every lane of the simdgroup.
 template <typename T>
-inline void to_scratch(const thread simdgroup_matrix<T, BASE, BASE>& m, const thread block& b) {
+inline void to_scratch(simdgroup_matrix<T, BASE, BASE> m, const thread block& b) {
     simdgroup_store(m, scratch_as<T>(b), BASE);
     simdgroup_barrier(mem_flags::mem_threadgroup);
 }
