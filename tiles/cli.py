@@ -369,10 +369,8 @@ def _grid(rows) -> str:
 
 
 def cache_root() -> Path:
-    """$TILES_CACHE, else $XDG_CACHE_HOME/tiles, else ~/.cache/tiles; one folder per backend below it."""
-    if os.environ.get("TILES_CACHE"):
-        return Path(os.environ["TILES_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tiles"
+    """$TILES_CACHE, else ~/.cache/tiles (as the CUDA runtime and the emulator use it); a folder per backend."""
+    return Path(os.environ.get("TILES_CACHE") or Path.home() / ".cache" / "tiles")
 
 
 def cmd_cache(a) -> int:

@@ -179,7 +179,7 @@ def _hip_compile(k, target):
 def _hip_static(k, target) -> Static:
     _, rep = _hip_compile(k, target)
     code = re.search(r"codeLenInByte = (\d+)", rep.assembly)
-    return Static(target, "clang (ziglang)", rep.threads, f"v{rep.vgprs} a{rep.agprs}", rep.lds,
+    return Static(target, "ziglang clang", rep.threads, f"v{rep.vgprs} a{rep.agprs}", rep.lds,
                   f"{rep.spills}, scratch {rep.scratch} B" if rep.spills or rep.scratch else "0",
                   f"{rep.waves_per_simd}/8 waves/SIMD",
                   ", ".join(f"{n} x{c}" for n, c in rep.loop_mfma.items()) or "none in a loop",
