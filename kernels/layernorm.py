@@ -1,0 +1,123 @@
+"""Fused dropout + residual add + layernorm over the last dim.
+
+    H = R + dropout(X)                    (the new residual stream, returned in its dtype)
+    Y = (H - mean(H)) / sqrt(var(H) + eps) * W + Bias
+
+Y normalizes H as returned (rounded to its dtype), so that the second pass, which reads H back, agrees
+with the statistics of the first.
+
+Rows of any length: the first pass over column blocks writes H and merges per-block means and squared
+deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel); the second reads
+H back and normalizes. Dropout draws its mask from a counter-based generator keyed by (seed, offset,
+row, column), the same on every backend; it needs the `tl.dropout` op, which the IR does not have yet
+(see `has_dropout`): until then only p = 0 runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import tiles as tl
+
+# BR rows per block (split over the workers), BC columns per step of the loop over a row.
+CONFIGS = {
+    "default": dict(BR=32, BC=64),
+    "sm_80": dict(BR=64, BC=128, workers=4),
+    "sm_90a": dict(BR=64, BC=128, workers=4),
+    "gfx942": dict(BR=64, BC=128, workers=4),
+    "gfx950": dict(BR=64, BC=128, workers=4),
+    "apple": dict(BR=32, BC=64, workers=4),
+}
+
+
+def has_dropout() -> bool:
+    return hasattr(tl, "dropout")
+
+
+@tl.kernel(configs=CONFIGS)
+def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=False):
+    br = tl.grid(tl.cdiv(X.rows, BR))
+    for a in (Y, H, R):
+        tl.check_eq(a.rows, X.rows)
+        tl.check_eq(a.cols, X.cols)
+    tl.check_eq(W.cols, X.cols)
+    tl.check_eq(Bias.cols, X.cols)
+    x = tl.regs(tl.f32, BR, BC, name="x")
+    h = tl.regs(tl.f32, BR, BC, name="h")
+    hr = tl.regs(H.dtype, BR, BC, name="hr")  # h rounded as H stores it
+    w = tl.rvec(tl.f32, BC, axis="cols", name="w")
+    bias = tl.rvec(tl.f32, BC, axis="cols", name="bias")
+    mean = tl.rvec(tl.f32, BR, name="mean")     # of the columns seen so far
+    m2 = tl.rvec(tl.f32, BR, name="m2")         # their sum of squared deviations from mean
+    bmean = tl.rvec(tl.f32, BR, name="bmean")   # the same two of this column block
+    bm2 = tl.rvec(tl.f32, BR, name="bm2")
+    delta = tl.rvec(tl.f32, BR, name="delta")
+    n = tl.cdiv(X.cols, BC)
+
+    tl.zero(mean)
+    tl.zero(m2)
+    for c in tl.range(n, name="c"):
+        seen = c * BC                            # columns merged before this block
+        nb = tl.minimum(BC, X.cols - seen)       # columns in this block
+        frac = 1.0 * nb / (seen + nb)            # its share of the columns merged so far (float division)
+        tl.load(x, X, (br, c))
+        tl.load(h, R, (br, c))
+        if dropout:
+            tl.dropout(x, x, p, seed, offset, br * BR, seen)
+        tl.add(h, h, x)
+        tl.copy(hr, h)
+        tl.copy(h, hr)
+        tl.store(H, hr, (br, c))
+        tl.row_sum(bmean, h)                     # columns past the end loaded as 0
+        tl.mul(bmean, bmean, 1.0 / nb)
+        tl.sub_row(x, h, bmean)
+        tl.bounds_mask(x, x, BR, nb, 0.0)        # ... but deviate from the mean: mask them
+        tl.mul(x, x, x)
+        tl.row_sum(bm2, x)
+        tl.sub(delta, bmean, mean)
+        tl.mul(bmean, delta, frac)
+        tl.add(mean, mean, bmean)
+        tl.mul(delta, delta, delta)
+        tl.mul(delta, delta, seen * frac)
+        tl.add(m2, m2, bm2)
+        tl.add(m2, m2, delta)
+    rstd = m2                                    # 1 / sqrt(m2 / cols + eps), as exp2(-log2(.) / 2)
+    tl.mul(rstd, m2, 1.0 / X.cols)
+    tl.add(rstd, rstd, eps)
+    tl.log2(rstd, rstd)
+    tl.mul(rstd, rstd, -0.5)
+    tl.exp2(rstd, rstd)
+    for c in tl.range(n, name="c"):
+        tl.load(h, H, (br, c))                   # this block's own writes: the same rows, tile and lanes
+        tl.load(w, W, (c,))
+        tl.load(bias, Bias, (c,))
+        tl.sub_row(h, h, mean)
+        tl.mul_row(h, h, rstd)
+        tl.mul_col(h, h, w)
+        tl.add_col(h, h, bias)
+        tl.store(Y, h, (br, c))
+
+
+def layernorm(x, residual, weight, bias, *, eps=1e-5, p=0.0, seed=0, offset=0, backend=None, **config):
+    """(Y, H) for numpy x and residual (..., C), weight and bias (C,): H = residual + dropout(x, p),
+    Y = layernorm(H) * weight + bias. Y and H take x's dtype."""
+    if x.shape != residual.shape or x.ndim < 1 or weight.shape != (x.shape[-1],) or bias.shape != weight.shape:
+        raise ValueError(f"expected x and residual (..., C), weight and bias (C,); got {x.shape}, "
+                         f"{residual.shape}, {weight.shape}, {bias.shape}")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if p > 0 and not has_dropout():
+        raise NotImplementedError("dropout needs the tl.dropout op (Philox 4x32-10), which the IR does not have "
+                                  "yet; p=0 (residual + layernorm) runs")
+    if not (0 <= seed < 2**31 and 0 <= offset < 2**31):
+        raise ValueError(f"seed and offset must be in [0, 2**31), got {seed} and {offset}")
+    rows = lambda a: np.ascontiguousarray(a).reshape(-1, x.shape[-1])  # noqa: E731
+    y = np.full(rows(x).shape, np.nan, dtype=x.dtype)
+    h = np.full(rows(x).shape, np.nan, dtype=x.dtype)
+    layernorm_fwd(y, h, rows(x), rows(residual), np.ascontiguousarray(weight), np.ascontiguousarray(bias),
+                  float(eps), float(p), int(seed), int(offset), backend=backend, dropout=p > 0, **config)
+    return y.reshape(x.shape), h.reshape(x.shape)
+
+
+def bytes_moved(rows: int, cols: int, itemsize: int = 2) -> float:
+    """The minimum traffic: read X and R, write H and Y (the kernel also reads H back, from L2 at best)."""
+    return 4.0 * rows * cols * itemsize
