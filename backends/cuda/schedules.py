@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tiles import ir
 from tiles.dsl import TileError
-from tiles.types import RT, RV, ST
+from tiles.types import GL, RT, RV, ST
 
 WARPS_PER_WORKER = {"sm_80": 1, "sm_90a": 4}
 DEFAULT_WORKERS = {"sm_80": 4, "sm_90a": 1}
@@ -41,12 +41,9 @@ def row_tiles(k: ir.Kernel) -> list[int]:
 
 
 def pipelined_tiles(k: ir.Kernel) -> set:
-    """Shared tiles that a pipeline loop loads from global (they get one slot per stage)."""
-    out = set()
-    for op, loops in k.walk():
-        if op.name == "load" and isinstance(op.dst, ST) and any(lp.kind == "pipeline" for lp in loops):
-            out.add(op.dst)
-    return out
+    """Shared tiles that a pipeline loop loads from global in its own body (they get one slot per stage)."""
+    return {s.dst for lp in _loops(k.body) if lp.kind == "pipeline" for s in lp.body
+            if isinstance(s, ir.Op) and s.name == "load" and isinstance(s.dst, ST) and isinstance(s.srcs[0], GL)}
 
 
 def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
