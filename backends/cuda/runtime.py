@@ -183,6 +183,7 @@ class Runtime:
         self.driver = str(cupy.cuda.runtime.driverGetVersion())
         self.max_smem = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
         self.functions: dict = {}
+        self.prepared: dict = {}   # id(kernel) -> (kernel, generated, function): traces are cached objects
 
     def function(self, gen: codegen.Generated):
         key = (gen.source, self.target)
@@ -199,8 +200,10 @@ class Runtime:
 
     def launch(self, k: ir.Kernel, args) -> None:
         env = check_launch(k, args, self.cupy.cuda.Device().id)
-        gen = self.generate(k)
-        fn = self.function(gen)
+        if id(k) not in self.prepared:
+            gen = self.generate(k)
+            self.prepared[id(k)] = (k, gen, self.function(gen))
+        _, gen, fn = self.prepared[id(k)]
         grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
         params = pack(k, args)
         stream = self._stream(args)
