@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tiles import dtypes
+from tiles import dtypes, philox
 from tiles.kernels.layernorm import has_dropout, layernorm
 from tiles.testing import assert_close, random_array
 
@@ -51,3 +51,51 @@ def test_dropout_needs_the_op():
     w = random_array((8,), "f32")
     with pytest.raises(NotImplementedError, match="tl.dropout"):
         layernorm(x, x, w, w, p=0.1)
+
+
+def test_philox_known_answers():
+    """Random123's known-answer vectors for Philox 4x32-10: the generator the dropout mask is defined by."""
+    kat = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+           ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+           ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+            (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    for counter, key, words in kat:
+        assert tuple(int(w) for w in philox.philox4x32(counter, key)) == words
+    u = philox.uniform(7, 3, np.arange(256)[:, None], np.arange(256)[None, :])
+    assert u.dtype == np.float32 and 0.0 <= u.min() and u.max() < 1.0
+    assert abs(float(u.mean()) - 0.5) < 0.01 and len(np.unique(u)) > 65000
+
+
+needs_dropout = pytest.mark.skipif(not has_dropout(), reason="tl.dropout is not in the IR yet "
+                                   "(proposed patch: Philox 4x32-10 dropout op)")
+
+
+@needs_dropout
+@settings(max_examples=4)
+@given(rows=st.integers(1, 80), cols=st.integers(1, 300), dtype=st.sampled_from(["bf16", "f32"]),
+       p=st.sampled_from([0.1, 0.5]), seed=st.integers(0, 2**31 - 1), offset=st.integers(0, 2**20))
+def test_dropout_residual_layernorm(backend, rows, cols, dtype, p, seed, offset):
+    x = random_array((rows, cols), dtype)
+    residual = random_array((rows, cols), dtype)
+    weight = random_array((cols,), "f32")
+    bias = random_array((cols,), "f32")
+    y, h = layernorm(x, residual, weight, bias, p=p, seed=seed, offset=offset, backend=backend)
+    keep = philox.keep_mask(seed, offset, np.arange(rows)[:, None], np.arange(cols)[None, :], p)
+    ref_y, ref_h = reference_layernorm(x, residual, weight, bias, 1e-5, keep, np.float32(p))
+    assert_close(h, ref_h, dtype, what="H")
+    assert_close(y, ref_y, dtype, what="Y")
+
+
+@needs_dropout
+def test_dropout_mask_is_the_reference_mask(backend):
+    """With a zero residual, H is nonzero exactly where the mask keeps: every element is checked."""
+    rows, cols, p, seed, offset = 70, 200, 0.3, 1234567, 99
+    x = random_array((rows, cols), "bf16")
+    zero = np.zeros_like(x)
+    _, h = layernorm(x, zero, random_array((cols,), "f32"), random_array((cols,), "f32"), p=p, seed=seed,
+                     offset=offset, backend=backend)
+    keep = philox.keep_mask(seed, offset, np.arange(rows)[:, None], np.arange(cols)[None, :], p)
+    np.testing.assert_array_equal(h.astype(np.float64) != 0, keep)
+    assert abs(keep.mean() - (1 - p)) < 0.02
+    other = philox.keep_mask(seed, offset + 1, np.arange(rows)[:, None], np.arange(cols)[None, :], p)
+    assert (other != keep).mean() > 0.3  # the offset moves the stream
