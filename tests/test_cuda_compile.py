@@ -64,6 +64,26 @@ def test_gemm_main_loop_uses_ldmatrix_cp_async_and_hmma(target):
 
 
 @tl.kernel
+def vector_through_shared(Y, X):
+    tl.grid(1)
+    v, r = tl.shared_vec(X.dtype, 4096), tl.rvec(tl.f32, 4096, axis="cols")
+    tl.load(v, X, (0, 0))
+    tl.load(r, v)
+    tl.store(Y, r, (0, 0))
+
+
+def test_shared_memory_accounting():
+    a = random_array((256, 256), "bf16")
+    k = gemm.trace([a, a, a], "sm_80")    # 128x32 and 32x128 bf16 tiles, 3 stages, + 1 KB alignment slack
+    assert schedules.plan(k, "sm_80", 163 * 1024).smem_bytes == 3 * (8192 + 8192) + 1024
+    x = random_array((4096,), "f32")
+    k = vector_through_shared.trace([x, x], "sm_80")
+    assert schedules.plan(k, "sm_80", 163 * 1024).smem_bytes == 4096 * 4 + 1024
+    with pytest.raises(TileError, match="needs 50176 bytes of shared memory"):
+        schedules.plan(gemm.trace([a, a, a], "sm_80"), "sm_80", 48 * 1024)
+
+
+@tl.kernel
 def through_shared(Y, X):
     tl.grid(1)
     x, y, s = tl.regs(tl.f32, 64, 64), tl.regs(Y.dtype, 64, 64), tl.shared(Y.dtype, 64, 64)

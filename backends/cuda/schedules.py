@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from tiles import ir
 from tiles.dsl import TileError
-from tiles.types import GL, RT, RV, ST
+from tiles.types import GL, RT, RV, ST, SV
 
 WARPS_PER_WORKER = {"sm_80": 1, "sm_90a": 4}
 DEFAULT_WORKERS = {"sm_80": 4, "sm_90a": 1}
 DEFAULT_STAGES = 2
-SMEM_ALIGN = 1024  # every shared tile starts on a 1024-byte boundary (128-byte swizzle, TMA, wgmma)
+SMEM_ALIGN = 1024  # every shared tile and vector starts on a 1024-byte boundary (128-byte swizzle, TMA, wgmma)
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,9 @@ def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
     piped = pipelined_tiles(k)
     smem = SMEM_ALIGN  # slack to align the first tile
     for t in k.tiles:
-        if isinstance(t, ST):
-            size = -(-t.rows * t.cols * t.dtype.itemsize // SMEM_ALIGN) * SMEM_ALIGN
+        if isinstance(t, (ST, SV)):
+            elems = t.rows * t.cols if isinstance(t, ST) else t.length
+            size = -(-elems * t.dtype.itemsize // SMEM_ALIGN) * SMEM_ALIGN
             smem += size * (stages if t in piped else 1)
     if smem > max_smem:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
