@@ -43,9 +43,11 @@ import ctypes
 import faulthandler
 import functools
 import hashlib
+import json
 import mmap
 import os
 import re
+import select
 import signal
 import subprocess
 import tempfile
@@ -122,10 +124,42 @@ def _compiler_version(cxx: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cxx
 
 
-def _hash_tree(h, root: Path) -> None:
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.name.endswith((".pyc", ".so")):
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+_file_digests: dict = {}
+
+
+def _digest(path: str) -> str | None:
+    """Content hash of a file, re-read only when its stat changed; None if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    memo = _file_digests.get(path)
+    if memo is None or memo[0] != (st.st_mtime_ns, st.st_size):
+        with open(path, "rb") as f:
+            memo = ((st.st_mtime_ns, st.st_size), hashlib.sha256(f.read()).hexdigest())
+        _file_digests[path] = memo
+    return memo[1]
+
+
+def _cached_lib(build: Path) -> Path | None:
+    """The library built from the headers as they are now, if there is one (ccache's direct mode:
+    the headers a compile read are recorded with their hashes after it)."""
+    try:
+        record = json.loads((build / "deps.json").read_text())
+    except (OSError, ValueError):
+        return None
+    lib = build / record["lib"]
+    if lib.exists() and all(_digest(p) == d for p, d in record["deps"].items()):
+        return lib
+    return None
+
+
+def _record_deps(build: Path, depfile: Path) -> tuple[dict, str]:
+    text = depfile.read_text().replace("\\\n", " ")
+    paths = text.split(":", 1)[1].split()
+    own = {str(build / n) for n in ("entry.cpp", "atoms_gen.h")}
+    deps = {p: _digest(p) for p in (os.path.abspath(os.path.join(build, q)) for q in paths) if p not in own}
+    return deps, hashlib.sha256(json.dumps(deps, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _entry(kernel: str, params: list[Param]) -> str:
@@ -153,6 +187,39 @@ def _entry(kernel: str, params: list[Param]) -> str:
         "    (void)out;",
         f"    return {len(sizes)};",
         "}", ""])
+
+
+def _build(build: Path, cxx: str, flags: list, includes: list, files: dict, kernel: str) -> Path:
+    build.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (build / name).write_text(text)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=build)
+    os.close(fd)
+    depfile = Path(tmp + ".d")
+    cmd = [cxx, *flags, *(f"-I{d}" for d in includes), "-MMD", "-MF", str(depfile),
+           str(build / "entry.cpp"), "-o", tmp]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=build)
+    except subprocess.TimeoutExpired:
+        out = None
+    if out is None or out.returncode != 0:
+        os.unlink(tmp)
+        depfile.unlink(missing_ok=True)
+        if out is None:
+            raise CompileError(f"{cxx} timed out after 600 s compiling {kernel}")
+        raise CompileError(f"{cxx} failed ({out.returncode}) compiling {kernel}:\n{out.stderr}{out.stdout}"
+                           f"\ncommand: {' '.join(cmd)}")
+    deps, tag = _record_deps(build, depfile)
+    depfile.unlink()
+    # Named by the headers' hash: a process that loaded an older build keeps it, dlopen of a new
+    # name loads the new one. Library first, record second, each replaced atomically.
+    lib = build / f"kernel-{tag}.so"
+    os.replace(tmp, lib)
+    fd, rec = tempfile.mkstemp(suffix=".json", dir=build)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"lib": lib.name, "deps": deps}, f)
+    os.replace(rec, build / "deps.json")
+    return lib
 
 
 def compile(source: str, *, kernel: str, params, shim: str = "simt", defines: dict | None = None,
@@ -183,32 +250,21 @@ def compile(source: str, *, kernel: str, params, shim: str = "simt", defines: di
                  *flags]
 
     h = hashlib.sha256()
-    for part in (source, main, atoms_h, _compiler_version(cxx), " ".join(cmd_flags), str(shim_path)):
+    for part in (source, main, atoms_h, _compiler_version(cxx), " ".join(cmd_flags), str(shim_path),
+                 *map(str, include_dirs)):
         h.update(part.encode() + b"\0")
-    for d in (INCLUDE, shim_path.parent, *include_dirs):
-        _hash_tree(h, d)
     build = _cache_dir() / h.hexdigest()[:24]
-    lib = build / "kernel.so"
-    if not lib.exists():
-        build.mkdir(parents=True, exist_ok=True)
-        (build / kernel_file).write_text(source)
-        (build / "atoms_gen.h").write_text(atoms_h)
-        (build / "entry.cpp").write_text(main)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=build)
-        os.close(fd)
-        cmd = [cxx, *cmd_flags, f"-I{build}", f"-I{shim_path.parent}", f"-I{INCLUDE}",
-               *(f"-I{d}" for d in include_dirs), str(build / "entry.cpp"), "-o", tmp]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=build)
-        except subprocess.TimeoutExpired:
-            os.unlink(tmp)
-            raise CompileError(f"{cxx} timed out after 600 s compiling {kernel}") from None
-        if out.returncode != 0:
-            os.unlink(tmp)
-            raise CompileError(f"{cxx} failed ({out.returncode}) compiling {kernel}:\n{out.stderr}{out.stdout}"
-                               f"\ncommand: {' '.join(cmd)}")
-        os.replace(tmp, lib)   # atomic: a concurrent compile of the same source sees a whole file
-    return Module(lib, kernel, params, wave)
+    lib = _cached_lib(build)
+    if lib is None:
+        lib = _build(build, cxx, cmd_flags, [build, shim_path.parent, INCLUDE, *include_dirs],
+                     {kernel_file: source, "atoms_gen.h": atoms_h, "entry.cpp": main}, kernel)
+    key = (lib, kernel, tuple(params), wave)
+    if key not in _modules:
+        _modules[key] = Module(lib, kernel, params, wave)
+    return _modules[key]
+
+
+_modules: dict = {}   # loaded once per process: dlopen of the same path returns the same library anyway
 
 
 class Module:
@@ -304,18 +360,12 @@ class Module:
                 code = 1 if self._call(cfg, bufs, err) else 0
             finally:
                 os._exit(code)
-        deadline, pause = time.monotonic() + timeout, 0.0005
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                raise LaunchError(f"{self.kernel}: no result after {timeout} s (a lane spinning on memory "
-                                  "another lane must write? lanes only switch at barriers and collectives)")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+        if not _wait_exit(pid, timeout):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise LaunchError(f"{self.kernel}: no result after {timeout} s (a lane spinning on memory "
+                              "another lane must write? lanes only switch at barriers and collectives)")
+        _, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status):
             sig = signal.Signals(os.WTERMSIG(status)).name
             raise LaunchError(f"{self.kernel}: the kernel process died of {sig} (an out-of-bounds access, or a lane "
@@ -324,6 +374,27 @@ class Module:
         if code:
             msg = err[:].split(b"\0", 1)[0].decode(errors="replace")
             raise LaunchError(f"{self.kernel}: {msg or f'exit status {code}'}")
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    """Wait until the child exits (True) or the timeout passes (False), without reaping it."""
+    if hasattr(os, "pidfd_open"):
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:   # kernels before Linux 5.3
+            fd = None
+        if fd is not None:
+            try:
+                return bool(select.select([fd], [], [], timeout)[0])
+            finally:
+                os.close(fd)
+    deadline, pause = time.monotonic() + timeout, 0.0005
+    while time.monotonic() < deadline:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+    return False
 
 
 class _SharedCopy:
