@@ -49,15 +49,19 @@ def gemm_case(rng, m=70, n=60, kk=100):
     return [poisoned((m, n), "f32"), a, b], up(a) @ up(b)
 
 
-def test_deleted_barrier_breaks_gemm():
-    """Delete the barrier that publishes the pipeline's first tiles: some lane order then reads threadgroup
-    memory before it is written, and the result goes wrong, while the intact kernel is right for every order."""
+@pytest.mark.parametrize("which", ["prologue", "end of step"])
+def test_deleted_barrier_breaks_gemm(which):
+    """Delete one barrier of the pipelined loop: the one that publishes the first tiles, or the one that ends a
+    step (without it a simdgroup refills a copy another still reads). Some lane order then gives a wrong result,
+    while the intact kernel is right for every order."""
     rng = np.random.default_rng(2)
     args, ref = gemm_case(rng)
     mk = generated(gemm.trace(args, "apple"))
     lines = mk.source.splitlines()
-    first = next(i for i, s in enumerate(lines) if s.strip() == codegen.BARRIER)
-    broken = dataclasses.replace(mk, source="\n".join(lines[:first] + lines[first + 1:]) + "\n")
+    barriers = [i for i, s in enumerate(lines) if s.strip().startswith(codegen.BARRIER)]
+    assert len(barriers) == 2
+    cut = barriers[0] if which == "prologue" else barriers[1]
+    broken = dataclasses.replace(mk, source="\n".join(lines[:cut] + lines[cut + 1:]) + "\n")
     wrong = 0
     for seed in range(4):
         good = [poisoned(args[0].shape, "f32"), *args[1:]]

@@ -11,7 +11,8 @@
 //   simdgroup_multiply_accumulate is the engine's mma_atom collective. Apple does not document this map; the
 //   tiles_metal headers never depend on it, so the CPU result does not either.
 // * simdgroup_barrier is a wave barrier and threadgroup_barrier a block barrier of the engine: both really wait,
-//   and lanes run in a seeded order between them, so a missing one shows up as wrong numbers.
+//   and lanes run in a seeded order between them; after a threadgroup barrier the simdgroups also drift apart
+//   by a few seeded rounds. So a missing barrier of either kind shows up as wrong numbers.
 #pragma once
 
 #include <cmath>
@@ -112,7 +113,39 @@ template <typename T> inline T min(T a, T b) { return b < a ? b : a; }
 // ---- synchronization
 enum mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
 
-inline void threadgroup_barrier(mem_flags) { emu::barrier(); }
+namespace detail {
+
+// On a GPU the simdgroups of a threadgroup drift apart between barriers; the engine moves every wave one
+// synchronization point per round, which would keep them in step and hide a missing threadgroup barrier. So after
+// each threadgroup barrier every simdgroup idles 0..3 extra rounds, drawn from the launch seed, the block, the
+// simdgroup and the barrier's number (the same for all lanes of a simdgroup, as a collective needs).
+struct drift_counts {
+    uint64_t block = ~uint64_t(0);
+    unsigned arrived[32] = {};  // lanes of each simdgroup that reached a threadgroup barrier in this block
+};
+
+inline unsigned drift_rounds() {
+    static drift_counts st;
+    const emu::dim3 b = emu::block_idx(), g = emu::grid_dim(), n = emu::block_dim();
+    const uint64_t block = (uint64_t(b.z) * g.y + b.y) * g.x + b.x;
+    if (st.block != block) {  // the first lane of a new block to get here
+        st = drift_counts();
+        st.block = block;
+    }
+    const unsigned w = emu::wave_id(), threads = n.x * n.y * n.z;
+    const unsigned lanes = std::min(emu::wave_size(), threads - w * emu::wave_size());
+    const unsigned nth = st.arrived[w]++ / lanes;  // every lane of the simdgroup counts before any passes
+    uint64_t h = emu::detail::runner().cfg.seed ^ (block << 20) ^ (uint64_t(w) << 8) ^ nth;
+    return unsigned(emu::detail::splitmix(h) % 4);
+}
+
+}  // namespace detail
+
+inline void threadgroup_barrier(mem_flags) {
+    const unsigned rounds = detail::drift_rounds();
+    emu::barrier();
+    for (unsigned i = 0; i < rounds; ++i) emu::wave_barrier();
+}
 inline void simdgroup_barrier(mem_flags) { emu::wave_barrier(); }
 
 // ---- simd-group functions: every lane of the simdgroup deposits its value, then reads the one it asks for
