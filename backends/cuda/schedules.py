@@ -50,12 +50,14 @@ def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
     if target not in WARPS_PER_WORKER:
         raise TileError(f"the CUDA backend has no schedule for target {target!r} (sm_80, sm_90a)", k.loc)
     want = k.options.get("workers", DEFAULT_WORKERS[target]) * WARPS_PER_WORKER[target]
+    for t in k.tiles:   # the header library builds every tile from 16x16 base tiles (16-element vector slices)
+        extents = t.shape if isinstance(t, (ST, RT)) else (t.length,) if isinstance(t, RV) else ()
+        if any(n % 16 for n in extents):
+            raise TileError(f"{t.name}: the CUDA backend needs tile extents that are multiples of 16, "
+                            f"got {t.type_str()}", k.loc)
     rows = row_tiles(k) or [16 * want]
     # Each warp needs whole 16-row base tiles of every tile: use fewer warps when a tile is too short.
     warps = next(w for w in range(want, 0, -1) if all(r % (16 * w) == 0 for r in rows))
-    if any(r % 16 for r in rows):
-        raise TileError(f"the CUDA backend needs register tile rows that are multiples of 16, got {sorted(set(rows))}",
-                        k.loc)
     stage_counts = [lp.stages for lp in _loops(k.body) if lp.kind == "pipeline" and lp.stages]
     stages = max(stage_counts or [k.options.get("stages", DEFAULT_STAGES)])
     piped = pipelined_tiles(k)
