@@ -215,5 +215,6 @@ class Runtime:
         for a in args:
             if type(a).__module__.startswith("torch"):
                 import torch
-                return self.cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+                ts = torch.cuda.current_stream()
+                return self.cupy.cuda.ExternalStream(ts.cuda_stream, ts.device.index or 0)
         return self.cupy.cuda.get_current_stream()
