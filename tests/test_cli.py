@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tiles import backend as registry
-from tiles import bench, cli, report
+from tiles import bench, cli, report, toolchains
 from tiles.report import Row
 from tiles.testing import errors
 
@@ -65,6 +65,30 @@ def test_compare_gemm_without_gpu(capsys, tmp_path):
     assert json.loads(path.read_text())["machine"] == report.machine()
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU backend")
+def test_compare_on_the_gpu(capsys, tmp_path):
+    """The device row is checked and timed, beside the vendor library's row and the ratio between them."""
+    dev = next(b for b in cli.runnable(None) if b.kind == "device")
+    path = tmp_path / "gpu.json"
+    rc, out = tiles(capsys, "compare", "gemm", "--backends", dev.name, "--shapes", "1000x520x260",
+                    "--no-compile", "--json", str(path))
+    assert rc == 0, out
+    mine, lib = report.load(str(path))
+    assert mine.ok and mine.time_s > 0 and mine.tflops > 0 and lib.kind == "library"
+    assert mine.vs_lib == pytest.approx(lib.time_s / mine.time_s)
+    if mine.peak_pct is not None:
+        assert 0 < mine.peak_pct < 100
+
+
+def test_plot_needs_timed_rows(capsys, tmp_path):
+    p = tmp_path / "cpu.json"
+    report.save([Row("gemm", "8x8x8", "reference", "reference", "CPU", ok=True)], str(p))
+    assert cli.main(["compare", "--merge", str(p), "--plot", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to plot" in err or "needs matplotlib" in err
+
+
 def test_compare_skips_what_the_cpu_cannot_afford(capsys):
     rc, out = tiles(capsys, "compare", "attention", "--backends", "reference", "--shapes", "1x1x4096x128",
                     "--no-compile")
@@ -111,6 +135,8 @@ def test_merge_refuses_other_json(capsys, tmp_path):
     assert "not a file written by `tiles compare --json`" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(any(toolchains.cannot_compile(t) for t in ("sm_90a", "gfx942", "gfx950")),
+                    reason="needs NVRTC and ziglang's clang")
 def test_inspect_table(capsys):
     rc, out = tiles(capsys, "inspect", "gemm", "--targets", "sm_90a,gfx942,gfx950")
     assert rc == 0, out

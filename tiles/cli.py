@@ -294,7 +294,11 @@ def cmd_compare(a) -> int:
         report.save(rows, a.json)
         print(f"\nsaved {len(rows)} rows to {a.json}")
     if a.plot:
-        n = report.plot(rows, a.plot)
+        try:
+            n = report.plot(rows, a.plot)
+        except RuntimeError as e:   # no matplotlib, or nothing timed to plot
+            print(f"tiles compare: {e}", file=sys.stderr)
+            return 2
         print(f"plotted {n} bars to {a.plot}")
     return 1 if any(r.ok is False for r in rows) else 0
 

@@ -148,16 +148,15 @@ def _cuda_compile(k, target):
 
 def _cuda_static(k, target) -> Static:
     gen, c = _cuda_compile(k, target)
-    res = c.resources.get(gen.name) or next(iter(c.resources.values()))
-    smem = gen.schedule.smem_bytes + res.shared_static
-    st = Static(target, c.compiler, gen.schedule.threads, str(res.registers), smem,
-                f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0")
-    lim = _SM[target]
-    warps = gen.schedule.warps
-    per_warp = -(-max(res.registers, 1) * 32 // 256) * 256          # registers are allocated per warp, by 256
-    blocks = min(lim["regs"] // (per_warp * warps), lim["warps"] // warps, lim["blocks"],
-                 lim["smem"] // (smem + 1024))                       # the runtime reserves 1 KB per block
-    st.occupancy = f"{blocks} blk/SM ({blocks * warps}/{lim['warps']} warps)"
+    res = c.resources.get(gen.name) or next(iter(c.resources.values()), None)
+    if res is None:   # some NVRTC builds print no ptxas report into the program log
+        st = Static(target, c.compiler, gen.schedule.threads, shared_bytes=gen.schedule.smem_bytes,
+                    note=f"{c.compiler} printed no resource report")
+    else:
+        st = Static(target, c.compiler, gen.schedule.threads, str(res.registers),
+                    gen.schedule.smem_bytes + res.shared_static,
+                    f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0")
+        _occupancy(st, target, gen.schedule.warps, res.registers)
     try:
         sass = c.sass()
     except RuntimeError as e:
@@ -167,6 +166,14 @@ def _cuda_static(k, target) -> Static:
     st.code_bytes = 16 * len(insts)   # every Volta+ instruction is 16 bytes
     st.mma = _loop_mma(sass, _sass_loops(sass), r"\b((?:HMMA|HGMMA|IMMA|QGMMA)[\w.]*)")
     return st
+
+
+def _occupancy(st: Static, target: str, warps: int, regs: int) -> None:
+    lim = _SM[target]
+    per_warp = -(-max(regs, 1) * 32 // 256) * 256          # registers are allocated per warp, by 256
+    blocks = min(lim["regs"] // (per_warp * warps), lim["warps"] // warps, lim["blocks"],
+                 lim["smem"] // (st.shared_bytes + 1024))   # the runtime reserves 1 KB per block
+    st.occupancy = f"{blocks} blk/SM ({blocks * warps}/{lim['warps']} warps)"
 
 
 def _hip_compile(k, target):
