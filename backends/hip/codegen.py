@@ -205,6 +205,8 @@ class _Emitter:
         w.depth -= 1
         w("}")
         lds = self.lds_bytes(p.stages)
+        if not self.mfma_count:   # no pipelined loop: the MMAs of the whole body
+            self.count_mfma(k.body)
         return Generated(k.name, w.text(), k, self.target, p, lds, params, self.mfma_count)
 
     def grid(self, w):

@@ -49,7 +49,7 @@ class Plan:
     @property
     def waves_per_simd(self) -> int:
         """The occupancy the schedule is built for: its register budget is 512 / this per lane."""
-        return 2 if self.schedule == "pingpong" else 1
+        return 2 if self.waves == 8 else 1
 
 
 def staged_tiles(loop: ir.Loop) -> list:

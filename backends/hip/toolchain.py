@@ -31,8 +31,8 @@ class CompileError(RuntimeError):
 @dataclass
 class Report:
     target: str
-    vgprs: int
-    agprs: int
+    vgprs: int             # architectural VGPRs
+    agprs: int             # accumulation VGPRs (AGPRs), allocated after the VGPRs rounded to 4
     sgprs: int
     spills: int            # VGPRs spilled to scratch memory
     sgpr_spills: int       # SGPRs spilled into VGPR lanes (no memory traffic)
@@ -49,8 +49,8 @@ class Report:
 
     @property
     def registers(self) -> int:
-        """Unified VGPR file use per lane: arch VGPRs rounded to 4 (the AGPR offset), then AGPRs."""
-        return -(-self.vgprs // 4) * 4 + self.agprs
+        """Unified register file use per lane (512 per SIMD lane): VGPRs rounded to 4, then AGPRs."""
+        return (-(-self.vgprs // 4) * 4 + self.agprs) if self.agprs else self.vgprs
 
     def __str__(self):
         mf = ", ".join(f"{n} x{c}" for n, c in self.loop_mfma.items()) or "none"
@@ -83,8 +83,9 @@ def compile_asm(source: str, target: str, extra=()) -> str:
 
 
 def _meta(asm: str, key: str) -> int:
-    m = re.search(rf"^\s*\.{key}:\s+(\d+)", asm, re.M)
-    return int(m.group(1)) if m else 0
+    """A number from the kernel's metadata: `.key: N` (msgpack notes), `.amdhsa_key N` or `.set name.key, N`."""
+    m = re.search(rf"^\s*(?:- )?\.(?:amdhsa_)?{key}:?\s+(\d+)|^\s*\.set \w+\.{key}, (\d+)", asm, re.M)
+    return int(m.group(1) or m.group(2)) if m else 0
 
 
 def loop_mfma(asm: str) -> Counter:
@@ -107,7 +108,7 @@ def loop_mfma(asm: str) -> Counter:
 
 
 def report(asm: str, target: str, threads: int, dynamic_lds: int) -> Report:
-    vgpr, agpr = _meta(asm, "vgpr_count"), _meta(asm, "agpr_count")
+    vgpr, agpr = _meta(asm, "num_vgpr"), _meta(asm, "num_agpr")
     lds = _meta(asm, "group_segment_fixed_size") + dynamic_lds
     r = Report(target, vgpr, agpr, _meta(asm, "sgpr_count"), _meta(asm, "vgpr_spill_count"),
                _meta(asm, "sgpr_spill_count"), _meta(asm, "private_segment_fixed_size"), lds, threads, 0,
