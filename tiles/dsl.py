@@ -249,6 +249,13 @@ def bounds_mask(dst, src, rows, cols, fill):
     _op("bounds_mask", dst, src, ir.as_expr(rows), ir.as_expr(cols), ir.as_expr(fill))
 
 
+def dropout(dst, src, p, seed, offset, row0, col0):
+    """dst[i, j] = src[i, j] / (1 - p) where u >= p, else 0; u the Philox 4x32-10 uniform of element
+    (row0 + i, col0 + j) for (seed, offset), the same on every backend (tiles/philox.py defines it)."""
+    _op("dropout", dst, src, ir.as_expr(p), ir.as_expr(seed), ir.as_expr(offset), ir.as_expr(row0),
+        ir.as_expr(col0))
+
+
 # ---------------------------------------------------------------- kernels
 
 class ArgSpec:

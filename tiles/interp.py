@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 
-from . import dtypes, ir
+from . import dtypes, ir, philox
 from .types import GL, RT, RV, ST, SV
 
 _UNARY = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "abs": np.abs, "neg": np.negative}
@@ -141,6 +141,13 @@ class _Block:
         src, rows, cols, fill = (self.val(x) for x in op.srcs)
         i, j = np.indices(op.dst.shape)
         self.put(op.dst, np.where((i < rows) & (j < cols), src, fill))
+
+    def op_dropout(self, op):
+        src, p, seed, offset, row0, col0 = (self.val(x) for x in op.srcs)
+        i, j = np.indices(op.dst.shape)
+        keep = philox.keep_mask(int(seed), int(offset), row0 + i, col0 + j, p)
+        scale = np.float32(1) / (np.float32(1) - np.float32(p))  # in float32, as the devices compute it
+        self.put(op.dst, np.where(keep, src * np.float64(scale), 0.0))
 
     def generic(self, op):
         name = op.name

@@ -191,9 +191,18 @@ def _rule_mask(c, op):
     c.same_shape(op.srcs[0], op.dst, "source")
 
 
+def _rule_dropout(c, op):
+    src, p, *counters = op.srcs
+    c.kind(op.dst, ("rt",), "destination")
+    c.kind(src, ("rt",), "source")
+    c.same_shape(src, op.dst, "source")
+    for name, e in zip(("seed", "offset", "row0", "col0"), counters):
+        c.expect(e.dtype == dtypes.i32, f"{name} dtype (a counter word of the generator)", "i32", e.dtype)
+
+
 _RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "mma": _rule_mma,
           "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy,
-          "causal_mask": _rule_mask, "bounds_mask": _rule_mask}
+          "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout}
 _RULES.update({f"{a}_{r}": _rule_reduce for a in ("row", "col") for r in ir.REDUCE})
 _RULES.update({f"{b}_{a}": _rule_broadcast for a in ("row", "col") for b in ir.BROADCAST})
 _rule_map_names = ir.UNARY + ir.BINARY
