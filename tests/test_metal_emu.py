@@ -123,13 +123,6 @@ def test_toolchain_reports_what_it_compiled():
     assert_close(args[0], ref, "f32")
 
 
-def test_metal_device_says_why_not_here():
-    why = get("metal").available()
-    import sys
-    if sys.platform != "darwin":
-        assert "macOS" in why
-
-
 def test_lane_map_check_kernel():
     """The check kernel a Mac runs against targets.py's (undocumented) apple map agrees with the engine, and
     notices a different map, which also shows that the test hook above really changes the map."""

@@ -1,0 +1,192 @@
+"""The PyObjC runtime's own logic (buffer order, argument arrays, threadgroup memory, grid, copies back, errors),
+run against a stand-in for the `Metal` module that executes what it is given on the CPU engine.
+
+No Apple machine is available: this cannot show that PyObjC and Metal behave as the stand-in does (that is
+written from Apple's API documentation, as runtime.py is), only that runtime.py drives that API consistently
+with the kernel it generated and gets the right numbers back."""
+import re
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from tiles.backend import get
+from tiles.backends.metal import emulator, lanemap, runtime
+from tiles.emu import runner
+from tiles.kernels.attention import attention_fwd
+from tiles.kernels.gemm import gemm
+from tiles.testing import assert_close, poisoned, random_array
+
+pytestmark = pytest.mark.skipif(get("metal-emu").available() is not None, reason="no host C++ compiler")
+
+_C_TYPES = {"float": np.float32, "half": np.float16, "int": np.int32, "bfloat": "bfloat16"}
+
+
+class _Obj:
+    """alloc().init() and a setter for anything, as PyObjC objects have."""
+
+    @classmethod
+    def alloc(cls):
+        return cls()
+
+    def init(self):
+        return self
+
+    def __getattr__(self, name):
+        if name.startswith("set") and name.endswith("_"):
+            return lambda value: setattr(self, name[3:-1], value)
+        raise AttributeError(name)
+
+
+class _Buffer:
+    def __init__(self, data: bytes):
+        self.bytes = bytearray(data)
+
+    def contents(self):
+        return types.SimpleNamespace(as_buffer=lambda n: memoryview(self.bytes)[:n])
+
+
+class _Encoder:
+    def __init__(self, cb):
+        self.cb, self.buffers, self.smem = cb, {}, 0
+
+    def setComputePipelineState_(self, pso):
+        self.pso = pso
+
+    def setBuffer_offset_atIndex_(self, buf, offset, index):
+        assert offset == 0
+        self.buffers[index] = buf
+
+    def setBytes_length_atIndex_(self, data, length, index):
+        assert len(data) == length
+        self.buffers[index] = _Buffer(data)
+
+    def setThreadgroupMemoryLength_atIndex_(self, length, index):
+        assert index == 0 and length % 16 == 0
+        self.smem = length
+
+    def dispatchThreadgroups_threadsPerThreadgroup_(self, grid, threads):
+        self.cb.work = (self, grid, threads)
+
+    def endEncoding(self):
+        pass
+
+
+class _CommandBuffer:
+    def computeCommandEncoder(self):
+        return _Encoder(self)
+
+    def commit(self):
+        enc, grid, threads = self.work
+        fn = enc.pso.function
+        arrays = []
+        for i, (ctype, _, attr) in enumerate(p for p in fn.params if p[2].startswith("buffer(")):
+            assert attr == f"buffer({i})", "buffers are bound in order"
+            base = ctype.split()[-1].rstrip("*")
+            dtype = np.dtype(_C_TYPES[base]) if base != "bfloat" else random_array((1,), "bf16").dtype
+            arrays.append(np.frombuffer(enc.buffers[i].bytes, dtype=dtype))
+        params = [runner.Param(c, n, emulator.BUILTINS.get(a)) for c, n, a in fn.params]
+        mod = runner.compile(fn.source, kernel=fn.name, params=params, shim="metal", atoms=("apple",))
+        assert threads[1] == threads[2] == 1
+        mod.launch(grid, threads[0], arrays, shared_bytes=enc.smem)
+
+    def waitUntilCompleted(self):
+        pass
+
+    def status(self):
+        return 4  # completed
+
+
+_PARAM = re.compile(r"\s*([\w ]+?\*?)\s+(\w+)\s+(?:\[\[(\w+(?:\(\d+\))?)\]\]|TILES_ATTR\((\w+\(\d+\))\))\s*[,)]")
+
+
+class _Function:
+    """A kernel of the library: its source and its (C type, name, attribute) parameters, read off the source."""
+
+    def __init__(self, source, name):
+        self.source, self.name = source, name
+        sig = source[source.index(f"kernel void {name}(") + len(f"kernel void {name}("):]
+        sig = sig[:sig.index("{")]
+        self.params = [(m.group(1), m.group(2), m.group(3) or m.group(4)) for m in _PARAM.finditer(sig)]
+
+
+class _Device:
+    def name(self):
+        return "stand-in"
+
+    def newCommandQueue(self):
+        return types.SimpleNamespace(commandBuffer=_CommandBuffer)
+
+    def newLibraryWithSource_options_error_(self, source, options, error):
+        assert '#include "tiles_metal' not in source, "the runtime hands Metal one self-contained text"
+        assert options.FastMathEnabled is False
+        self.language = options.LanguageVersion
+        lib = types.SimpleNamespace(newFunctionWithName_=lambda n: _Function(source, n)
+                                    if f"kernel void {n}(" in source else None)
+        return lib, None
+
+    def newComputePipelineStateWithFunction_error_(self, fn, error):
+        pso = types.SimpleNamespace(function=fn, maxTotalThreadsPerThreadgroup=lambda: 1024,
+                                    threadExecutionWidth=lambda: 32)
+        return pso, None
+
+    def maxThreadgroupMemoryLength(self):
+        return 32 * 1024
+
+    def newBufferWithBytes_length_options_(self, data, length, options):
+        assert len(data) <= length
+        return _Buffer(bytes(data) + bytes(length - len(data)))
+
+
+@pytest.fixture
+def device(monkeypatch):
+    fake = types.ModuleType("Metal")
+    fake.MTLCreateSystemDefaultDevice = _Device
+    fake.MTLCompileOptions = _Obj
+    fake.MTLLanguageVersion3_0, fake.MTLLanguageVersion3_1 = (3 << 16), (3 << 16) + 1
+    fake.MTLResourceStorageModeShared = 0
+    fake.MTLCommandBufferStatusError = 5
+    fake.MTLSizeMake = lambda w, h, d: (w, h, d)
+    monkeypatch.setitem(sys.modules, "Metal", fake)
+    monkeypatch.setattr(runtime.sys, "platform", "darwin")
+    dev = runtime.MetalDevice()
+    assert dev.available() is None
+    return dev
+
+
+def test_gemm_through_the_runtime(device):
+    a, b = random_array((70, 50), "bf16"), random_array((50, 90), "bf16")
+    c = poisoned((70, 90), "f32")
+    device.launch(gemm, [c, a, b])
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "f32")
+    assert device._device.language == (3 << 16) + 1  # bf16 needs Metal 3.1
+
+
+def test_attention_through_the_runtime(device):
+    """Float scalars travel in their own constant buffer after the ints."""
+    q, k, v = (random_array((1, 2, 40, 64), "f16") for _ in range(3))
+    o, lse = poisoned(q.shape, "f16"), poisoned(q.shape[:3], "f32")
+    device.launch(attention_fwd, [o, lse, q, k, v, 0.125], D=64)
+    s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) * 0.125
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert_close(o, p / p.sum(-1, keepdims=True) @ v.astype(np.float64), "f16")
+    assert_close(lse, np.log(p.sum(-1)) + s.max(-1), "f32", tol=1e-4)
+
+
+def test_lane_map_check_through_the_runtime(device):
+    assert lanemap.check(device) is None
+
+
+def test_command_buffer_errors_are_exceptions(device, monkeypatch):
+    monkeypatch.setattr(_CommandBuffer, "status", lambda self: 5)
+    monkeypatch.setattr(_CommandBuffer, "error", lambda self: types.SimpleNamespace(
+        localizedDescription=lambda: "Execution of the command buffer was aborted"), raising=False)
+    a = random_array((8, 8), "f16")
+    with pytest.raises(runtime.MetalError, match="command buffer failed: Execution"):
+        device.launch(gemm, [poisoned((8, 8), "f32"), a, a])
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="off macOS only")
+def test_not_available_off_macos():
+    assert "Metal needs macOS" in runtime.MetalDevice().available()
