@@ -269,7 +269,7 @@ void bad(int* p, int mode) {
     } else if (mode == 3) {
         if (t == 0) while (*reinterpret_cast<volatile int*>(p) == 0) {}   // nobody else runs: hangs
     } else if (mode == 4) {
-        if (t == 3) emu::fail("bad input " + std::to_string(p[0]));
+        if (t == 3) emu::fail("bad input %d", p[0]);
     }
 }
 """

@@ -18,22 +18,22 @@
 //   unsigned char* shared_mem(); size_t shared_bytes();      // the block's dynamic shared arena,
 //       // filled with 0xFF bytes (NaN for floats) before every block
 //   T atomic_add(T* addr, T v);                              // returns the old value
-//   [[noreturn]] void fail(const std::string&);              // abort the launch with a message
+//   [[noreturn]] void fail(const char* fmt, ...);           // abort the launch, printf-style message
 // Entry (the runner generates the call): int emu::launch(const Launch&, F body, char* err, size_t n).
 #pragma once
 
-#include <algorithm>
+// Only light headers: every emulated kernel parses this file, and <string>, <vector> or <mutex>
+// would cost more compile time than the kernel itself.
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <stdexcept>
-#include <string>
+#include <exception>
 #include <type_traits>
-#include <vector>
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -69,11 +69,18 @@ struct Launch {
     uint64_t stack_bytes;
 };
 
-struct Error : std::runtime_error {
-    using std::runtime_error::runtime_error;
+struct Error {
+    char msg[1024];
 };
 
-[[noreturn]] inline void fail(const std::string& msg) { throw Error(msg); }
+[[noreturn]] inline __attribute__((format(printf, 1, 2))) void fail(const char* fmt, ...) {
+    Error e;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(e.msg, sizeof e.msg, fmt, ap);
+    va_end(ap);
+    throw e;
+}
 
 namespace detail {
 
@@ -173,7 +180,7 @@ struct Wave {
     unsigned first = 0, size = 0, live = 0, arrived = 0;
     Kind kind = Kind::None;
     const void* tag = nullptr;  // exchange: sizeof(T); mma: the AtomTable; checked across lanes
-    std::vector<const void*> deposit;
+    const void* deposit[64];
     alignas(64) unsigned char buf[kSlot * 64];
 };
 
@@ -186,9 +193,10 @@ inline const char* kind_name(Kind k) {
     }
 }
 
-inline std::string fmt3(const dim3& d) {
-    return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
-}
+struct Fmt3 {  // "(x,y,z)" for messages
+    char s[40];
+    explicit Fmt3(const dim3& d) { std::snprintf(s, sizeof s, "(%u,%u,%u)", d.x, d.y, d.z); }
+};
 
 inline uint64_t splitmix(uint64_t& s) {
     uint64_t z = (s += 0x9E3779B97F4A7C15ull);
@@ -199,15 +207,16 @@ inline uint64_t splitmix(uint64_t& s) {
 
 struct Runner;
 inline Runner* current = nullptr;  // the running launch; launches of one module are serialised
-inline std::mutex launch_mutex;
+inline pthread_mutex_t launch_mutex = PTHREAD_MUTEX_INITIALIZER;  // <mutex> costs compile time
 
 struct Runner {
     Launch cfg;
     void (*body)(void*);
     void* body_ctx;
     unsigned nlanes, wave_w;
-    std::vector<Lane> lanes;
-    std::vector<Wave> waves;
+    Lane* lanes = nullptr;
+    Wave* waves = nullptr;
+    unsigned nwaves = 0;
     char* stacks = nullptr;
     size_t page = 0, stack_stride = 0, stacks_bytes = 0;
     unsigned char* shared = nullptr;
@@ -215,35 +224,41 @@ struct Runner {
     Lane* cur = nullptr;
     dim3 block;
     unsigned live = 0, at_barrier = 0;
-    std::vector<unsigned> ready;
+    unsigned* ready = nullptr;  // lanes released for the next round
+    unsigned* order = nullptr;  // this round's permutation
+    unsigned nready = 0;
     uint64_t rng = 0;
-    std::string error;
-    std::vector<double> scratch;
+    char error[1200] = "";
+    double* scratch = nullptr;
+    size_t scratch_n = 0;
 
     Runner(const Launch& c, void (*fn)(void*), void* ctx) : cfg(c), body(fn), body_ctx(ctx) {
         nlanes = c.block[0] * c.block[1] * c.block[2];
         wave_w = c.wave;
-        if (nlanes == 0 || nlanes > 1024) fail("block of " + std::to_string(nlanes) + " lanes: need 1..1024");
-        if (wave_w == 0 || wave_w > 64) fail("wave width " + std::to_string(wave_w) + ": need 1..64");
+        if (nlanes == 0 || nlanes > 1024) fail("block of %u lanes: need 1..1024", nlanes);
+        if (wave_w == 0 || wave_w > 64) fail("wave width %u: need 1..64", wave_w);
         if (c.grid[0] == 0 || c.grid[1] == 0 || c.grid[2] == 0) fail("empty grid");
         page = size_t(sysconf(_SC_PAGESIZE));
-        size_t stack = (std::max<size_t>(c.stack_bytes, 16384) + page - 1) / page * page;
+        size_t stack = ((c.stack_bytes > 16384 ? c.stack_bytes : 16384) + page - 1) / page * page;
         stack_stride = stack + page;  // one guard page below every stack: overflow faults
         stacks_bytes = stack_stride * nlanes;
         void* mem = mmap(nullptr, stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                          -1, 0);
-        if (mem == MAP_FAILED) fail("cannot map " + std::to_string(stacks_bytes) + " bytes of lane stacks");
+        if (mem == MAP_FAILED) fail("cannot map %zu bytes of lane stacks", stacks_bytes);
         stacks = static_cast<char*>(mem);
         for (unsigned i = 0; i < nlanes; i++) mprotect(stacks + i * stack_stride, page, PROT_NONE);
-        size_t sh = (std::max<size_t>(c.shared_bytes, 1) + 4095) / 4096 * 4096;
+        size_t sh = (c.shared_bytes + 4096) / 4096 * 4096;
         shared = static_cast<unsigned char*>(std::aligned_alloc(4096, sh));
-        if (!shared) fail("cannot allocate " + std::to_string(c.shared_bytes) + " bytes of shared memory");
-        lanes.resize(nlanes);
-        waves.resize((nlanes + wave_w - 1) / wave_w);
-        for (unsigned w = 0; w < waves.size(); w++) {
+        nwaves = (nlanes + wave_w - 1) / wave_w;
+        lanes = new Lane[nlanes];
+        waves = new Wave[nwaves];
+        ready = new unsigned[nlanes];
+        order = new unsigned[nlanes];
+        if (!shared) fail("cannot allocate %llu bytes of shared memory", (unsigned long long)c.shared_bytes);
+        for (unsigned w = 0; w < nwaves; w++) {
             waves[w].first = w * wave_w;
-            waves[w].size = std::min(wave_w, nlanes - w * wave_w);
-            waves[w].deposit.assign(wave_w, nullptr);
+            waves[w].size = nlanes - w * wave_w < wave_w ? nlanes - w * wave_w : wave_w;
+            for (auto& d : waves[w].deposit) d = nullptr;
         }
         for (unsigned i = 0; i < nlanes; i++) {
             lanes[i].id = i;
@@ -255,16 +270,26 @@ struct Runner {
     ~Runner() {
         if (stacks) munmap(stacks, stacks_bytes);
         std::free(shared);
+        delete[] lanes;
+        delete[] waves;
+        delete[] ready;
+        delete[] order;
+        delete[] scratch;
     }
+
+    Runner(const Runner&) = delete;
+    Runner& operator=(const Runner&) = delete;
 
     static void fiber_main() {
         Runner& R = *current;
         try {
             R.body(R.body_ctx);
+        } catch (const Error& e) {
+            std::snprintf(R.error, sizeof R.error, "lane %s: %s", Fmt3(R.cur->tid).s, e.msg);
         } catch (const std::exception& e) {
-            R.error = "lane " + fmt3(R.cur->tid) + ": " + e.what();
+            std::snprintf(R.error, sizeof R.error, "lane %s: %s", Fmt3(R.cur->tid).s, e.what());
         } catch (...) {
-            R.error = "lane " + fmt3(R.cur->tid) + ": unknown exception";
+            std::snprintf(R.error, sizeof R.error, "lane %s: unknown exception", Fmt3(R.cur->tid).s);
         }
         Lane& L = *R.cur;
         L.state = State::Done;
@@ -284,44 +309,45 @@ struct Runner {
         block = b;
         uint64_t linear = (uint64_t(b.z) * cfg.grid[1] + b.y) * cfg.grid[0] + b.x;
         rng = cfg.seed * 0x2545F4914F6CDD1Dull + linear;
-        std::memset(shared, 0xFF, std::max<size_t>(cfg.shared_bytes, 1));
-        for (auto& w : waves) {
-            w.live = w.size;
-            w.arrived = 0;
-            w.kind = Kind::None;
+        std::memset(shared, 0xFF, cfg.shared_bytes);
+        for (unsigned w = 0; w < nwaves; w++) {
+            waves[w].live = waves[w].size;
+            waves[w].arrived = 0;
+            waves[w].kind = Kind::None;
         }
-        ready.clear();
-        for (auto& L : lanes) {
-            ctx_init(L.ctx, stacks + L.id * stack_stride + page, stack_stride - page, fiber_main);
-            L.state = State::Ready;
-            ready.push_back(L.id);
+        nready = 0;
+        for (unsigned i = 0; i < nlanes; i++) {
+            ctx_init(lanes[i].ctx, stacks + i * stack_stride + page, stack_stride - page, fiber_main);
+            lanes[i].state = State::Ready;
+            ready[nready++] = i;
         }
         live = nlanes;
         at_barrier = 0;
-        std::vector<unsigned> order;
         while (live > 0) {
-            order.swap(ready);
-            ready.clear();
-            for (size_t i = order.size(); i > 1; i--) std::swap(order[i - 1], order[splitmix(rng) % i]);
-            for (unsigned id : order) {
-                cur = &lanes[id];
+            unsigned n = nready;
+            std::memcpy(order, ready, n * sizeof(unsigned));
+            nready = 0;
+            for (unsigned i = n; i > 1; i--) {
+                unsigned j = unsigned(splitmix(rng) % i), t = order[i - 1];
+                order[i - 1] = order[j];
+                order[j] = t;
+            }
+            for (unsigned i = 0; i < n; i++) {
+                cur = &lanes[order[i]];
                 ctx_switch(main, cur->ctx);
-                if (!error.empty()) fail("block " + fmt3(block) + " " + error);
+                if (error[0]) fail("block %s %s", Fmt3(block).s, error);
             }
             cur = nullptr;
-            for (auto& w : waves)
-                if (w.arrived > 0 && w.arrived == w.live) complete(w);
-            if (ready.empty() && live > 0) {
-                if (at_barrier == live) {
-                    for (auto& L : lanes)
-                        if (L.state == State::Barrier) {
-                            L.state = State::Ready;
-                            ready.push_back(L.id);
-                        }
-                    at_barrier = 0;
-                } else {
-                    fail(deadlock());
-                }
+            for (unsigned w = 0; w < nwaves; w++)
+                if (waves[w].arrived > 0 && waves[w].arrived == waves[w].live) complete(waves[w]);
+            if (nready == 0 && live > 0) {
+                if (at_barrier != live) deadlock();
+                for (unsigned i = 0; i < nlanes; i++)
+                    if (lanes[i].state == State::Barrier) {
+                        lanes[i].state = State::Ready;
+                        ready[nready++] = i;
+                    }
+                at_barrier = 0;
             }
         }
     }
@@ -336,7 +362,7 @@ struct Runner {
                     std::memset(w.buf + i * n, 0, n);
             }
         } else if (w.kind == Kind::Mma) {
-            if (w.live != w.size) fail("block " + fmt3(block) + ": mma_atom with lanes of the wave exited");
+            if (w.live != w.size) fail("block %s: mma_atom with lanes of the wave exited", Fmt3(block).s);
             mma(*static_cast<const AtomTable*>(w.tag), w);
         }
         for (unsigned i = 0; i < w.size; i++) {
@@ -344,7 +370,7 @@ struct Runner {
             Lane& L = lanes[w.first + i];
             if (L.state == State::Wave) {
                 L.state = State::Ready;
-                ready.push_back(L.id);
+                ready[nready++] = L.id;
             }
         }
         w.arrived = 0;
@@ -354,8 +380,14 @@ struct Runner {
     void mma(const AtomTable& t, const Wave& w) {
         // Products of bf16/f16/fp8 values are exact in double; the sum is rounded to f32 once,
         // which is the reference interpreter's definition of an MMA.
-        scratch.assign(size_t(t.m) * t.k + size_t(t.k) * t.n + size_t(t.m) * t.n, 0.0);
-        double* A = scratch.data();
+        size_t need = size_t(t.m) * t.k + size_t(t.k) * t.n + size_t(t.m) * t.n;
+        if (scratch_n < need) {
+            delete[] scratch;
+            scratch = new double[need];
+            scratch_n = need;
+        }
+        std::memset(scratch, 0, need * sizeof(double));
+        double* A = scratch;
         double* B = A + t.m * t.k;
         double* C = B + t.k * t.n;
         for (int l = 0; l < t.lanes; l++) {
@@ -376,14 +408,15 @@ struct Runner {
         }
     }
 
-    std::string deadlock() const {
-        std::string s = "deadlock in block " + fmt3(block) + ": " + std::to_string(at_barrier) + " of " +
-                        std::to_string(live) + " live lanes wait at barrier()";
-        for (unsigned i = 0; i < waves.size(); i++)
+    [[noreturn]] void deadlock() const {
+        char s[sizeof(Error::msg)];
+        int n = std::snprintf(s, sizeof s, "deadlock in block %s: %u of %u live lanes wait at barrier()",
+                              Fmt3(block).s, at_barrier, live);
+        for (unsigned i = 0; i < nwaves && n < int(sizeof s); i++)
             if (waves[i].arrived)
-                s += "; wave " + std::to_string(i) + " has " + std::to_string(waves[i].arrived) + " of " +
-                     std::to_string(waves[i].live) + " live lanes at " + kind_name(waves[i].kind);
-        return s + " (a barrier or collective inside divergent code?)";
+                n += std::snprintf(s + n, sizeof s - n, "; wave %u has %u of %u live lanes at %s", i,
+                                   waves[i].arrived, waves[i].live, kind_name(waves[i].kind));
+        fail("%s (a barrier or collective inside divergent code?)", s);
     }
 
     // Called on the lane's fiber: park it until the scheduler releases it.
@@ -400,8 +433,8 @@ struct Runner {
             w.kind = kind;
             w.tag = tag;
         } else if (w.kind != kind || w.tag != tag) {
-            fail("wave " + std::to_string(L.wave) + ": lanes diverged, one at " + kind_name(kind) + " while others are at " +
-                 kind_name(w.kind) + (w.kind == kind ? " with a different type or atom" : ""));
+            fail("wave %u: lanes diverged, one at %s while others are at %s%s", L.wave, kind_name(kind),
+                 kind_name(w.kind), w.kind == kind ? " with a different type or atom" : "");
         }
         w.deposit[L.id - w.first] = payload;
         w.arrived++;
@@ -456,8 +489,7 @@ inline void mma_atom(const AtomTable& t, const float* a, const float* b, const f
     auto& R = detail::runner();
     auto& w = R.waves[R.cur->wave];
     if (unsigned(t.lanes) != w.size)
-        fail(std::string("mma_atom ") + t.name + " takes " + std::to_string(t.lanes) + " lanes, the wave has " +
-             std::to_string(w.size));
+        fail("mma_atom %s takes %d lanes, the wave has %u", t.name, t.lanes, w.size);
     detail::MmaArgs args{a, b, c, d};  // lives on this lane's stack until the wave completes
     R.arrive(detail::Kind::Mma, &t, &args);
 }
@@ -472,7 +504,10 @@ T atomic_add(T* addr, T v) {
 
 template <class F>
 int launch(const Launch& cfg, F& body, char* err, size_t errlen) {
-    std::lock_guard<std::mutex> lock(detail::launch_mutex);
+    struct Lock {
+        Lock() { pthread_mutex_lock(&detail::launch_mutex); }
+        ~Lock() { pthread_mutex_unlock(&detail::launch_mutex); }
+    } lock;
     try {
         detail::Runner R(cfg, [](void* p) { (*static_cast<F*>(p))(); }, &body);
         detail::current = &R;
@@ -480,9 +515,13 @@ int launch(const Launch& cfg, F& body, char* err, size_t errlen) {
         detail::current = nullptr;
         std::fflush(nullptr);  // kernel printf output must not die in a forked child's buffers
         return 0;
-    } catch (const std::exception& e) {
+    } catch (const Error& e) {
         detail::current = nullptr;
         std::fflush(nullptr);
+        std::snprintf(err, errlen, "%s", e.msg);
+        return 1;
+    } catch (const std::exception& e) {  // std::bad_alloc from new[]
+        detail::current = nullptr;
         std::snprintf(err, errlen, "%s", e.what());
         return 1;
     }
