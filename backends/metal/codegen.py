@@ -157,7 +157,8 @@ class _Gen:
 
     def scaled(self, i: ir.Expr, size: int, split) -> str:
         """Tile index i in elements (i * size), plus this simdgroup's first row when split is a row-split tile."""
-        text = str(i.value * size) if isinstance(i, ir.Const) else f"{self.expr(i)} * {size}"
+        e = self.expr(i)
+        text = str(int(e) * size) if e.isdigit() else f"{e} * {size}"
         if split is None:
             return text
         return self.sg_row0(split) if text == "0" else f"{text} + {self.sg_row0(split)}"
