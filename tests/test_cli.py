@@ -224,7 +224,7 @@ def test_sampled_reference_rows_match_the_full_reference(name, shape, monkeypatc
     outs, fulls = w.outputs(s), w.reference(s, args)
     for o, full in zip(outs, fulls):   # an output near the reference, as a kernel would write it
         args[o.index][...] = full + rng.standard_normal(full.shape) * 1e-2
-    monkeypatch.setattr(bench, "REFERENCE_FLOPS", w.cost(s) / 4)
+    monkeypatch.setattr(bench, "REFERENCE_COST", w.cost(s) / 4)
     rows = w.sample_rows(s, rng)
     assert rows is not None and rows[0] == 0 and rows[-1] == w.row_count(s) - 1 and len(rows) < w.row_count(s)
     for o, full, got in zip(outs, fulls, w.check_outputs(s, args, rows)):

@@ -110,7 +110,7 @@ class Output:
     row_axis: int     # the axis `reference(rows=...)` samples
 
 
-REFERENCE_FLOPS = 2e9   # above this a float64 reference on the host is computed for sampled rows only
+REFERENCE_COST = 2e9   # above this (Workload.cost) the float64 reference on the host covers sampled rows only
 
 
 class Workload:
@@ -190,9 +190,9 @@ class Workload:
 
     def sample_rows(self, s: dict, rng: np.random.Generator):
         """None (check every row) when the float64 reference is cheap, else sorted row indices that
-        include the first and last row (the edge block), enough to keep it within REFERENCE_FLOPS."""
+        include the first and last row (the edge block), enough to keep it within REFERENCE_COST."""
         n = self.row_count(s)
-        keep = int(REFERENCE_FLOPS / (self.cost(s) / n))
+        keep = int(REFERENCE_COST / (self.cost(s) / n))
         if keep >= n:
             return None
         return np.unique(np.concatenate([[0, n - 1], rng.choice(n, size=max(keep, 8), replace=False)]))
