@@ -87,7 +87,7 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
     tl.mul(rstd, rstd, -0.5)
     tl.exp2(rstd, rstd)
     for c in tl.range(n, name="c"):
-        tl.load(h, H, (br, c))                   # this block's own writes: the same rows, tile and lanes
+        tl.load(h, H, (br, c))                   # what pass 1 wrote: a block reads its own global writes
         tl.load(w, W, (c,))
         tl.load(bias, Bias, (c,))
         tl.sub_row(h, h, mean)

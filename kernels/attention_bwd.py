@@ -1,0 +1,172 @@
+"""Attention backward (FlashAttention-2 scheme): dQ, dK, dV from the forward's O and log-sum-exp.
+
+MHA and GQA, causal or not, head dim 64 or 128. Three launches:
+  1. attention_bwd_pre: Delta = rowsum(dO * O) per query row, and the f32 dQ accumulator zeroed;
+  2. attention_bwd: a block owns BN rows of K and V of one kv head and walks every query block of every
+     query head of its group, working transposed so that its kv rows are the tiles' rows:
+         S^T = K Q^T,  P^T = exp(S^T * scale - LSE),  dV += P^T dO,
+         dP^T = V dO^T,  dS^T = P^T * (dP^T - Delta) * scale,  dK += dS^T Q,
+         dQ += (dS^T)^T K   (added atomically into the f32 accumulator: other kv blocks add to it too);
+     dK and dV sum over the group's query heads in registers and are stored once, without atomics;
+  3. attention_bwd_dq: the f32 accumulator converted to dQ in q's dtype.
+Q, O, dO: (B, H, N, D); K, V: (B, H_kv, N_kv, D); LSE (natural log, as kernels/attention.py returns it)
+and Delta: (B, H, N) float32.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tiles as tl
+
+LOG2E = 1.4426950408889634
+
+# BN kv rows per block (split over the workers), BM query rows per step of the loop.
+# Shared memory at D=128: K (BN x D), Q and dO (BM x D) per stage, dS^T (BN x BM). Where that does not fit
+# twice (gfx942's 64 KB, apple's 32 KB), the backends lower the stages. BM and BN: 16 rows per worker.
+CONFIGS = {
+    "default": dict(BM=64, BN=64),
+    "sm_80": dict(BM=64, BN=64, stages=2, workers=4),
+    "sm_90a": dict(BM=64, BN=128, stages=2, workers=2),
+    "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
+    "gfx950": dict(BM=64, BN=128, workers=4, schedule="interleave"),
+    "apple": dict(BM=32, BN=32, workers=4),
+}
+# the two row-wise kernels around it: BM query rows per block
+ROW_CONFIGS = {
+    "default": dict(BM=64),
+    "sm_80": dict(BM=64, workers=4),
+    "sm_90a": dict(BM=64, workers=4),
+    "gfx942": dict(BM=64, workers=4),
+    "gfx950": dict(BM=64, workers=4),
+    "apple": dict(BM=32, workers=4),
+}
+
+
+@tl.kernel(configs=ROW_CONFIGS)
+def attention_bwd_pre(Delta, DQacc, O, dO, *, D, BM):
+    bm, h, b = tl.grid(tl.cdiv(O.rows, BM), O.depth, O.batch)
+    tl.check_eq(O.cols, D)
+    tl.check_eq(dO.cols, D)
+    tl.check_eq(dO.rows, O.rows)
+    tl.check_eq(Delta.cols, O.rows)
+    o = tl.regs(tl.f32, BM, D, name="o")
+    do = tl.regs(tl.f32, BM, D, name="do")
+    delta = tl.rvec(tl.f32, BM, name="delta")
+    tl.load(o, O, (b, h, bm, 0))
+    tl.load(do, dO, (b, h, bm, 0))
+    tl.mul(o, o, do)
+    tl.row_sum(delta, o)
+    tl.store(Delta, delta, (b, h, bm))
+    tl.zero(o)
+    tl.store(DQacc, o, (b, h, bm, 0))
+
+
+@tl.kernel(configs=CONFIGS)
+def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, causal=False):
+    bn, hk, b = tl.grid(tl.cdiv(K.rows, BN), K.depth, K.batch)
+    for a in (Q, K, V, dO, DQacc, dK, dV):
+        tl.check_eq(a.cols, D)
+    tl.check_eq(K.rows, V.rows)
+    tl.check_eq(K.depth, V.depth)
+    tl.check_eq(Q.depth % K.depth, 0)
+    tl.check_eq(LSE.rows, Q.depth)
+    tl.check_eq(LSE.cols, Q.rows)
+    tl.check_eq(Delta.cols, Q.rows)
+    if causal:
+        tl.check_eq(K.rows, Q.rows)
+    group = Q.depth // K.depth
+
+    k = tl.shared(K.dtype, BN, D, name="k")          # A of S^T, and B of dQ: in shared
+    v = tl.regs(V.dtype, BN, D, name="v")            # only ever the A operand: no shared copy
+    q = tl.shared(Q.dtype, BM, D, name="q")
+    do = tl.shared(dO.dtype, BM, D, name="do")
+    ds_s = tl.shared(Q.dtype, BN, BM, name="ds_s")   # dS^T again, for dQ's transposed mma
+    s = tl.regs(tl.f32, BN, BM, name="s")            # S^T, then P^T
+    p = tl.regs(Q.dtype, BN, BM, name="p")
+    dp = tl.regs(tl.f32, BN, BM, name="dp")          # dP^T, then dS^T
+    ds = tl.regs(Q.dtype, BN, BM, name="ds")
+    dv = tl.regs(tl.f32, BN, D, name="dv")
+    dk = tl.regs(tl.f32, BN, D, name="dk")
+    dq = tl.regs(tl.f32, BM, D, name="dq")
+    lse = tl.rvec(tl.f32, BM, axis="cols", name="lse")
+    delta = tl.rvec(tl.f32, BM, axis="cols", name="delta")
+
+    tl.load(k, K, (b, hk, bn, 0))
+    tl.load(v, V, (b, hk, bn, 0))
+    tl.zero(dk)
+    tl.zero(dv)
+    first = (bn * BN) // BM if causal else 0    # causal: query blocks before this kv block see none of it
+    for g in tl.range(group, name="g"):
+        h = hk * group + g
+        for it in tl.pipeline(tl.cdiv(Q.rows, BM) - first, name="it"):
+            i = first + it
+            tl.load(q, Q, (b, h, i, 0))
+            tl.load(do, dO, (b, h, i, 0))
+            tl.load(lse, LSE, (b, h, i))
+            tl.load(delta, Delta, (b, h, i))
+            tl.zero(s)
+            tl.mma_ABt(s, k, q, s)
+            tl.mul(s, s, scale * LOG2E)
+            tl.mul(lse, lse, LOG2E)
+            tl.sub_col(s, s, lse)
+            if causal:  # -inf where kv row > query row: the complement of causal_mask's kept set, shifted by one
+                tl.fill(dp, -math.inf)
+                tl.causal_mask(dp, dp, bn * BN - 1, i * BM, 0.0)
+                tl.add(s, s, dp)
+            tl.exp2(s, s)
+            tl.copy(p, s)
+            tl.mma_AB(dv, p, do, dv)
+            tl.zero(dp)
+            tl.mma_ABt(dp, v, do, dp)
+            tl.sub_col(dp, dp, delta)
+            tl.mul(dp, dp, s)
+            tl.mul(dp, dp, scale)                # folded here, dK and dQ need no rescale
+            tl.copy(ds, dp)
+            tl.mma_AB(dk, ds, q, dk)
+            tl.store(ds_s, ds)
+            tl.zero(dq)
+            tl.mma_AtB(dq, ds_s, k, dq)
+            tl.atomic_add(DQacc, dq, (b, h, i, 0))
+    tl.store(dK, dk, (b, hk, bn, 0))
+    tl.store(dV, dv, (b, hk, bn, 0))
+
+
+@tl.kernel(configs=ROW_CONFIGS)
+def attention_bwd_dq(dQ, DQacc, *, D, BM):
+    bm, h, b = tl.grid(tl.cdiv(dQ.rows, BM), dQ.depth, dQ.batch)
+    tl.check_eq(dQ.cols, D)
+    tl.check_eq(DQacc.rows, dQ.rows)
+    x = tl.regs(tl.f32, BM, D, name="x")
+    tl.load(x, DQacc, (b, h, bm, 0))
+    tl.store(dQ, x, (b, h, bm, 0))
+
+
+def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend=None, **config):
+    """(dQ, dK, dV) for numpy q, o, do (B, H, N, D), k, v (B, H_kv, N_kv, D), lse (B, H, N) float32.
+    config overrides the main kernel's constants and launch options."""
+    bsz, heads, n, d = q.shape
+    if o.shape != q.shape or do.shape != q.shape or lse.shape != q.shape[:3]:
+        raise ValueError(f"expected o and do of q's shape {q.shape} and lse of {q.shape[:3]}; got "
+                         f"{o.shape}, {do.shape}, {lse.shape}")
+    if k.ndim != 4 or k.shape != v.shape or k.shape[0] != bsz or k.shape[3] != d or heads % k.shape[1]:
+        raise ValueError(f"expected k and v (B, H_kv, N_kv, D) with H a multiple of H_kv; q {q.shape}, "
+                         f"k {k.shape}, v {v.shape}")
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    delta = np.full(lse.shape, np.nan, dtype=np.float32)
+    dq_acc = np.full(q.shape, np.nan, dtype=np.float32)
+    dq = np.full(q.shape, np.nan, dtype=q.dtype)
+    dk = np.full(k.shape, np.nan, dtype=k.dtype)
+    dv = np.full(v.shape, np.nan, dtype=v.dtype)
+    attention_bwd_pre(delta, dq_acc, o, do, backend=backend, D=d)
+    attention_bwd(dk, dv, dq_acc, q, k, v, do, lse, delta, float(scale), backend=backend, D=d, causal=causal,
+                  **config)
+    attention_bwd_dq(dq, dq_acc, backend=backend, D=d)
+    return dq, dk, dv
+
+
+def flops(b: int, h: int, n: int, d: int, causal: bool, n_kv: int | None = None) -> float:
+    """2.5 times the forward's: five N x N_kv x D matmuls against the forward's two."""
+    f = 2.5 * 4.0 * b * h * n * (n_kv or n) * d
+    return f / 2 if causal else f
