@@ -215,7 +215,8 @@ def test_measure_rotates_inputs_after_warmup():
 
 
 @pytest.mark.parametrize("name, shape", [("gemm", "70x50x40,bt"), ("attention", "1x4/2x40x64,causal"),
-                                         ("softmax", "30x50"), ("rotary", "1x2/1x24x32")])
+                                         ("softmax", "30x50"), ("rotary", "1x2/1x24x32"),
+                                         ("layernorm", "40x70")])
 def test_sampled_reference_rows_match_the_full_reference(name, shape, monkeypatch):
     w = bench.workload(name)
     s = w.parse(shape)

@@ -488,6 +488,53 @@ class Rotary(Workload):
         return bytes_moved(s["B"], s["H"], s["Hkv"], s["N"], s["D"])
 
 
+class LayerNorm(Workload):
+    name = "layernorm"
+    fields = ("R", "C")
+    syntax = "RxC[,bf16|f16]  (H = residual + X, Y = layernorm(H) * W + B over each of R rows; no dropout)"
+    pattern = Softmax.pattern
+    default_shapes = ("16384x4096", "4096x16384")
+    small_shapes = ("100x300", "33x1000,f16")
+
+    def kernel(self, s):
+        from .kernels.layernorm import layernorm_fwd
+        return layernorm_fwd
+
+    def inputs(self, s, rng):
+        r, c, dt = s["R"], s["C"], s["dtype"]
+        return [poisoned((r, c), dt), poisoned((r, c), dt), random_array((r, c), dt, rng),
+                random_array((r, c), dt, rng, 2.0), random_array((c,), dt, rng), random_array((c,), dt, rng),
+                1e-5, 0.0, 0, 0]
+
+    def outputs(self, s):
+        return [Output("Y", 0, s["dtype"], 0), Output("H", 1, s["dtype"], 0)]
+
+    def reference(self, s, args, rows=None):
+        x, res = (a if rows is None else a[rows] for a in args[2:4])
+        dt = dtypes.of(s["dtype"])
+        h = dt.round(res.astype(np.float64) + x.astype(np.float64)).astype(np.float64)  # H as stored
+        mean = h.mean(-1, keepdims=True)
+        y = (h - mean) / np.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + np.float32(args[6]))
+        return [y * args[4].astype(np.float64) + args[5].astype(np.float64), h]
+
+    def row_count(self, s):
+        return s["R"]
+
+    def bytes(self, s):
+        from .kernels.layernorm import bytes_moved
+        return bytes_moved(s["R"], s["C"], 2)
+
+    def baseline(self, vendor):
+        def setup(s, sets, framework):
+            t, dev = framework
+            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            r, c = s["R"], s["C"]
+            xs = [[t.randn(r, c, dtype=dt, device=dev) for _ in range(2)] for _ in range(sets)]
+            w, b = t.randn(c, dtype=dt, device=dev), t.randn(c, dtype=dt, device=dev)
+            return "torch add + layer_norm", lambda i: t.nn.functional.layer_norm(xs[i][0] + xs[i][1], (c,), w, b)
+        return _library(vendor, setup)
+
+
 def _library(vendor: str, setup):
     """setup bound to torch on this machine's GPU of that vendor, or None where torch cannot reach one.
     (MLX on Apple is not wired in: torch's MPS is the Apple baseline.)"""
@@ -504,7 +551,7 @@ def _library(vendor: str, setup):
     return lambda s, sets: (*setup(s, sets, (torch, dev)), sync)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), GemmFp8(), Attention(), Softmax(), Rotary())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), GemmFp8(), Attention(), Softmax(), Rotary(), LayerNorm())}
 
 
 def workload(name: str) -> Workload:
