@@ -133,10 +133,14 @@ inline unsigned drift_rounds() {
         st.block = block;
     }
     const unsigned w = emu::wave_id(), threads = n.x * n.y * n.z;
-    const unsigned lanes = std::min(emu::wave_size(), threads - w * emu::wave_size());
+    const unsigned rest = threads - w * emu::wave_size();
+    const unsigned lanes = rest < emu::wave_size() ? rest : emu::wave_size();
     const unsigned nth = st.arrived[w]++ / lanes;  // every lane of the simdgroup counts before any passes
+    // the launch's seed (simt.h has no public accessor for it yet), mixed with where we are (splitmix64)
     uint64_t h = emu::detail::runner().cfg.seed ^ (block << 20) ^ (uint64_t(w) << 8) ^ nth;
-    return unsigned(emu::detail::splitmix(h) % 4);
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    return unsigned((h ^ (h >> 31)) % 4);
 }
 
 }  // namespace detail
