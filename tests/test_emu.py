@@ -189,6 +189,15 @@ def test_mma_atom_gemm(cfg, m, n, k, seed):
     np.testing.assert_allclose(C, A64 @ B64, rtol=0, atol=(k + 8) * 2**-23 * (np.abs(A64) @ np.abs(B64)).max())
 
 
+def test_mma_atom_rejects_unrounded_inputs():
+    """A shim that forgets the conversion to bf16 would compute more precisely than the hardware."""
+    mod = gemm_module("gfx942")
+    A = np.full((16, 16), 0.1, np.float32)   # 0.1 is no bf16 value
+    with pytest.raises(LaunchError, match=r"mfma_f32_16x16x16_bf16: register \d of A in lane \d+ holds 0.1\d*, "
+                                          r"not a bf16 value"):
+        run_gemm(mod, "gfx942", A, np.ones((16, 16), np.float32), 0)
+
+
 ORDER = r"""
 // Each lane takes a ticket when it runs: the tickets record the order the scheduler chose.
 void order(unsigned* counter, unsigned* ticket) {

@@ -27,7 +27,7 @@ def _atom(a: Atom) -> list[str]:
     return [
         _array(f"{n}_a", a.a), _array(f"{n}_b", a.b), _array(f"{n}_c", a.c),
         f'inline constexpr AtomTable {n} = {{"{a.name}", {a.m}, {a.n}, {a.k}, {a.lanes}, '
-        f"{ra}, {rb}, {rc}, {n}_a, {n}_b, {n}_c}};",
+        f'{ra}, {rb}, {rc}, {n}_a, {n}_b, {n}_c, "{a.in_dtypes[0]}", "{a.in_dtypes[1]}"}};',
     ]
 
 

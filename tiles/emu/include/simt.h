@@ -14,7 +14,8 @@
 //       // all wait, the result points at W values indexed by lane_id (0 for lanes that exited);
 //       // valid until the caller's next wave collective. T trivially copyable, <= 64 bytes.
 //   void mma_atom(const AtomTable&, const float* a, const float* b, const float* c, float* d);
-//       // wave-wide D = A*B + C; each lane passes its own registers laid out as the table says
+//       // wave-wide D = A*B + C; each lane passes its own registers laid out as the table says;
+//       // A and B must hold values of the atom's input types (bf16 and f16 are checked)
 //   unsigned char* shared_mem(); size_t shared_bytes();      // the block's dynamic shared arena,
 //       // filled with 0xFF bytes (NaN for floats) before every block
 //   T atomic_add(T* addr, T v);                              // returns the old value
@@ -56,6 +57,8 @@ struct AtomTable {
     const uint16_t* a;
     const uint16_t* b;
     const uint16_t* c;
+    const char* a_type;  // tiles dtype names of A and B ("bf16", "f16", "fp8e4m3", ...)
+    const char* b_type;
 };
 
 // Mirrors tiles.emu.runner._Launch (ctypes); keep the two in step.
@@ -377,6 +380,26 @@ struct Runner {
         w.kind = Kind::None;
     }
 
+    // A register that does not hold a value of the atom's input type means the shim skipped a
+    // conversion the hardware does; the emulated result would then be more precise than the GPU's.
+    static bool representable(float v, const char* type) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        if (!std::strcmp(type, "bf16")) return (bits & 0xFFFF) == 0 || v != v;
+#ifdef __FLT16_MAX__
+        if (!std::strcmp(type, "f16")) return float(_Float16(v)) == v || v != v;
+#endif
+        return true;  // fp8: the encoding (OCP or CDNA3's FNUZ) is the shim's to decode
+    }
+
+    static void check_inputs(const AtomTable& t, const char* which, const float* r, int n, int lane,
+                             const char* type) {
+        for (int i = 0; i < n; i++)
+            if (!representable(r[i], type))
+                fail("mma_atom %s: register %d of %s in lane %d holds %.9g, not a %s value", t.name, i, which, lane,
+                     double(r[i]), type);
+    }
+
     void mma(const AtomTable& t, const Wave& w) {
         // Products of bf16/f16/fp8 values are exact in double; the sum is rounded to f32 once,
         // which is the reference interpreter's definition of an MMA.
@@ -392,6 +415,8 @@ struct Runner {
         double* C = B + t.k * t.n;
         for (int l = 0; l < t.lanes; l++) {
             auto* p = static_cast<const MmaArgs*>(w.deposit[l]);
+            check_inputs(t, "A", p->a, t.regs_a, l, t.a_type);
+            check_inputs(t, "B", p->b, t.regs_b, l, t.b_type);
             for (int r = 0; r < t.regs_a; r++) A[t.a[(l * t.regs_a + r) * 2] * t.k + t.a[(l * t.regs_a + r) * 2 + 1]] = p->a[r];
             for (int r = 0; r < t.regs_b; r++) B[t.b[(l * t.regs_b + r) * 2] * t.n + t.b[(l * t.regs_b + r) * 2 + 1]] = p->b[r];
             for (int r = 0; r < t.regs_c; r++) C[t.c[(l * t.regs_c + r) * 2] * t.n + t.c[(l * t.regs_c + r) * 2 + 1]] = p->c[r];
