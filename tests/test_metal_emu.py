@@ -154,3 +154,26 @@ def test_a_block_reads_its_own_global_writes(m, n):
         args = [y, h, x]
         EMU.run_source(generated(read_back.trace(args, "apple")), args, seed=seed)
         assert_close(y, dtypes.bf16.round(up(x)), "bf16", tol=0.0)
+
+
+@tl.kernel
+def drop(Y, X, p, seed, offset, *, BR=32, BC=32):
+    br, bc = tl.grid(tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
+    x = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (br, bc))
+    tl.dropout(x, x, p, seed, offset, br * BR, bc * BC)
+    tl.store(Y, x, (br, bc))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_drops_what_the_reference_drops(p):
+    """The MSL Philox 4x32-10 gives the mask of tiles/philox.py, element for element."""
+    x = random_array((45, 70), "f32")
+    out = {}
+    for name in ("reference", "metal-emu"):
+        y = poisoned(x.shape, "f32")
+        get(name).launch(drop, [y, x, p, 1234567, 89])
+        out[name] = y
+    kept = out["reference"] != 0
+    assert 0.3 < kept.mean() / (1 - p) < 1.7
+    np.testing.assert_array_equal(out["metal-emu"], out["reference"])

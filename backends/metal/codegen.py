@@ -36,7 +36,7 @@ _RESERVED = {"smem", "ints", "floats", "tgid", "tid", "sg", "lane", "self", "blo
              "static", "template", "typename", "using", "namespace", "sizeof", "void", "signed", "unsigned",
              "double", "volatile", "inline", "operator", "this", "true", "false", "new", "delete", "metal",
              "tiles_metal", "exp", "exp2", "log", "log2", "abs", "min", "max", "fill", "zero", "load", "store",
-             "map", "convert", "vec", "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt"}
+             "map", "convert", "vec", "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "dropout"}
 
 _UNARY = {"exp": "op_exp", "exp2": "op_exp2", "log": "op_log", "log2": "op_log2", "abs": "op_abs", "neg": "op_neg"}
 _BINARY = {"add": "op_add", "sub": "op_sub", "mul": "op_mul", "div": "op_div", "max": "op_max", "min": "op_min"}
@@ -361,6 +361,11 @@ class _Gen:
             self.same_dtype(op, src)
             self.w(f"bounds_mask({self.ref(op.dst)}, {self.ref(src)}, {self.sg_row0(op.dst)}, {self.expr(rows)}, "
                    f"{self.expr(cols)}, {self.expr(fill)}, self);")
+        elif name == "dropout":
+            src, prob, seed, offset, row0, col0 = op.srcs
+            self.same_dtype(op, src)
+            self.w(f"dropout({self.ref(op.dst)}, {self.ref(src)}, {self.expr(prob)}, {self.expr(seed)}, "
+                   f"{self.expr(offset)}, {self.expr(row0)} + {self.sg_row0(op.dst)}, {self.expr(col0)}, self);")
         else:
             raise TileError(f"Metal backend: no lowering for op {name}", op.loc)
         return state

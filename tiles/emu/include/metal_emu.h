@@ -107,6 +107,7 @@ inline float log2(float x) { return std::log2(x); }
 inline float fabs(float x) { return std::fabs(x); }
 inline float fmax(float a, float b) { return std::fmax(a, b); }
 inline float fmin(float a, float b) { return std::fmin(a, b); }
+inline uint mulhi(uint a, uint b) { return uint((uint64_t(a) * b) >> 32); }
 template <typename T> inline T max(T a, T b) { return a < b ? b : a; }
 template <typename T> inline T min(T a, T b) { return b < a ? b : a; }
 

@@ -7,3 +7,4 @@
 #include "maps.h"
 #include "reductions.h"
 #include "mma.h"
+#include "philox.h"
