@@ -4,6 +4,7 @@ import dataclasses
 import math
 
 import numpy as np
+from hypothesis import given, settings, strategies as st
 import pytest
 
 import tiles as tl
@@ -177,3 +178,15 @@ def test_dropout_drops_what_the_reference_drops(p):
     kept = out["reference"] != 0
     assert 0.3 < kept.mean() / (1 - p) < 1.7
     np.testing.assert_array_equal(out["metal-emu"], out["reference"])
+
+
+@settings(max_examples=4, deadline=None)
+@given(m=st.integers(1, 90), n=st.integers(1, 90), k=st.integers(1, 130), workers=st.sampled_from([1, 2, 4]),
+       stages=st.sampled_from([1, 2, 3]), trans_b=st.booleans())
+def test_gemm_schedules(m, n, k, workers, stages, trans_b):
+    """The pipelined loop with 1 (plain), 2 and 3 copies, and 1, 2 or 4 simdgroups, at ragged shapes."""
+    a = random_array((m, k), "f16")
+    b = random_array((n, k) if trans_b else (k, n), "f16")
+    c = poisoned((m, n), "f32")
+    EMU.launch(gemm, [c, a, b], trans_b=trans_b, BM=32, BN=32, BK=16, workers=workers, stages=stages)
+    assert_close(c, up(a) @ (up(b).T if trans_b else up(b)), "f32")
