@@ -27,8 +27,8 @@ LOG2E = 1.4426950408889634
 # twice (gfx942's 64 KB, apple's 32 KB), the backends lower the stages. BM and BN: 16 rows per worker.
 CONFIGS = {
     "default": dict(BM=64, BN=64),
-    "sm_80": dict(BM=64, BN=64, stages=2, workers=4),
-    "sm_90a": dict(BM=64, BN=128, stages=2, workers=2),
+    "sm_80": dict(BM=64, BN=64, v_shared=True, stages=2, workers=4),
+    "sm_90a": dict(BM=64, BN=64, v_shared=True, stages=2, workers=1),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
     "gfx950": dict(BM=64, BN=128, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),
@@ -52,7 +52,7 @@ def attention_bwd_pre(Delta, DQacc, O, dO, *, D, BM):
     tl.check_eq(dO.rows, O.rows)
     tl.check_eq(Delta.cols, O.rows)
     o = tl.regs(tl.f32, BM, D, name="o")
-    do = tl.regs(tl.f32, BM, D, name="do")
+    do = tl.regs(tl.f32, BM, D, name="dout")
     delta = tl.rvec(tl.f32, BM, name="delta")
     tl.load(o, O, (b, h, bm, 0))
     tl.load(do, dO, (b, h, bm, 0))
@@ -64,7 +64,7 @@ def attention_bwd_pre(Delta, DQacc, O, dO, *, D, BM):
 
 
 @tl.kernel(configs=CONFIGS)
-def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, causal=False):
+def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared=False, causal=False):
     bn, hk, b = tl.grid(tl.cdiv(K.rows, BN), K.depth, K.batch)
     for a in (Q, K, V, dO, DQacc, dK, dV):
         tl.check_eq(a.cols, D)
@@ -79,9 +79,11 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, c
     group = Q.depth // K.depth
 
     k = tl.shared(K.dtype, BN, D, name="k")          # A of S^T, and B of dQ: in shared
-    v = tl.regs(V.dtype, BN, D, name="v")            # only ever the A operand: no shared copy
+    # V is only ever the A operand: registers where shared memory is short (AMD, Apple), shared where
+    # registers are (NVIDIA: dK, dV and dQ already hold 3 x 16 x D floats per warp)
+    v = (tl.shared if v_shared else tl.regs)(V.dtype, BN, D, name="v")
     q = tl.shared(Q.dtype, BM, D, name="q")
-    do = tl.shared(dO.dtype, BM, D, name="do")
+    do = tl.shared(dO.dtype, BM, D, name="dout")
     ds_s = tl.shared(Q.dtype, BN, BM, name="ds_s")   # dS^T again, for dQ's transposed mma
     s = tl.regs(tl.f32, BN, BM, name="s")            # S^T, then P^T
     p = tl.regs(Q.dtype, BN, BM, name="p")
