@@ -216,7 +216,7 @@ struct Runner {
     Launch cfg;
     void (*body)(void*);
     void* body_ctx;
-    unsigned nlanes, wave_w;
+    unsigned nlanes = 0, wave_w = 0;
     Lane* lanes = nullptr;
     Wave* waves = nullptr;
     unsigned nwaves = 0;
@@ -235,7 +235,12 @@ struct Runner {
     double* scratch = nullptr;
     size_t scratch_n = 0;
 
-    Runner(const Launch& c, void (*fn)(void*), void* ctx) : cfg(c), body(fn), body_ctx(ctx) {
+    Runner(const Launch& c, void (*fn)(void*), void* ctx) : cfg(c), body(fn), body_ctx(ctx) {}
+
+    // Separate from the constructor so that the destructor frees whatever was allocated when a
+    // later step fails.
+    void init() {
+        const Launch& c = cfg;
         nlanes = c.block[0] * c.block[1] * c.block[2];
         wave_w = c.wave;
         if (nlanes == 0 || nlanes > 1024) fail("block of %u lanes: need 1..1024", nlanes);
@@ -535,6 +540,7 @@ int launch(const Launch& cfg, F& body, char* err, size_t errlen) {
     } lock;
     try {
         detail::Runner R(cfg, [](void* p) { (*static_cast<F*>(p))(); }, &body);
+        R.init();
         detail::current = &R;
         R.run();
         detail::current = nullptr;
