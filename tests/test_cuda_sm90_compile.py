@@ -57,7 +57,7 @@ NVRTC_SOURCE = """
 namespace g = tiles::sm90::hand_gemm;
 namespace a = tiles::sm90::hand_attn;
 using tiles::sm90::tensor_map;
-template __global__ void g::gemm_kernel<256, g::STAGES, g::CLUSTER, tiles::sm90::bf16>(
+template __global__ void g::gemm_kernel<256, g::DEFAULT_STAGES, g::DEFAULT_CLUSTER, tiles::sm90::bf16>(
     const __grid_constant__ tensor_map, const __grid_constant__ tensor_map, const __grid_constant__ tensor_map,
     tiles::sm90::bf16*, int, int, int);
 template __global__ void a::attn_fwd_kernel<128, 176, false>(const __grid_constant__ tensor_map,

@@ -3,12 +3,14 @@
 // Q, O: [B, Hq, N, D]; K, V: [B, Hkv, N, D]; LSE: [B, Hq, N] f32; bf16 tensors, contiguous. GQA: Hq % Hkv == 0,
 // query head h reads kv head h / (Hq / Hkv).
 //
-// One block per (head, 128 query rows). Warpgroup 0 produces: Q once, then K and V blocks of 128 rows through
-// two STAGES-deep rings (separate rings so Q K^T can start before V lands). Warpgroups 1 and 2 each own 64 query
-// rows: S = Q K^T by wgmma from shared memory, online softmax on the accumulator layout, P converted in
+// One block per (head, 128 query rows); the grid walks the query blocks of a head first, so the resident blocks
+// share K and V in L2. Warpgroup 0 produces: Q once, then K and V blocks of BKV rows through two STAGES-deep
+// rings (separate rings so Q K^T can start before V lands). Warpgroups 1 and 2 each own 64 query rows:
+// S = Q K^T by wgmma from shared memory, online softmax (base 2) on the accumulator layout, P converted in
 // registers to the A fragment, O += P V by wgmma with A from registers and V (MN-major) from shared memory.
-// The loop is software-pipelined inside each consumer: Q K_j^T is issued before P_{j-1} V_{j-1}, and the
-// softmax of block j runs while that P V is still on the tensor cores.
+// Inside each consumer the loop is software-pipelined: Q K_j^T is issued before P_{j-1} V_{j-1}, and the
+// softmax of block j runs while that P V is still on the tensor cores; across the two consumers, named
+// barriers make them take turns issuing, so one's softmax overlaps the other's matrix products.
 #pragma once
 #include "tiles_cuda/sm90/sm90.cuh"
 

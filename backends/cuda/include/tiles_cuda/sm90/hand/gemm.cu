@@ -58,6 +58,6 @@ extern "C" const char* tiles_sm90_gemm(const void* a, const void* b, void* c, in
     if (K % 8 || N % 8) return "gemm: K and N must be multiples of 8 (16-byte row strides for TMA)";
     if ((reinterpret_cast<u64>(a) | reinterpret_cast<u64>(b) | reinterpret_cast<u64>(c)) % 16)
         return "gemm: A, B and C must be 16-byte aligned";
-    return c_f32 ? launch<256, STAGES, CLUSTER, float>(a, b, c, M, N, K, sms, stream)
-                 : launch<256, STAGES, CLUSTER, bf16>(a, b, c, M, N, K, sms, stream);
+    return c_f32 ? launch<256, DEFAULT_STAGES, DEFAULT_CLUSTER, float>(a, b, c, M, N, K, sms, stream)
+                 : launch<256, DEFAULT_STAGES, DEFAULT_CLUSTER, bf16>(a, b, c, M, N, K, sms, stream);
 }

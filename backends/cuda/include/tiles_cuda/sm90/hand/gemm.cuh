@@ -3,7 +3,11 @@
 //
 // Block tile 128 x BN x 64 over a persistent grid. Warpgroup 0 is the producer (one thread issues the TMA
 // copies into a STAGES-deep ring); warpgroups 1 and 2 are consumers, each owning 64 rows of the block tile and
-// issuing wgmma m64nBNk16 with A (K-major) and B (MN-major) from shared memory.
+// issuing wgmma m64nBNk16 with A (K-major) and B (MN-major) from shared memory. CTAs run in clusters of
+// CLUSTER along M that share each B tile by multicast. bf16 results leave through a swizzled staging tile and
+// TMA stores (whole 128-byte lines, issued by one thread, overlapping the next tile's main loop); f32 results
+// are stored from registers. The knobs below are compile-time (-D...); their defaults are what measured
+// fastest on the H200 (sm90/NOTES.md).
 #pragma once
 #include "tiles_cuda/sm90/sm90.cuh"
 
@@ -15,19 +19,16 @@ constexpr int BM = 128, BK = 64, CONSUMERS = 2, THREADS = 128 * (1 + CONSUMERS);
 #define TILES_GEMM_GROUP_M 8
 #endif
 constexpr int GROUP_M = TILES_GEMM_GROUP_M;
-// CTAs per cluster along M; they share each B tile by multicast, which halves B's L2-to-SM traffic.
+// CTAs per cluster along M; multicast halves B's L2-to-SM traffic (48 -> 32 KB per CTA and stage).
 #ifndef TILES_GEMM_CLUSTER
 #define TILES_GEMM_CLUSTER 2
 #endif
-constexpr int CLUSTER = TILES_GEMM_CLUSTER;
-
-// bf16 results leave through shared memory and TMA stores (whole 128-byte lines, issued by one thread, overlapping
-// the next tile's main loop); f32 results are stored from registers.
+constexpr int DEFAULT_CLUSTER = TILES_GEMM_CLUSTER;
+// 3 stages of 48 KB leave room for the two 32 KB staging tiles of the bf16 epilogue (4 would need 256 KB).
 #ifndef TILES_GEMM_STAGES
 #define TILES_GEMM_STAGES 3
 #endif
-constexpr int STAGES = TILES_GEMM_STAGES;
-
+constexpr int DEFAULT_STAGES = TILES_GEMM_STAGES;
 #ifndef TILES_GEMM_TMA_STORE
 #define TILES_GEMM_TMA_STORE 1
 #endif
