@@ -8,9 +8,8 @@ with the statistics of the first.
 
 Rows of any length: the first pass over column blocks writes H and merges per-block means and squared
 deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel); the second reads
-H back and normalizes. Dropout draws its mask from a counter-based generator keyed by (seed, offset,
-row, column), the same on every backend; it needs the `tl.dropout` op, which the IR does not have yet
-(see `has_dropout`): until then only p = 0 runs.
+H back and normalizes. Dropout draws its mask with `tl.dropout` from Philox 4x32-10 keyed by (seed,
+offset, row, column) of the (rows, C) view: the same mask on every backend (tiles/philox.py).
 """
 from __future__ import annotations
 
@@ -27,10 +26,6 @@ CONFIGS = {
     "gfx950": dict(BR=64, BC=128, workers=4),
     "apple": dict(BR=32, BC=64, workers=4),
 }
-
-
-def has_dropout() -> bool:
-    return hasattr(tl, "dropout")
 
 
 @tl.kernel(configs=CONFIGS)
@@ -105,9 +100,6 @@ def layernorm(x, residual, weight, bias, *, eps=1e-5, p=0.0, seed=0, offset=0, b
                          f"{residual.shape}, {weight.shape}, {bias.shape}")
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    if p > 0 and not has_dropout():
-        raise NotImplementedError("dropout needs the tl.dropout op (Philox 4x32-10), which the IR does not have "
-                                  "yet; p=0 (residual + layernorm) runs")
     if not (0 <= seed < 2**31 and 0 <= offset < 2**31):
         raise ValueError(f"seed and offset must be in [0, 2**31), got {seed} and {offset}")
     rows = lambda a: np.ascontiguousarray(a).reshape(-1, x.shape[-1])  # noqa: E731
