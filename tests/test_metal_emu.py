@@ -36,13 +36,56 @@ def attention_case(rng, n=45, d=64, causal=True, dtype="f16"):
     return [o, lse, q, k, v, scale], ref
 
 
-def test_results_do_not_depend_on_the_lane_map():
-    """With another lane map for simdgroup_matrix (metal_emu.h's test hook), attention (reductions, broadcasts,
-    masks, conversions and both mma forms) still matches float64: no code relies on Apple's undocumented order."""
+OTHER_MAP = {"TILES_METAL_EMU_OTHER_LANE_MAP": None}   # metal_emu.h: another, equally valid lane map
+LANE_MAP = {"TILES_METAL_LANE_MAP": None}               # tiles_metal: use targets.py's map, no scratch
+
+
+@pytest.mark.parametrize("defines,right", [(OTHER_MAP, True), (LANE_MAP, True), ({**LANE_MAP, **OTHER_MAP}, False)],
+                         ids=["scratch, other map", "lane map", "lane map, other map"])
+def test_what_depends_on_the_lane_map(defines, right):
+    """Attention (reductions, broadcasts, masks, conversions, edge blocks, both mma forms). By default nothing
+    depends on Apple's undocumented lane order: another map in the shim gives the same numbers. With
+    TILES_METAL_LANE_MAP the headers use targets.py's map instead of the scratch: right where the device has
+    that map, wrong where it has another, which is why the runtime enables it only after lanemap.check."""
     args, ref = attention_case(np.random.default_rng(1))
     k = attention_fwd.trace(args, "apple", D=64, causal=True)
-    EMU.run_source(generated(k), args, defines={"TILES_METAL_EMU_OTHER_LANE_MAP": None})
-    assert_close(args[0], ref, "f16", what="O")
+    EMU.run_source(generated(k), args, defines=defines)
+    if right:
+        assert_close(args[0], ref, "f16", what="O")
+    else:
+        assert not np.allclose(args[0].astype(np.float64), ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("op", ["row_sum", "col_max", "add_col", "bounds_mask"])
+def test_lane_map_mode_ops(op):
+    """The ops whose lane arithmetic differs between the two modes, at ragged shapes, with targets.py's map."""
+    x = random_array((37, 45), "f32")
+    v = random_array((1, 64), "f32")
+    y = poisoned((37, 64) if op in ("add_col", "bounds_mask") else (1, 64), "f32")
+    args = [y, x, v]
+    EMU.run_source(generated(lane_ops.trace(args, "apple", op=op)), args, defines=LANE_MAP)
+    want = poisoned(y.shape, "f32")
+    get("reference").launch(lane_ops, [want, x, v], op=op)
+    assert_close(y, want, "f32")
+
+
+@tl.kernel
+def lane_ops(Y, X, V, *, op, BR=64, BC=64):
+    tl.grid(1)
+    x = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (0, 0))
+    if op == "bounds_mask":
+        tl.bounds_mask(x, x, X.rows - 3, X.cols - 5, 2.5)
+        tl.store(Y, x, (0, 0))
+        return
+    v = tl.rvec(tl.f32, BR if op == "row_sum" else BC, axis="rows" if op == "row_sum" else "cols")
+    if op == "add_col":
+        tl.load(v, V, (0, 0))
+        tl.add_col(x, x, v)
+        tl.store(Y, x, (0, 0))
+        return
+    (tl.row_sum if op == "row_sum" else tl.col_max)(v, x)
+    tl.store(Y, v, (0, 0))
 
 
 def gemm_case(rng, m=70, n=60, kk=100):

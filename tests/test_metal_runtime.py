@@ -87,7 +87,8 @@ class _CommandBuffer:
             dtype = np.dtype(_C_TYPES[base]) if base != "bfloat" else random_array((1,), "bf16").dtype
             arrays.append(np.frombuffer(enc.buffers[i].bytes, dtype=dtype))
         params = [runner.Param(c, n, emulator.BUILTINS.get(a)) for c, n, a in fn.params]
-        mod = runner.compile(fn.source, kernel=fn.name, params=params, shim="metal", atoms=("apple",))
+        mod = runner.compile(fn.source, kernel=fn.name, params=params, shim="metal", atoms=("apple",),
+                             defines={**fn.macros, **_DEVICE_MAP})
         assert threads[1] == threads[2] == 1
         mod.launch(grid, threads[0], arrays, shared_bytes=enc.smem)
 
@@ -101,17 +102,23 @@ class _CommandBuffer:
 _PARAM = re.compile(r"\s*([\w ]+?\*?)\s+(\w+)\s+(?:\[\[(\w+(?:\(\d+\))?)\]\]|TILES_ATTR\((\w+\(\d+\))\))\s*[,)]")
 
 
+_DEVICE_MAP: dict = {}  # defines that give the stand-in "device" another simdgroup_matrix layout
+
+
 class _Function:
     """A kernel of the library: its source and its (C type, name, attribute) parameters, read off the source."""
 
-    def __init__(self, source, name):
-        self.source, self.name = source, name
+    def __init__(self, source, name, macros):
+        self.source, self.name, self.macros = source, name, dict(macros)
         sig = source[source.index(f"kernel void {name}(") + len(f"kernel void {name}("):]
         sig = sig[:sig.index("{")]
         self.params = [(m.group(1), m.group(2), m.group(3) or m.group(4)) for m in _PARAM.finditer(sig)]
 
 
 class _Device:
+    def __init__(self):
+        self.compiled = []  # (source, macros) of every library made
+
     def name(self):
         return "stand-in"
 
@@ -122,7 +129,9 @@ class _Device:
         assert '#include "tiles_metal' not in source, "the runtime hands Metal one self-contained text"
         assert options.FastMathEnabled is False
         self.language = options.LanguageVersion
-        lib = types.SimpleNamespace(newFunctionWithName_=lambda n: _Function(source, n)
+        macros = getattr(options, "PreprocessorMacros", {})
+        self.compiled.append((source, macros))
+        lib = types.SimpleNamespace(newFunctionWithName_=lambda n: _Function(source, n, macros)
                                     if f"kernel void {n}(" in source else None)
         return lib, None
 
@@ -155,12 +164,29 @@ def device(monkeypatch):
     return dev
 
 
-def test_gemm_through_the_runtime(device):
-    a, b = random_array((70, 50), "bf16"), random_array((50, 90), "bf16")
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_gemm_through_the_runtime(device, dtype):
+    """bf16 needs Metal 3.1 and keeps the scratch path; f16 gets the checked lane map."""
+    a, b = random_array((70, 50), dtype), random_array((50, 90), dtype)
     c = poisoned((70, 90), "f32")
     device.launch(gemm, [c, a, b])
     assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "f32")
-    assert device._device.language == (3 << 16) + 1  # bf16 needs Metal 3.1
+    dev = device._device
+    assert dev.language == (3 << 16) + (dtype == "bf16")
+    checked = any("kernel void tiles_lane_map(" in src for src, _ in dev.compiled)
+    assert checked == (dtype == "f16"), "the lane map is checked on the first kernel that could use it"
+    assert ("TILES_METAL_LANE_MAP" in dev.compiled[-1][1]) == (dtype == "f16")
+
+
+def test_another_lane_map_keeps_the_scratch(device, monkeypatch):
+    """A device whose layout is not targets.py's: the check says so, a warning, and kernels stay correct."""
+    monkeypatch.setitem(_DEVICE_MAP, "TILES_METAL_EMU_OTHER_LANE_MAP", None)
+    a, b = random_array((40, 30), "f16"), random_array((30, 20), "f16")
+    c = poisoned((40, 20), "f32")
+    with pytest.warns(UserWarning, match="lane map differs"):
+        device.launch(gemm, [c, a, b])
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "f32")
+    assert "TILES_METAL_LANE_MAP" not in device._device.compiled[-1][1]
 
 
 def test_attention_through_the_runtime(device):

@@ -8,17 +8,23 @@ compiled once per kernel with the language version it needs and fast math off (t
 float64 reference), a compute pipeline is made and checked against the kernel's threads and threadgroup memory,
 the arrays are copied into shared-storage buffers, the grid is dispatched, the command buffer is waited on, and
 its error (if any) is raised as a Python exception before the results are copied back.
+
+On first use the runtime runs lanemap.py's check kernel. If this device lays out float and half simdgroup
+matrices as tiles/targets.py says, kernels without bfloat are compiled with TILES_METAL_LANE_MAP, so that
+position-dependent ops work in registers instead of passing through threadgroup memory; otherwise (with a
+warning) they keep the scratch path, which does not depend on the layout.
 """
 from __future__ import annotations
 
 import sys
+import warnings
 
 import numpy as np
 
 from tiles import interp, ir
 from tiles.backend import Backend
 
-from . import toolchain
+from . import lanemap, toolchain
 from .emulator import generated
 
 
@@ -38,7 +44,8 @@ class MetalDevice(Backend):
 
     def __init__(self):
         self._device = self._queue = None
-        self._pipelines: dict = {}   # (source, name) -> MTLComputePipelineState
+        self._pipelines: dict = {}   # (source, name, macros) -> MTLComputePipelineState
+        self._lane_map: bool | None = None  # whether lanemap.check passed on this device
 
     @property
     def device(self) -> str:
@@ -58,14 +65,25 @@ class MetalDevice(Backend):
             self._queue = self._device.newCommandQueue()
         return None
 
-    def _pipeline(self, source: str, name: str, language: str, threads: int, smem_bytes: int):
-        key = (source, name)
+    def lane_map_checked(self) -> bool:
+        """Whether this device's simdgroup_matrix layout is targets.py's (checked once, on first use)."""
+        if self._lane_map is None:
+            why = lanemap.check(self)
+            self._lane_map = why is None
+            if why:
+                warnings.warn(f"{self.device}: {why}; position-dependent ops stay in threadgroup memory")
+        return self._lane_map
+
+    def _pipeline(self, source: str, name: str, language: str, threads: int, smem_bytes: int, macros=()):
+        key = (source, name, tuple(macros))
         if key in self._pipelines:
             return self._pipelines[key]
         Metal, dev = _metal(), self._device
         opts = Metal.MTLCompileOptions.alloc().init()
         opts.setLanguageVersion_(Metal.MTLLanguageVersion3_1 if language == "3.1" else Metal.MTLLanguageVersion3_0)
         opts.setFastMathEnabled_(False)
+        if macros:
+            opts.setPreprocessorMacros_({m: "1" for m in macros})
         lib, err = dev.newLibraryWithSource_options_error_(toolchain.amalgamate(source), opts, None)
         if lib is None:
             raise MetalError(f"{name}: the Metal compiler failed:\n{err.localizedDescription()}")
@@ -111,7 +129,9 @@ class MetalDevice(Backend):
 
     def run(self, k: ir.Kernel, args) -> None:
         mk = generated(k)
-        pso = self._pipeline(mk.source, mk.name, mk.language, mk.threads, mk.smem_bytes)
+        # the check covers float and half matrices; a kernel with bfloat (Metal 3.1) keeps the scratch path
+        macros = ("TILES_METAL_LANE_MAP",) if mk.language == "3.0" and self.lane_map_checked() else ()
+        pso = self._pipeline(mk.source, mk.name, mk.language, mk.threads, mk.smem_bytes, macros)
         env = interp.bind(k, args)
         host = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
         arrays, ints, floats = mk.pack(host, env)

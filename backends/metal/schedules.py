@@ -11,7 +11,7 @@ double-buffered threadgroup loop.
   read one step earlier). Metal has no asynchronous global->threadgroup copy, so the overlap comes from other
   simdgroups computing while one waits on its loads, and from one barrier per step instead of two.
 * Threadgroup memory is a single arena (``[[threadgroup(0)]]``): the tiles, then the simdgroups' 8x8 scratch
-  (see tiles_metal/scratch.h), then the exchange area of column reductions. If the copies do not fit the
+  (see tiles_metal/elements.h), then the exchange area of column reductions. If the copies do not fit the
   device's 32 KB, the stages are lowered (down to a plain loop) before anything is rejected.
 """
 from __future__ import annotations

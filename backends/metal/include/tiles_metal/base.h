@@ -53,10 +53,6 @@ inline block make_block(ushort tid, ushort sg, ushort lane, ushort nsg, threadgr
     return b;
 }
 
-// Our own element positions inside the 8x8 scratch: lane l owns elements (l/4, 2*(l%4)) and (l/4, 2*(l%4)+1).
-inline int scratch_row(ushort lane) { return lane / 4; }
-inline int scratch_col(ushort lane) { return 2 * (lane % 4); }
-
 // The scalar operations the maps and reductions are made of, as functors (MSL has no lambdas).
 struct op_add { template <typename T> T operator()(T a, T b) const { return a + b; } };
 struct op_sub { template <typename T> T operator()(T a, T b) const { return a - b; } };

@@ -2,7 +2,7 @@
 // result does not depend on which element a lane holds, because the same function is applied to every element
 // and the operands of a binary map have the same matrix type, hence the same (if undocumented) layout.
 #pragma once
-#include "scratch.h"
+#include "elements.h"
 
 namespace tiles_metal {
 

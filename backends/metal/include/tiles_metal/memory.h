@@ -2,7 +2,7 @@
 // Global <-> threadgroup copies are cooperative over the whole threadgroup; register tiles move per simdgroup
 // with simdgroup_load/simdgroup_store. Elements past the end of a global read as 0 and are never written.
 #pragma once
-#include "scratch.h"
+#include "elements.h"
 
 namespace tiles_metal {
 
@@ -62,17 +62,14 @@ inline void load(thread rt<T, R, C>& dst, const thread st<T, SR, SC>& src, int r
             simdgroup_load(dst.m[i][j], src.at(row0 + i * BASE, col0 + j * BASE), SC);
 }
 
-// The same with a conversion of the element type, through the scratch.
+// The same with a conversion of the element type, element by element.
 template <typename T, typename U, int R, int C, int SR, int SC>
 inline void load(thread rt<T, R, C>& dst, const thread st<U, SR, SC>& src, int row0, int col0, const thread block& b) {
-    const int r = scratch_row(b.lane), c = scratch_col(b.lane);
-    threadgroup T* s = scratch_as<T>(b) + 2 * b.lane;
+    const int r = elem_row(b.lane), c = elem_col(b.lane);
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
             threadgroup U* p = src.at(row0 + i * BASE + r, col0 + j * BASE + c);
-            s[0] = T(float(p[0]));
-            s[1] = T(float(p[1]));
-            from_scratch(dst.m[i][j], b);
+            set_elements(dst.m[i][j], b, float(p[0]), float(p[1]));
         }
     }
 }
@@ -90,30 +87,28 @@ inline void store(const thread st<T, SR, SC>& dst, const thread rt<T, R, C>& src
 
 template <typename T, typename U, int R, int C, int SR, int SC>
 inline void store(const thread st<T, SR, SC>& dst, const thread rt<U, R, C>& src, int row0, int col0, const thread block& b) {
-    const int r = scratch_row(b.lane), c = scratch_col(b.lane);
-    threadgroup U* s = scratch_as<U>(b) + 2 * b.lane;
+    const int r = elem_row(b.lane), c = elem_col(b.lane);
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
-            to_scratch(src.m[i][j], b);
+            float x0, x1;
+            get_elements(src.m[i][j], b, x0, x1);
             threadgroup T* p = dst.at(row0 + i * BASE + r, col0 + j * BASE + c);
-            p[0] = T(float(s[0]));
-            p[1] = T(float(s[1]));
-            release_scratch();
+            p[0] = T(x0);
+            p[1] = T(x1);
         }
     }
 }
 
 // ------------------------------------------------------------------ global <-> registers (per simdgroup)
 // Which lane touches which element of a global is the same for a load and a store of the same tile position
-// (whole 8x8 blocks: simdgroup_load/store; blocks at an edge: the scratch positions), whatever the element
+// (whole 8x8 blocks: simdgroup_load/store; blocks at an edge: elements.h's positions), whatever the element
 // types, so a block that reads back its own writes reads them in the lane that wrote them.
 
 // The simdgroup's register tile <- src at (at.r.., at.c..), converted to the tile's type; zero past the end.
 template <typename T, typename U, int R, int C>
 inline void load(thread rt<T, R, C>& dst, const thread gl<U>& src, coord at, const thread block& b) {
     const bool inside = at.b < src.batch && at.d < src.depth;
-    const int r = scratch_row(b.lane), c = scratch_col(b.lane);
-    threadgroup T* s = scratch_as<T>(b) + 2 * b.lane;
+    const int r = elem_row(b.lane), c = elem_col(b.lane);
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
             const int gr = at.r + i * BASE, gc = at.c + j * BASE;
@@ -123,11 +118,12 @@ inline void load(thread rt<T, R, C>& dst, const thread gl<U>& src, coord at, con
                 convert(dst.m[i][j], m, b);
                 continue;
             }
+            float x[2];
             for (int e = 0; e < 2; ++e) {
                 const bool ok = inside && gr + r < src.rows && gc + c + e < src.cols;
-                s[e] = ok ? T(float(*src.at(at.b, at.d, gr + r, gc + c + e))) : T(0);
+                x[e] = ok ? float(*src.at(at.b, at.d, gr + r, gc + c + e)) : 0.0f;
             }
-            from_scratch(dst.m[i][j], b);
+            set_elements(dst.m[i][j], b, x[0], x[1]);
         }
     }
 }
@@ -136,8 +132,7 @@ inline void load(thread rt<T, R, C>& dst, const thread gl<U>& src, coord at, con
 template <typename T, typename U, int R, int C>
 inline void store(const thread gl<T>& dst, const thread rt<U, R, C>& src, coord at, const thread block& b) {
     if (at.b >= dst.batch || at.d >= dst.depth) return;
-    const int r = scratch_row(b.lane), c = scratch_col(b.lane);
-    threadgroup U* s = scratch_as<U>(b) + 2 * b.lane;
+    const int r = elem_row(b.lane), c = elem_col(b.lane);
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
             const int gr = at.r + i * BASE, gc = at.c + j * BASE;
@@ -147,10 +142,10 @@ inline void store(const thread gl<T>& dst, const thread rt<U, R, C>& src, coord 
                 simdgroup_store(m, (device T*)dst.at(at.b, at.d, gr, gc), dst.stride_r);
                 continue;
             }
-            to_scratch(src.m[i][j], b);
+            float x[2];
+            get_elements(src.m[i][j], b, x[0], x[1]);
             for (int e = 0; e < 2; ++e)
-                if (gr + r < dst.rows && gc + c + e < dst.cols) *dst.at(at.b, at.d, gr + r, gc + c + e) = T(float(s[e]));
-            release_scratch();
+                if (gr + r < dst.rows && gc + c + e < dst.cols) *dst.at(at.b, at.d, gr + r, gc + c + e) = T(x[e]);
         }
     }
 }
@@ -159,17 +154,16 @@ inline void store(const thread gl<T>& dst, const thread rt<U, R, C>& src, coord 
 template <int R, int C>
 inline void atomic_add(const thread gl<float>& dst, const thread rt<float, R, C>& src, coord at, const thread block& b) {
     if (at.b >= dst.batch || at.d >= dst.depth) return;
-    const int r = scratch_row(b.lane), c = scratch_col(b.lane);
-    threadgroup float* s = scratch_as<float>(b) + 2 * b.lane;
+    const int r = elem_row(b.lane), c = elem_col(b.lane);
     for (int i = 0; i < R / BASE; ++i) {
         for (int j = 0; j < C / BASE; ++j) {
             const int gr = at.r + i * BASE + r, gc = at.c + j * BASE + c;
-            to_scratch(src.m[i][j], b);
+            float x[2];
+            get_elements(src.m[i][j], b, x[0], x[1]);
             for (int e = 0; e < 2; ++e)
                 if (gr < dst.rows && gc + e < dst.cols)
-                    atomic_fetch_add_explicit((device atomic_float*)dst.at(at.b, at.d, gr, gc + e), s[e],
+                    atomic_fetch_add_explicit((device atomic_float*)dst.at(at.b, at.d, gr, gc + e), x[e],
                                               memory_order_relaxed);
-            release_scratch();
         }
     }
 }

@@ -1,8 +1,8 @@
 // tiles_metal/philox.h - tl.dropout: the keep mask from Philox 4x32-10, keyed exactly as tiles/philox.py says
 // (counter = (col / 4, row, offset, 0), key = (seed, 0), 24 bits of word col % 4), so every backend drops the
-// same elements. The mask needs each element's (row, col), so it runs through the scratch (map_positions).
+// same elements. The mask needs each element's (row, col): map_positions (elements.h).
 #pragma once
-#include "scratch.h"
+#include "elements.h"
 
 namespace tiles_metal {
 

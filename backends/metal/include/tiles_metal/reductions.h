@@ -1,7 +1,7 @@
-// tiles_metal/reductions.h - row/column reductions, row/column broadcasts and masks. They need element positions,
-// so they go through the per-simdgroup scratch (see scratch.h); partial results are combined with simd shuffles.
+// tiles_metal/reductions.h - row/column reductions, row/column broadcasts and masks. They need element positions
+// (elements.h); partial results are combined with simd shuffles between the lanes that share a row or columns.
 #pragma once
-#include "scratch.h"
+#include "elements.h"
 
 namespace tiles_metal {
 
@@ -10,19 +10,17 @@ template <typename Op, typename V, typename W, typename T, int R, int C>
 inline void row_reduce(thread rv<V, R>& dst, const thread rt<T, R, C>& src, const thread rv<W, R>& acc, bool has_acc,
                        const thread block& b) {
     const Op op;
-    threadgroup T* s = scratch_as<T>(b) + 2 * b.lane;
     for (int i = 0; i < R / BASE; ++i) {
         float part = identity<Op>::value();
         for (int j = 0; j < C / BASE; ++j) {
-            to_scratch(src.m[i][j], b);
-            part = op(part, op(float(s[0]), float(s[1])));
-            release_scratch();
+            float x0, x1;
+            get_elements(src.m[i][j], b, x0, x1);
+            part = op(part, op(x0, x1));
         }
-        // the four lanes of a scratch row hold its partials: lanes 4r .. 4r+3
-        part = op(part, simd_shuffle_xor(part, ushort(1)));
-        part = op(part, simd_shuffle_xor(part, ushort(2)));
+        // combine the partials of the lanes that hold the same row (elements.h)
+        for (int k = 0; k < 2; ++k) part = op(part, simd_shuffle_xor(part, ROW_PEERS[k]));
         for (int r = 0; r < BASE; ++r) {
-            const float x = simd_shuffle(part, ushort(4 * r));
+            const float x = simd_shuffle(part, row_owner(r));
             dst.v[i * BASE + r] = V(has_acc ? op(float(acc.v[i * BASE + r]), x) : x);
         }
     }
@@ -45,23 +43,23 @@ template <typename Op, typename V, typename W, typename T, int R, int C>
 inline void col_reduce(thread rv<V, C>& dst, const thread rt<T, R, C>& src, const thread rv<W, C>& acc, bool has_acc,
                        threadgroup float* exchange, const thread block& b) {
     const Op op;
-    threadgroup T* s = scratch_as<T>(b) + 2 * b.lane;
+    const int c = elem_col(b.lane);
     for (int j = 0; j < C / BASE; ++j) {
         float p0 = identity<Op>::value(), p1 = p0;
         for (int i = 0; i < R / BASE; ++i) {
-            to_scratch(src.m[i][j], b);
-            p0 = op(p0, float(s[0]));
-            p1 = op(p1, float(s[1]));
-            release_scratch();
+            float x0, x1;
+            get_elements(src.m[i][j], b, x0, x1);
+            p0 = op(p0, x0);
+            p1 = op(p1, x1);
         }
-        // lanes with the same lane % 4 hold the same two columns: combine over the eight rows
-        for (ushort d = 4; d < SIMD; d *= 2) {
-            p0 = op(p0, simd_shuffle_xor(p0, d));
-            p1 = op(p1, simd_shuffle_xor(p1, d));
+        // combine over the lanes that hold the same two columns (elements.h): the eight rows
+        for (int k = 0; k < 3; ++k) {
+            p0 = op(p0, simd_shuffle_xor(p0, COL_PEERS[k]));
+            p1 = op(p1, simd_shuffle_xor(p1, COL_PEERS[k]));
         }
-        if (b.lane < 4) {
-            exchange[b.sg * C + j * BASE + 2 * b.lane] = p0;
-            exchange[b.sg * C + j * BASE + 2 * b.lane + 1] = p1;
+        if (b.lane == cols_owner(c / 2)) {
+            exchange[b.sg * C + j * BASE + c] = p0;
+            exchange[b.sg * C + j * BASE + c + 1] = p1;
         }
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);

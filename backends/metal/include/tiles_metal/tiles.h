@@ -2,7 +2,7 @@
 #pragma once
 #include "base.h"
 #include "types.h"
-#include "scratch.h"
+#include "elements.h"
 #include "memory.h"
 #include "maps.h"
 #include "reductions.h"
