@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles import dtypes
+from tiles.kernels.attention import attention
 from tiles.kernels.attention_bwd import attention_backward
 from tiles.testing import assert_close, random_array
 
@@ -66,3 +67,17 @@ def test_attention_backward_bad_input():
         attention_backward(q, k, k, q, lse, q)
     with pytest.raises(ValueError, match="lse of"):
         attention_backward(q, q, q, q, lse[:, :2], q)
+
+
+def test_backward_from_the_forward_kernel(backend):
+    """O and LSE as kernels/attention.py returns them (LSE in natural log) feed the backward unchanged."""
+    q = random_array((1, 2, 50, 64), "bf16")
+    k = random_array((1, 1, 50, 64), "bf16")
+    v = random_array((1, 1, 50, 64), "bf16")
+    do = random_array((1, 2, 50, 64), "bf16")
+    o, lse = attention(q, k, v, causal=True, backend=backend)
+    dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=True, backend=backend)
+    _, _, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, True, 1 / 8)
+    assert_close(dq, ref_dq, "bf16", what="dQ")
+    assert_close(dk, ref_dk, "bf16", what="dK")
+    assert_close(dv, ref_dv, "bf16", what="dV")
