@@ -4,6 +4,7 @@ checks before a launch refuse bad arguments with clear messages."""
 import functools
 import re
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -145,6 +146,43 @@ def test_sm90a_wgmma_option_puts_hgmma_in_the_main_loop(kernel):
     res = c.resources[gen.name]
     assert res.spills == 0 and res.stack_frame == 0, res
     assert "C7511" not in c.log     # ptxas would say so if it serialized the wgmma sequence
+
+
+@tl.kernel
+def drop(Y, X, p, seed, offset):
+    br, bc = tl.grid(tl.cdiv(X.rows, 64), tl.cdiv(X.cols, 128))
+    x = tl.regs(tl.f32, 64, 128)
+    tl.load(x, X, (br, bc))
+    tl.dropout(x, x, p, seed, offset, br * 64, bc * 128)
+    tl.store(Y, x, (br, bc))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dropout_compiles_without_spills(target):
+    x = random_array((64, 128), "f32")
+    gen, c = build(drop, [x, x, 0.25, 7, 3], target)
+    assert c.resources[gen.name].spills == 0 and c.resources[gen.name].stack_frame == 0
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
+def test_philox_matches_the_python_definition(tmp_path):
+    """tc::philox4x32_10 built for the host, against tiles.philox on random counters and keys."""
+    from tiles import philox
+    rng = np.random.default_rng()
+    words = rng.integers(0, 2**32, size=(16, 6), dtype=np.uint64)
+    rows = ",".join("{" + ",".join(f"{int(w)}u" for w in row) + "}" for row in words)
+    (tmp_path / "philox.cu").write_text(
+        "#include <cstdio>\n#include <tiles_cuda/tiles.cuh>\n"
+        f"unsigned in[][6] = {{{rows}}};\n"
+        "int main() { for (auto& v : in) { uint4 w = tc::philox4x32_10(make_uint4(v[0], v[1], v[2], v[3]), v[4], v[5]);"
+        " printf(\"%u %u %u %u\\n\", w.x, w.y, w.z, w.w); } }\n")
+    exe = tmp_path / "philox"
+    subprocess.run(["nvcc", "-std=c++17", f"-I{toolchain.HEADERS}", f"-I{toolchain.cuda_include()}",
+                    "-o", str(exe), str(tmp_path / "philox.cu")], check=True, capture_output=True)
+    got = [[int(x) for x in ln.split()] for ln in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                                 check=True).stdout.splitlines()]
+    want = np.stack(philox.philox4x32(words[:, :4].T, words[:, 4:].T), axis=1).tolist()
+    assert got == want
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")

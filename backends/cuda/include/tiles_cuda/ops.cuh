@@ -245,4 +245,56 @@ __device__ inline void bounds_mask(D& dst, const S& src, int rows, int cols, flo
     map_rc(dst, src, [=](float x, int r, int c) { return r < rows && c < cols ? x : fill; });
 }
 
+// ---- dropout ----------------------------------------------------------------------
+// Philox 4x32-10 (Salmon et al., SC'11), the counter-based generator tiles/philox.py defines. Host and
+// device: the host build is how CI checks it against the Python definition.
+__host__ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, unsigned k0, unsigned k1) {
+    for (int r = 0; r < 10; ++r) {
+        const unsigned long long p0 = 0xD2511F53ull * c.x, p1 = 0xCD9E8D57ull * c.z;  // 32 x 32 -> 64 bits
+        c = make_uint4(unsigned(p1 >> 32) ^ c.y ^ k0, unsigned(p1), unsigned(p0 >> 32) ^ c.w ^ k1, unsigned(p0));
+        k0 += 0x9E3779B9u;  // the key schedule (its last step is never used)
+        k1 += 0xBB67AE85u;
+    }
+    return c;
+}
+
+// dst = src / (1 - p) where the uniform u of global element (row0 + i, col0 + j) is >= p, else 0:
+// u = (word[col % 4] >> 8) * 2^-24 of Philox((col / 4, row, offset, 0), (seed, 0)). A lane's pair of
+// columns (2t, 2t+1) lies in one group of four, so one Philox evaluation serves both. The keep bits are
+// drawn first, one pair at a time in a rolled loop (unrolled, the independent Philox chains would be
+// interleaved and spill), then applied to the tile with compile-time indices.
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void dropout(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, float p, unsigned seed,
+                               unsigned offset, int row0, int col0) {
+    using tile = rt<T, R, C, NW>;
+    constexpr int pairs = tile::height * tile::width * 4, words = (pairs + 15) / 16;
+    unsigned keep[words];  // 2 bits per pair
+#pragma unroll
+    for (int wd = 0; wd < words; ++wd) {
+        unsigned m = 0;
+#pragma unroll 1
+        for (int k = 0; k < 16 && wd * 16 + k < pairs; ++k) {
+            const int e = wd * 16 + k, i = e / (tile::width * 4), j = (e / 4) % tile::width, q = e % 4;
+            const unsigned row = row0 + tile::row_of(i, q), col = col0 + tile::col_of(j, q);
+            const uint4 w = philox4x32_10(make_uint4(col / 4, row, offset, 0u), seed, 0u);
+            const unsigned w0 = col % 4 == 0 ? w.x : w.z, w1 = col % 4 == 0 ? w.y : w.w;  // col is even
+            m |= unsigned(float(w0 >> 8) * 0x1p-24f >= p) << (2 * k);
+            m |= unsigned(float(w1 >> 8) * 0x1p-24f >= p) << (2 * k + 1);
+        }
+        keep[wd] = m;
+    }
+    const float scale = 1.f / (1.f - p);
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int e = (i * tile::width + j) * 4 + q;
+                const unsigned bits = keep[e / 16] >> (2 * (e % 16));
+                dst.d[i][j][q] = make_pair<T>(bits & 1 ? to_float(src.d[i][j][q].x) * scale : 0.f,
+                                              bits & 2 ? to_float(src.d[i][j][q].y) * scale : 0.f);
+            }
+}
+
 }  // namespace tc
