@@ -23,7 +23,6 @@ class Generated:
     name: str
     source: str
     schedule: Schedule
-    params: list          # the kernel's params (GL | ScalarArg), in launch order
 
 
 def ctype(d: dtypes.DType) -> str:
@@ -40,7 +39,7 @@ def expr(e) -> str:
     return cgen.c_expr(ir.as_expr(e), _name)
 
 
-def tile_type(t, warps: str = "NUM_WARPS") -> str:
+def tile_type(t) -> str:
     if isinstance(t, ST):
         return f"tc::st<{ctype(t.dtype)}, {t.rows}, {t.cols}>"
     if isinstance(t, SV):
@@ -49,12 +48,12 @@ def tile_type(t, warps: str = "NUM_WARPS") -> str:
         if t.layout != "row":
             raise TileError(f"the CUDA backend keeps register tiles in row layout; {t.name} asks for "
                             f"{t.layout!r} (use it through shared memory instead)")
-        return f"tc::rt<{ctype(t.dtype)}, {t.rows}, {t.cols}, {warps}>"
-    return f"tc::rv<{ctype(t.dtype)}, {t.length}, tc::axis::{t.axis}, {warps}>"
+        return f"tc::rt<{ctype(t.dtype)}, {t.rows}, {t.cols}, NUM_WARPS>"
+    return f"tc::rv<{ctype(t.dtype)}, {t.length}, tc::axis::{t.axis}, NUM_WARPS>"
 
 
 def generate(k: ir.Kernel, sched: Schedule) -> Generated:
-    return Generated(k.name, _Emitter(k, sched).emit(), sched, list(k.params))
+    return Generated(k.name, _Emitter(k, sched).emit(), sched)
 
 
 class _Emitter:
