@@ -40,14 +40,15 @@ def reference_attention_grads(q, k, v, do, causal, scale):
 
 @settings(max_examples=4)
 @given(batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.sampled_from([1, 2]),
-       n=st.integers(2, 100), d=st.sampled_from([64, 128]), causal=st.booleans(),
+       n=st.integers(2, 100), n_kv=st.integers(2, 100), d=st.sampled_from([64, 128]), causal=st.booleans(),
        dtype=st.sampled_from(["bf16", "f16"]))
-def test_attention_backward(backend, batch, kv_heads, group, n, d, causal, dtype):
-    # n >= 2: with one key, softmax is constant, dQ and dK vanish and no relative error means anything
+def test_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal, dtype):
+    # n_kv >= 2: with one key, softmax is constant, dQ and dK vanish and no relative error means anything
+    n_kv = n if causal else n_kv
     heads = kv_heads * group
     q = random_array((batch, heads, n, d), dtype)
-    k = random_array((batch, kv_heads, n, d), dtype)
-    v = random_array((batch, kv_heads, n, d), dtype)
+    k = random_array((batch, kv_heads, n_kv, d), dtype)
+    v = random_array((batch, kv_heads, n_kv, d), dtype)
     do = random_array((batch, heads, n, d), dtype)
     scale = 1 / math.sqrt(d)
     o, lse, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, causal, scale)
