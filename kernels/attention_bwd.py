@@ -25,8 +25,9 @@ LOG2E = 1.4426950408889634
 # BN kv rows per block (split over the workers), BM query rows per step of the loop.
 # Shared memory at D=128: K (and V where v_shared) BN x D, Q and dO BM x D per stage, dS^T BN x BM. Where two
 # stages do not fit (gfx942's 64 KB, apple's 32 KB) the backends lower them. BM and BN: whole MMA row
-# fragments per worker. Measured offline (resource reports): no spills at D=64 anywhere; at D=128 a few
-# hundred bytes on sm_80/sm_90a and 80 B on gfx942 (the three f32 accumulators take 3 x D floats per row).
+# fragments per worker. Measured offline (resource reports): no spills at D=64 on the NVIDIA and AMD
+# targets; at D=128 a few hundred bytes on sm_80/sm_90a and 80 B on gfx942 (the three f32 accumulators
+# take 3 x D floats per row).
 CONFIGS = {
     "default": dict(BM=64, BN=64),
     "sm_80": dict(BM=64, BN=64, v_shared=True, stages=2, workers=4),
