@@ -1,12 +1,10 @@
 // tiles_metal/base.h - what every other header of the library needs: the Metal standard library (or, under
 // TILES_EMU, the CPU shim that stands in for it), the block's worker coordinates, and the scalar helpers.
 //
-// Apple does not document which lane of a simdgroup holds which element of a simdgroup_matrix, so nothing in this
-// library reads or writes a matrix element at a known (row, col) through thread_elements(). Element-wise maps use
-// thread_elements() only where position does not matter (the same function on every element, or two matrices of
-// the same type, whose layouts are equal by construction). Every op that needs positions (reductions, broadcasts,
-// masks, conversions between element types) goes through a per-simdgroup 8x8 scratch in threadgroup memory, where
-// the positions are ours.
+// Apple does not document which lane of a simdgroup holds which element of a simdgroup_matrix. Element-wise maps
+// use thread_elements() only where position does not matter (the same function on every element, or two matrices
+// of the same type, whose layouts are equal by construction); every op that needs positions is built on
+// elements.h, which by default goes through threadgroup memory where the positions are ours.
 #pragma once
 
 #ifdef TILES_EMU
@@ -23,16 +21,13 @@ using namespace metal;
 #define TILES_ATTR(a) [[a]]
 #endif
 
-// bfloat exists from Metal 3.1 (macOS 14); the runtime compiles bf16 kernels with that language version.
-#if defined(__HAVE_BFLOAT__)
-#define TILES_METAL_HAS_BFLOAT 1
-#endif
+// bfloat exists from Metal 3.1 (macOS 14): the runtime compiles kernels with bf16 tiles for that version.
 
 namespace tiles_metal {
 
 constant constexpr int BASE = 8;          // the simdgroup_matrix side
 constant constexpr int SIMD = 32;         // lanes per simdgroup
-constant constexpr int SCRATCH = BASE * BASE;  // floats of scratch per simdgroup
+constant constexpr int SCRATCH = BASE * BASE;  // floats of scratch per simdgroup (elements.h)
 
 // Who this thread is within the block, plus the scratch its simdgroup owns. Made once at the top of a kernel.
 struct block {
