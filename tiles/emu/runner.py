@@ -52,6 +52,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -352,7 +353,11 @@ class Module:
 
     def _run_forked(self, cfg, bufs, err, timeout) -> None:
         timeout = timeout if timeout is not None else float(os.environ.get("TILES_EMU_TIMEOUT", "600"))
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns about fork() in a process with threads (BLAS pools): the child
+            # only runs the kernel's own code and exits, it takes none of their locks.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:   # child: run, report through the shared mappings, never return into the caller
             code = 70
             try:
