@@ -198,7 +198,8 @@ def mfma_scale_16x16x128(a_dtype: str, b_dtype: str | None = None) -> Atom:
     16x16x128 fp8 MMA. Not modelled: the per-32-element E8M0 scales, fp6/fp4 operand formats
     (whose register layouts differ), OPSEL. Layout: each lane holds 32 fp8 of row l % 16 in two
     runs of 16 consecutive K, 64 apart: k = 64*(i // 16) + 16*(l // 16) + i % 16 (CDNA4 ISA
-    chapter 7; the ROCm blog's 32x32x64 example has the same structure with 32-apart runs).
+    chapter 7; HipKittens' gfx950 fp8 GEMM fills its operands with two ds_read_b128 per lane at
+    exactly these offsets; the ROCm blog's 32x32x64 example has the same structure, runs 32 apart).
     """
     b_dtype = b_dtype or a_dtype
 
