@@ -49,13 +49,13 @@ def test_every_kernel_compiles(workload, shape, target):
     assert gen.schedule.smem_bytes <= targets.target(target).shared_bytes
     # a kernel that multiplies matrices does it on the tensor cores
     if any(op.name == "mma" for op, _ in workload.kernel(s).trace(args, target, **workload.consts(s)).walk()):
-        assert re.search(r"\bHMMA\.", c.sass()), f"{gen.name} on {target}: no HMMA in the SASS"
+        assert re.search(r"\bH(G)?MMA\.", c.sass()), f"{gen.name} on {target}: no HMMA/HGMMA in the SASS"
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_gemm_main_loop_uses_ldmatrix_cp_async_and_hmma(target):
     a = random_array((256, 256), "bf16")
-    gen, c = build(gemm, [a, a, a], target)
+    gen, c = build(gemm, [a, a, a], target, wgmma=False)   # the warp schedule on mma.sync (sm_90a's option)
     sass = c.sass()
     assert sass.count("LDGSTS") >= 2        # cp.async: the pipelined global->shared copies
     assert "LDSM" in sass                    # ldmatrix
@@ -129,7 +129,7 @@ def test_register_shared_moves_use_ldmatrix_and_stmatrix(target):
 
 @pytest.mark.parametrize("kernel", ["gemm", "gemm_bt", "attention", "attention_d64"])
 def test_sm90a_wgmma_option_puts_hgmma_in_the_main_loop(kernel):
-    """wgmma=True: every block-level mma of the bf16 GEMM and attention is a warpgroup wgmma (HGMMA)."""
+    """wgmma (the sm_90a default): every block-level mma of the bf16 GEMM and attention is a warpgroup wgmma."""
     from tiles.kernels.attention import attention_fwd
     x2, x4, lse = random_array((256, 256), "bf16"), random_array((1, 2, 256, 128), "bf16"), np.zeros((1, 2, 256))
     x4_64 = random_array((1, 2, 256, 64), "bf16")

@@ -146,3 +146,46 @@ def test_wgmma_option_matches_float64(m, n, k, trans_b, seq, d, causal):
         s = np.where(np.tril(np.ones((seq, seq), dtype=bool)), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     assert_close(up(o), (p / p.sum(-1, keepdims=True)) @ up(v), "bf16", what="O")
+
+
+def padded(x: np.ndarray, dtype: str):
+    """x on the GPU as a view whose rows are padded to a multiple of 8 elements (16 bytes, what TMA needs)."""
+    cols = x.shape[-1]
+    store = torch.zeros(*x.shape[:-1], -(-cols // 8) * 8, dtype=TORCH[dtype], device="cuda")
+    store[..., :cols] = to_torch(x, dtype)
+    return store[..., :cols]
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
+@settings(max_examples=4, deadline=None)
+@given(m=st.integers(1, 300), n=st.integers(1, 600), k=st.integers(1, 300), trans_b=st.booleans(),
+       seq=st.integers(1, 400), d=st.sampled_from([64, 128]), causal=st.booleans())
+def test_warp_specialized_schedule_matches_float64(m, n, k, trans_b, seq, d, causal):
+    """schedule="warp_specialized": TMA producer warpgroup, wgmma consumers, setmaxnreg. Ragged shapes lean on
+    TMA's zero fill past the end; row pitches are padded to 16 bytes (TMA refuses others, see the CPU tests)."""
+    a = padded(random_array((m, k), "bf16"), "bf16")
+    b = padded(random_array((n, k) if trans_b else (k, n), "bf16"), "bf16")
+    c = torch.full((m, n), float("nan"), device="cuda")
+    gemm(c, a, b, trans_b=trans_b, schedule="warp_specialized")
+    q, kk, v = (padded(random_array((2, 2, seq, d), "bf16"), "bf16") for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((2, 2, seq), float("nan"), device="cuda")
+    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, schedule="warp_specialized")
+    torch.cuda.synchronize()
+    assert_close(up(c), up(a) @ (up(b).T if trans_b else up(b)), "f32", tol=1e-5)
+    s = up(q) @ up(kk).transpose(0, 1, 3, 2) / math.sqrt(d)
+    if causal:
+        s = np.where(np.tril(np.ones((seq, seq), dtype=bool)), s, -np.inf)
+    mx = s.max(-1, keepdims=True)
+    p = np.exp(s - mx)
+    assert_close(up(o), (p / p.sum(-1, keepdims=True)) @ up(v), "bf16", what="O")
+    assert_close(up(lse), (np.log(p.sum(-1)) + mx[..., 0]), "f32", tol=1e-4, what="LSE")
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
+def test_warp_specialized_schedule_refuses_rows_tma_cannot_address():
+    a = to_torch(random_array((64, 60), "bf16"), "bf16")   # 120-byte rows: not a multiple of 16 bytes
+    b = to_torch(random_array((60, 64), "bf16"), "bf16")
+    c = torch.full((64, 64), float("nan"), device="cuda")
+    with pytest.raises(TileError, match="multiples of 16 bytes"):
+        gemm(c, a, b, schedule="warp_specialized")

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,76 @@ def pack(k: ir.Kernel, args) -> list:
             out += [np.uint64(pointer(a))] + [np.int32(n) for n in shape] + [np.int64(s) for s in strides[:3]]
         else:
             out.append(np.float32(a) if p.dtype == dtypes.f32 else np.int32(a))
+    return out
+
+
+# ---- TMA tensor maps (the warp-specialized schedule) ---------------------------------------------------------
+
+TMA_DTYPES = {"bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"}
+TMA_STRIDE_LIMIT = 2**40   # bytes (cuTensorMapEncodeTiled)
+TMA_DIM_LIMIT = 2**32
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """What cuTensorMapEncodeTiled is given for one pipelined load: a 4-D map of the global, innermost dim
+    first (cols, rows, depth, batch), whose box is one swizzle panel of the shared tile."""
+    dtype: str                      # cuda.bindings CUtensorMapDataType name
+    dims: tuple[int, int, int, int]
+    strides: tuple[int, int, int]   # bytes between consecutive rows, depths, batches
+    box: tuple[int, int, int, int]
+    swizzle: str                    # CUtensorMapSwizzle name, the shared tile's mode
+
+
+def tensor_map_spec(k: ir.Kernel, load: schedules.TmaLoad, dtype: dtypes.DType, shape, strides) -> TensorMapSpec:
+    """The map of `load` over an array of this shape and element strides; a TileError where TMA cannot read it.
+
+    Bounds need nothing more: TMA zero-fills the parts of a box outside `dims`, which is what tl.load means."""
+    shape = (1,) * (4 - len(shape)) + tuple(int(n) for n in shape)
+    strides = (0,) * (4 - len(strides)) + tuple(int(s) for s in strides)
+    size = dtype.itemsize
+    dims = tuple(reversed(shape))
+    out, below = [], shape[3] * size
+    for n, st in zip(reversed(shape[:3]), reversed(strides[:3])):
+        # a dim of extent 1 is never stepped over: any stride TMA accepts will do (past the dims below it)
+        b = st * size if n > 1 else -(-below // 16) * 16
+        if b % 16 or not 0 < b < TMA_STRIDE_LIMIT:
+            raise TileError(f"argument {load.gl}: the warp-specialized schedule reads it with TMA, which needs "
+                            f"strides that are positive multiples of 16 bytes below 2**40; one is {b} bytes "
+                            f"(pass a contiguous copy whose rows are a multiple of {16 // size} elements)", k.loc)
+        out.append(b)
+        below = b * n
+    if any(n >= TMA_DIM_LIMIT for n in dims):
+        raise TileError(f"argument {load.gl}: TMA addresses at most 2**32 elements per dim, got {shape}", k.loc)
+    swizzle = f"CU_TENSOR_MAP_{schedules.TMA_SWIZZLE[load.swizzle_bytes]}"
+    return TensorMapSpec(TMA_DTYPES[dtype.name], dims, tuple(out), (load.panel_cols, load.rows, 1, 1), swizzle)
+
+
+TENSOR_MAP = np.dtype([("opaque", "<u8", (16,))])   # CUtensorMap: 128 opaque bytes, a by-value kernel parameter
+
+
+def encode_tensor_map(spec: TensorMapSpec, address: int) -> np.void:
+    """cuTensorMapEncodeTiled (cuda.bindings, through the driver: needs a GPU machine) -> the parameter value."""
+    from cuda.bindings import driver as cu
+    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
+    err, tmap = cu.cuTensorMapEncodeTiled(
+        getattr(cu.CUtensorMapDataType, spec.dtype), 4, address, [u64(n) for n in spec.dims],
+        [u64(b) for b in spec.strides], [u32(n) for n in spec.box], [u32(1)] * 4,
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, getattr(cu.CUtensorMapSwizzle, spec.swizzle),
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise TileError(f"cuTensorMapEncodeTiled refused {spec}: {err}")
+    return np.array([int(w) for w in tmap.opaque], "<u8").view(TENSOR_MAP)[0]
+
+
+def tensor_map_specs(k: ir.Kernel, sched: schedules.Schedule, args, pointer=pointer) -> list[tuple[TensorMapSpec, int]]:
+    """(spec, address) of every tensor map parameter of the schedule, in parameter order."""
+    by_name = {p.name: (p, a) for p, a in zip(k.params, args)}
+    out = []
+    for load in sched.tma:
+        p, a = by_name[load.gl]
+        out.append((tensor_map_spec(k, load, p.dtype, a.shape, _strides(a)), pointer(a)))
     return out
 
 
@@ -183,6 +254,7 @@ class Runtime:
         self.driver = str(cupy.cuda.runtime.driverGetVersion())
         self.max_smem = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
         self.functions: dict = {}
+        self.tensor_maps: dict = {}
         self.prepared: dict = {}   # id(kernel) -> (kernel, generated, function): traces are cached objects
 
     def function(self, gen: codegen.Generated):
@@ -205,10 +277,17 @@ class Runtime:
             self.prepared[id(k)] = (k, gen, self.function(gen))
         _, gen, fn = self.prepared[id(k)]
         grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
-        params = pack(k, args)
+        params = pack(k, args) + [self.tensor_map(spec, ptr) for spec, ptr in tensor_map_specs(k, gen.schedule, args)]
         stream = self._stream(args)
         with stream:
             fn(grid, (gen.schedule.threads,), params, shared_mem=gen.schedule.smem_bytes)
+
+    def tensor_map(self, spec: TensorMapSpec, address: int) -> np.void:
+        """Encoded once per (spec, address): a benchmark's repeated launches do not pay the driver call."""
+        key = (spec, address)
+        if key not in self.tensor_maps:
+            self.tensor_maps[key] = encode_tensor_map(spec, address)
+        return self.tensor_maps[key]
 
     def _stream(self, args):
         """torch's current stream when a torch tensor is among the arguments, else cupy's."""

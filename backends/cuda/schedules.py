@@ -1,11 +1,16 @@
 """How a kernel's block-level work maps onto CUDA warps, per target.
 
-One schedule today on both targets: every warp of the block owns a slice of the rows of each register tile
-(mma.sync m16n8k16, ldmatrix, cp.async pipeline of `stages` slots). On sm_90a a configuration's `workers`
-count consumer warpgroups (the unit the Hopper template works in), so the block gets 4 warps per worker.
-The option `wgmma=True` (sm_90a) runs the block-level mma on warpgroup wgmma (include/tiles_cuda/mma_block.cuh)
-where the operands allow; it compiles (tests/test_cuda_compile.py) but has not run on a GPU yet, so it is off
-by default.
+The warp schedule (both targets): every warp of the block owns a slice of the rows of each register tile
+(ldmatrix, cp.async pipeline of `stages` slots); the block-level mma is mma.sync m16n8k16, or on sm_90a
+warpgroup wgmma where the operands allow (include/tiles_cuda/mma_block.cuh; option `wgmma`, on by default,
+`wgmma=False` turns it off). On sm_90a a configuration's `workers` count consumer warpgroups, so the block
+gets 4 warps per worker.
+
+The warp-specialized schedule (sm_90a, option `schedule="warp_specialized"`; compiled and checked in CI, never
+run on a GPU, so off by default): the same consumer warps, plus one producer warpgroup that issues the
+pipelined loop's global->shared loads as TMA into an mbarrier ring (include/tiles_cuda/warp_specialized.cuh),
+with setmaxnreg moving registers from the producer to the consumers. A kernel gets it when its IR fits
+(`ws_misfit` says why not; then it keeps the warp schedule and the source says why).
 """
 from __future__ import annotations
 
@@ -21,17 +26,52 @@ DEFAULT_STAGES = 2
 SMEM_ALIGN = 1024  # every shared tile and vector starts on a 1024-byte boundary (128-byte swizzle, TMA, wgmma)
 
 
+REGISTER_FILE = 65536     # 32-bit registers per SM; the warp-specialized block runs alone on its SM
+PRODUCER_REGS = 40        # what a TMA-issuing warpgroup keeps (setmaxnreg.dec)
+MAX_CONSUMER_REGS = 240   # setmaxnreg's ceiling is 256; leave room for the launch-time allocation granule
+TMA_SWIZZLE = {128: "SWIZZLE_128B", 64: "SWIZZLE_64B", 32: "SWIZZLE_32B"}
+
+
+@dataclass(frozen=True)
+class TmaLoad:
+    """One pipelined GL->ST load issued as TMA: its tensor map is the kernel parameter `map`."""
+    map: str          # parameter name, "<tile>_tma"
+    gl: str           # the global argument it reads
+    rows: int         # the tile; TMA's box is its rows by one swizzle panel of columns
+    cols: int
+    panel_cols: int
+    swizzle_bytes: int
+    itemsize: int
+
+    @property
+    def bytes(self) -> int:   # TMA counts every box in full, zero-filled parts included
+        return self.rows * self.cols * self.itemsize
+
+
 @dataclass(frozen=True)
 class Schedule:
     target: str
-    warps: int
+    warps: int            # warps that own the register tiles (the consumers, when warp-specialized)
     stages: int           # pipeline depth (slots per pipelined shared tile)
     smem_bytes: int       # dynamic shared memory to launch with
     wgmma: bool = False   # sm_90a: block-level mma on warpgroup wgmma where the operands allow
+    tma: tuple[TmaLoad, ...] = ()   # non-empty: the warp-specialized schedule, one TMA producer warpgroup
+    stage_bytes: int = 0  # TMA bytes that fill one ring slot (all pipelined tiles of an iteration)
+    note: str = ""        # why a requested schedule was not taken
+
+    @property
+    def warp_specialized(self) -> bool:
+        return bool(self.tma)
 
     @property
     def threads(self) -> int:
-        return 32 * self.warps
+        return 32 * self.warps + (128 if self.warp_specialized else 0)
+
+    @property
+    def consumer_regs(self) -> int:
+        """Registers per consumer thread after setmaxnreg: what the producer gives up, in steps of 8."""
+        spare = REGISTER_FILE - 128 * PRODUCER_REGS
+        return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
 
 
 def row_tiles(k: ir.Kernel) -> list[int]:
@@ -44,6 +84,39 @@ def pipelined_tiles(k: ir.Kernel) -> set:
     """Shared tiles that a pipeline loop loads from global in its own body (they get one slot per stage)."""
     return {s.dst for lp in _loops(k.body) if lp.kind == "pipeline" for s in lp.body
             if isinstance(s, ir.Op) and s.name == "load" and isinstance(s.dst, ST) and isinstance(s.srcs[0], GL)}
+
+
+def _pipeline_loads(k: ir.Kernel) -> list[ir.Op]:
+    return [s for lp in _loops(k.body) if lp.kind == "pipeline" for s in lp.body
+            if isinstance(s, ir.Op) and s.name == "load" and s.dst in pipelined_tiles(k)]
+
+
+def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
+    """Why the warp-specialized schedule cannot take k (None: it can)."""
+    loops = list(_loops(k.body))
+    top = [s for s in k.body if isinstance(s, ir.Loop) and s.kind == "pipeline"]
+    if len(top) != 1 or sum(lp.kind == "pipeline" for lp in loops) != 1:
+        return "it needs exactly one tl.pipeline loop, outside any other loop"
+    if not _pipeline_loads(k):
+        return "its pipeline loop loads nothing from global into shared memory"
+    if warps % 4:
+        return f"its register tiles split over {warps} warps, not whole warpgroups"
+    for op in _pipeline_loads(k):
+        t = op.dst
+        if t.dtype.itemsize != 2 or t.rows > 256:
+            return f"TMA here fills 2-byte tiles of at most 256 rows; {t.name} is {t.type_str()}"
+    return None
+
+
+def _tma_loads(k: ir.Kernel) -> tuple[TmaLoad, ...]:
+    out = []
+    for op in _pipeline_loads(k):
+        t = op.dst
+        row_bytes = t.cols * t.dtype.itemsize
+        swz = next(b for b in (128, 64, 32) if row_bytes % b == 0)   # st's rule (types.cuh)
+        out.append(TmaLoad(f"{t.name}_tma", op.srcs[0].name, t.rows, t.cols, swz // t.dtype.itemsize, swz,
+                           t.dtype.itemsize))
+    return tuple(out)
 
 
 def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
@@ -67,11 +140,19 @@ def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
             elems = t.rows * t.cols if isinstance(t, ST) else t.length
             size = -(-elems * t.dtype.itemsize // SMEM_ALIGN) * SMEM_ALIGN
             smem += size * (stages if t in piped else 1)
+    wgmma = target == "sm_90a" and bool(k.options.get("wgmma", True))
+    tma, note = (), ""
+    if target == "sm_90a" and k.options.get("schedule") == "warp_specialized":
+        note = ws_misfit(k, warps) or ("" if wgmma else "its consumers run mma on wgmma; wgmma=False asks otherwise")
+        if not note:
+            tma = _tma_loads(k)
+            smem += SMEM_ALIGN   # the ring's mbarriers
     if smem > max_smem:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
                         f"({stages} pipeline stages), more than the {max_smem} a block can have; "
                         f"use smaller tiles or fewer stages", k.loc)
-    return Schedule(target, warps, stages, smem, wgmma=target == "sm_90a" and bool(k.options.get("wgmma", False)))
+    return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
+                    note=note)
 
 
 def _loops(stmts):

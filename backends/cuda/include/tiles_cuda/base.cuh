@@ -72,13 +72,27 @@ template <typename T> __device__ __forceinline__ unsigned as_u32(const pair<T>& 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
+// The threads that run the block-level ops. In the warp-specialized schedule (warp_specialized.cuh) the block
+// also holds a producer warpgroup that only issues TMA, so the generated source defines
+// TILES_CUDA_CONSUMER_THREADS: the ops split their work over the consumer threads alone, and block barriers
+// become a named barrier over them (the producer never reaches a block-level op).
+#ifdef TILES_CUDA_CONSUMER_THREADS
+__device__ __forceinline__ int block_threads() { return TILES_CUDA_CONSUMER_THREADS; }
+__device__ __forceinline__ void barrier() {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(TILES_CUDA_CONSUMER_THREADS) : "memory");
+}
+#else
+__device__ __forceinline__ int block_threads() { return blockDim.x; }
+__device__ __forceinline__ void barrier() { __syncthreads(); }
+#endif
+
 // A block barrier that also publishes shared-memory writes to the async proxy (sm_90: wgmma and TMA read
 // shared memory through it, so ordinary and cp.async writes need fence.proxy.async before the barrier).
 __device__ __forceinline__ void sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
-    __syncthreads();
+    barrier();
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {

@@ -29,7 +29,7 @@ __device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx)
     const int row0 = idx.r * R, col0 = idx.c * C;
     const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
     const bool vec = src.vec_aligned();
-    for (int id = threadIdx.x; id < R * chunks_per_row; id += blockDim.x) {
+    for (int id = threadIdx.x; id < R * chunks_per_row; id += block_threads()) {
         const int r = id / chunks_per_row, c = (id % chunks_per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
         T* s = &dst.at(r, c);
@@ -62,7 +62,7 @@ __device__ inline void store(const gl<T>& dst, const st<T, R, C>& src, coord idx
     const int row0 = idx.r * R, col0 = idx.c * C;
     if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
     const bool vec = dst.vec_aligned();
-    for (int id = threadIdx.x; id < R * chunks_per_row; id += blockDim.x) {
+    for (int id = threadIdx.x; id < R * chunks_per_row; id += block_threads()) {
         const int r = id / chunks_per_row, c = (id % chunks_per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
         if (gr >= dst.rows()) continue;
@@ -247,7 +247,7 @@ template <typename T, int N>
 __device__ inline void load(sv<T, N>& dst, const gl<T>& src, coord idx) {
     const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
     const T* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) : src.ptr;
-    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+    for (int i = threadIdx.x; i < N; i += block_threads()) {
         const int c = idx.c * N + i;
         dst.data[i] = row_ok && c < src.cols() ? g[c] : from_float<T>(0.f);
     }
@@ -256,7 +256,7 @@ template <typename T, int N>
 __device__ inline void store(const gl<T>& dst, const sv<T, N>& src, coord idx) {
     if (idx.b >= dst.batch() || idx.d >= dst.depth() || idx.r >= dst.rows()) return;
     T* g = dst.row_ptr(idx.b, idx.d, idx.r);
-    for (int i = threadIdx.x; i < N && idx.c * N + i < dst.cols(); i += blockDim.x) g[idx.c * N + i] = src.data[i];
+    for (int i = threadIdx.x; i < N && idx.c * N + i < dst.cols(); i += block_threads()) g[idx.c * N + i] = src.data[i];
 }
 // Shared <-> register vectors: each lane reads the elements it holds; one writer per element stores.
 template <typename T, typename U, int N, axis A, int NW>

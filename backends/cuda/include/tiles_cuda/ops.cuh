@@ -92,7 +92,7 @@ template <typename D> __device__ inline void fill(D& dst, float value) { map(dst
 template <typename D> __device__ inline void zero(D& dst) { fill(dst, 0.f); }
 // Shared tiles are filled by the whole block.
 template <typename T, int R, int C> __device__ inline void fill(st<T, R, C>& dst, float value) {
-    for (int e = threadIdx.x; e < R * C; e += blockDim.x) dst.data[e] = from_float<T>(value);
+    for (int e = threadIdx.x; e < R * C; e += block_threads()) dst.data[e] = from_float<T>(value);
 }
 template <typename T, int R, int C> __device__ inline void zero(st<T, R, C>& dst) { fill(dst, 0.f); }
 
@@ -158,7 +158,7 @@ __device__ inline void col_reduce(rv<T, C, axis::cols, NW>& dst, const rt<U, R, 
             v = op(v, __shfl_xor_sync(0xffffffffu, v, 16));
             if (lane_id() < 4) partial[warp_id()][vec::index_of(j, k)] = v;
         }
-    __syncthreads();
+    barrier();
 #pragma unroll
     for (int o = 0; o < vec::outer; ++o)
 #pragma unroll
@@ -170,7 +170,7 @@ __device__ inline void col_reduce(rv<T, C, axis::cols, NW>& dst, const rt<U, R, 
             if (acc) v = op(v, to_float(acc->d[o][k]));
             dst.d[o][k] = from_float<T>(v);
         }
-    __syncthreads();  // partial is reused by the next reduction of this shape
+    barrier();  // partial is reused by the next reduction of this shape
 }
 
 #define TC_REDUCE(name, kind, op)                                                              \

@@ -28,6 +28,16 @@ __device__ __forceinline__ void tma_load(void* dst, const tensor_map* map, mbarr
         : "memory");
 }
 
+// 4-D: the generated kernels' globals are (batch, depth, rows, cols), coordinates innermost first.
+__device__ __forceinline__ void tma_load(void* dst, const tensor_map* map, mbarrier& bar, int c0, int c1, int c2,
+                                         int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::
+            "r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(&bar.word)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+        : "memory");
+}
+
 // The same box written at this shared-memory offset in every CTA of `cta_mask` (bit i = cluster rank i), each
 // CTA's mbarrier at `bar`'s offset receiving the bytes that landed in it.
 __device__ __forceinline__ void tma_load_multicast(void* dst, const tensor_map* map, mbarrier& bar, u16 cta_mask,

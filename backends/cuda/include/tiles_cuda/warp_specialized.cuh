@@ -1,0 +1,64 @@
+// tiles_cuda/warp_specialized.cuh: the sm_90a warp-specialized schedule of a generated kernel.
+//
+// The block is NUM_WARPS consumer warps (whole warpgroups; they own the register tiles and run every
+// block-level op, the loop body included, with mma on wgmma) followed by one producer warpgroup, whose
+// first thread issues the pipelined loop's global->shared loads as TMA into a ring of STAGES slots
+// (sm90/pipeline.cuh: a full mbarrier per slot completes when the bytes land, an empty one when every
+// consumer warp is done reading). The source defines TILES_CUDA_CONSUMER_THREADS before including the library,
+// so block barriers and block-wide loops cover the consumers only (base.cuh). The producer warpgroup goes last
+// so that consumer warp w is warp w of the block, as the register tiles' row split expects.
+#pragma once
+#include "pipeline.cuh"
+#include "sm90/pipeline.cuh"
+#include "sm90/tma.cuh"
+
+namespace tc {
+
+using tma_map = tiles::sm90::tensor_map;   // a CUtensorMap built by the runtime, one per pipelined tile
+using tiles::sm90::mbarrier;
+template <int STAGES> using stage_ring = tiles::sm90::stage_ring<STAGES>;
+
+#ifdef TILES_CUDA_CONSUMER_THREADS
+__device__ __forceinline__ bool is_producer() { return threadIdx.x >= TILES_CUDA_CONSUMER_THREADS; }
+#endif
+
+// Register reallocation: the producer needs few, the consumers' accumulators many (setmaxnreg).
+template <int N> __device__ __forceinline__ void regs_release() { tiles::sm90::regs_release<N>(); }
+template <int N> __device__ __forceinline__ void regs_acquire() { tiles::sm90::regs_acquire<N>(); }
+
+// TMA load of st tile `idx` (in units of the tile, as load_async takes it) from the 4-D map of a global
+// (dims cols, rows, depth, batch; box panel_cols x R x 1 x 1): one copy per swizzle panel, completing on `full`.
+// Rows and columns past the global's end are zero-filled by TMA and still count towards the slot's bytes.
+template <typename T, int R, int C>
+__device__ __forceinline__ void load_tma(st<T, R, C>& dst, const tma_map* map, mbarrier& full, coord idx) {
+    using S = st<T, R, C>;
+    static_assert(S::swizzle_bytes != 0 && R <= 256, "TMA fills swizzled tiles of at most 256 rows");
+#pragma unroll
+    for (int p = 0; p < C / S::panel_cols; ++p)
+        tiles::sm90::tma_load(reinterpret_cast<char*>(dst.data) + p * R * S::panel_cols * int(sizeof(T)), map, full,
+                              idx.c * C + p * S::panel_cols, idx.r * R, idx.d, idx.b);
+}
+
+// Producer: iterations 0..n-1 in ring order. load(k, slot, full) issues the TMA copies of iteration k, BYTES in
+// all, after the consumers have freed the slot. One thread issues; the rest of the warpgroup has nothing to do.
+template <int STAGES, unsigned BYTES, typename Load>
+__device__ inline void produce(stage_ring<STAGES>& ring, int n, Load load) {
+    if (threadIdx.x % tiles::sm90::WARPGROUP_THREADS != 0) return;
+    tiles::sm90::stage_cursor<STAGES> cur;
+    for (int k = 0; k < n; ++k, cur.advance()) load(k, cur.slot, tiles::sm90::produce(ring, cur, BYTES));
+}
+
+// Consumers: compute(k, slot) once the slot's bytes have landed; then each warp hands the slot back. Every read
+// of it is complete by then: ldmatrix is synchronous and the block-level wgmma waits for its own group.
+template <int STAGES, typename Compute>
+__device__ inline void consume(stage_ring<STAGES>& ring, int n, Compute compute) {
+    tiles::sm90::stage_cursor<STAGES> cur;
+    for (int k = 0; k < n; ++k, cur.advance()) {
+        tiles::sm90::consume(ring, cur);
+        compute(k, cur.slot);
+        __syncwarp();
+        tiles::sm90::release(ring, cur.slot);
+    }
+}
+
+}  // namespace tc

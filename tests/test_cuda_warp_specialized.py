@@ -1,0 +1,168 @@
+"""The sm_90a warp-specialized schedule without a GPU: the generated GEMM and attention compile (NVRTC, nvcc)
+with no spills and the Hopper machinery in their SASS (HGMMA, UTMALDG, USETMAXREG, SYNCS); kernels that do
+not fit keep the warp schedule and say why; the tensor maps the runtime builds describe the arrays exactly
+and bad strides are refused before any launch. tests/test_cuda_gpu.py runs the schedule against float64."""
+import functools
+import re
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tiles import dtypes, targets
+from tiles.backends.cuda import codegen, runtime, schedules, toolchain
+from tiles.dsl import TileError
+from tiles.kernels.attention import attention_fwd
+from tiles.kernels.gemm import gemm
+from tiles.kernels.softmax import softmax_fwd
+from tiles.testing import random_array
+
+WS = dict(schedule="warp_specialized")
+SMEM = targets.target("sm_90a").shared_bytes
+
+
+def trace(kernel: str, **extra):
+    x2 = random_array((256, 256), "bf16")
+    lse = np.zeros((1, 2, 256), np.float32)
+    x4 = {d: random_array((1, 2, 256, d), "bf16") for d in (64, 128)}
+    kfn, args, consts = {
+        "gemm": (gemm, [x2, x2, x2], {}),
+        "gemm_bt": (gemm, [x2, x2, x2], dict(trans_b=True)),
+        "attention": (attention_fwd, [x4[128], lse, x4[128], x4[128], x4[128], 0.1], dict(D=128, causal=True)),
+        "attention_d64": (attention_fwd, [x4[64], lse, x4[64], x4[64], x4[64], 0.1], dict(D=64)),
+    }[kernel]
+    return kfn.trace(args, "sm_90a", **consts, **WS, **extra)
+
+
+def generate(k):
+    return codegen.generate(k, schedules.plan(k, "sm_90a", SMEM))
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(kernel: str, compiler: str = "nvrtc"):
+    gen = generate(trace(kernel))
+    return gen, toolchain.compile(gen.source, "sm_90a", compiler=compiler)
+
+
+needs_nvrtc = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reason=str(toolchain.available("nvrtc")))
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("kernel", ["gemm", "gemm_bt", "attention", "attention_d64"])
+def test_generated_kernel_is_warp_specialized_in_its_sass(kernel):
+    gen, c = compiled(kernel)
+    s = gen.schedule
+    assert s.warp_specialized and s.threads == 32 * s.warps + 128
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0, res
+    assert "C7511" not in c.log     # ptxas would say so if it serialized the wgmma sequence
+    sass = c.sass()
+    loop = main_loop(sass)
+    assert re.search(r"HGMMA\.64x\d+x16\.F32\.BF16", loop) and "HMMA" not in sass
+    assert "SYNCS.PHASECHK" in loop          # consumers wait on the full mbarrier of each stage
+    assert "UTMALDG" in sass and "SYNCS.ARRIVE" in sass   # the producer's TMA loads; stages handed back
+    assert sass.count("USETMAXREG") == 2     # producer gives registers up, consumers take them
+    assert "LDGSTS" not in loop              # no cp.async left in the pipelined loop
+    # readable: the roles and the ring are written out
+    for line in ("tc::regs_release<PRODUCER_REGS>();", "tc::regs_acquire<CONSUMER_REGS>();",
+                 "tc::produce<STAGES, STAGE_BYTES>(ring,", "tc::consume<STAGES>(ring,",
+                 "__launch_bounds__(NUM_WARPS * 32 + 128, 1)"):
+        assert line in gen.source, line
+    assert gen.source.count("tc::load_tma(") == len(s.tma) and "tc::load_async" not in gen.source
+
+
+def main_loop(sass: str) -> str:
+    """The SASS of the innermost loop around an HGMMA: from a backward branch's target to the branch."""
+    code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*;)", sass)]
+    loops = []
+    for addr, ins in code:
+        m = re.search(r"\bBRA(?:\.\w+)*\s+(0x[0-9a-f]+)", ins)
+        if m and int(m.group(1), 16) < addr:
+            body = [i for a, i in code if int(m.group(1), 16) <= a <= addr]
+            if any("HGMMA" in i for i in body):
+                loops.append(body)
+    assert loops, "no loop around the HGMMA in the SASS"
+    return "\n".join(min(loops, key=len))
+
+
+@needs_nvrtc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_nvcc_compiles_the_same_source():
+    gen, c = compiled("attention", "nvcc")
+    assert c.resources[gen.name].spills == 0 and "UTMALDG" in c.sass()
+
+
+def test_register_split_and_ring_bytes():
+    s = generate(trace("gemm")).schedule   # 128x256x64, 4 stages, 2 consumer warpgroups
+    assert (s.warps, s.stages, s.stage_bytes) == (8, 4, (128 * 64 + 64 * 256) * 2)
+    assert s.consumer_regs == 232 and 128 * (schedules.PRODUCER_REGS + 2 * s.consumer_regs) <= 65536
+    assert s.smem_bytes == 4 * (16384 + 32768) + 2 * 1024   # stages + alignment slack + the mbarrier ring
+    assert [(t.map, t.gl, t.rows, t.panel_cols, t.swizzle_bytes) for t in s.tma] == [
+        ("a_tma", "A", 128, 64, 128), ("b_tma", "B", 64, 64, 128)]
+
+
+@pytest.mark.parametrize("kernel,extra,why", [
+    ("gemm", dict(wgmma=False), "wgmma=False"),
+    ("gemm", dict(BM=16, workers=1), "not whole warpgroups"),
+])
+def test_kernels_that_do_not_fit_keep_the_warp_schedule(kernel, extra, why):
+    gen = generate(trace(kernel, **extra))
+    assert not gen.schedule.warp_specialized and why in gen.schedule.note
+    assert f"// not warp-specialized: {gen.schedule.note}" in gen.source and "tc::pipeline<STAGES>" in gen.source
+
+
+def test_kernel_with_f32_pipelined_tiles_keeps_the_warp_schedule():
+    x = random_array((128, 256), "f32")
+    k = softmax_fwd.trace([x, x], "sm_90a", **WS)
+    s = schedules.plan(k, "sm_90a", SMEM)
+    assert not s.warp_specialized and "2-byte tiles" in s.note
+
+
+# ---- the tensor maps (host side; the driver call itself needs a GPU machine) -------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(shape=st.lists(st.integers(1, 70), min_size=2, max_size=4), pad=st.integers(0, 3),
+       dtype=st.sampled_from(["bf16", "f16"]), tile=st.sampled_from([(128, 64), (64, 256), (128, 32), (64, 16)]))
+def test_tensor_map_spec_addresses_every_element_as_the_array_does(shape, pad, dtype, tile):
+    """For any array whose rows are padded to 16 bytes: the map's dims are the array's (innermost first), its
+    byte strides step exactly as the array's do, and the box is one swizzle panel of the tile."""
+    rows, cols = tile
+    dt = dtypes.of(dtype)
+    pitch = -(-shape[-1] // 8) * 8 + 8 * pad
+    store = np.zeros((*shape[:-1], pitch), dt.np)
+    a = store[..., :shape[-1]]
+    load = schedules.TmaLoad("t_tma", "X", rows, cols, *_panel(cols, dt.itemsize), dt.itemsize)
+    k = gemm.trace([random_array((64, 64), "bf16")] * 3, "sm_90a")
+    spec = runtime.tensor_map_spec(k, load, dt, a.shape, runtime._strides(a))
+    full = (1,) * (4 - a.ndim) + a.shape
+    assert spec.dims == tuple(reversed(full))
+    byte_strides = (0,) * (4 - a.ndim) + a.strides
+    for n, want, got in zip(reversed(full[:3]), reversed(byte_strides[:3]), spec.strides):
+        assert got % 16 == 0 and (n == 1 or got == want)
+    assert spec.box == (load.panel_cols, rows, 1, 1) and spec.box[0] * dt.itemsize == load.swizzle_bytes
+    assert spec.swizzle == f"CU_TENSOR_MAP_SWIZZLE_{load.swizzle_bytes}B"
+    assert spec.dtype == {"bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"}[dtype]
+
+
+def _panel(cols: int, itemsize: int) -> tuple[int, int]:
+    swz = next(b for b in (128, 64, 32) if cols * itemsize % b == 0)
+    return swz // itemsize, swz
+
+
+def test_tensor_maps_follow_the_schedule_and_refuse_unaddressable_rows():
+    k = trace("gemm")
+    s = schedules.plan(k, "sm_90a", SMEM)
+    a = np.zeros((300, 200), dtypes.bf16.np)
+    b = np.zeros((200, 520), dtypes.bf16.np)
+    c = np.zeros((300, 520), dtypes.bf16.np)
+    specs = [spec for spec, _ in runtime.tensor_map_specs(k, s, [c, a, b], pointer=lambda x: 0)]
+    assert [sp.dims for sp in specs] == [(200, 300, 1, 1), (520, 200, 1, 1)]
+    assert [sp.box for sp in specs] == [(64, 128, 1, 1), (64, 64, 1, 1)]
+    odd = np.zeros((300, 60), dtypes.bf16.np)        # 120-byte rows
+    with pytest.raises(TileError, match="multiples of 16 bytes"):
+        runtime.tensor_map_specs(k, s, [c, odd, b], pointer=lambda x: 0)
+
+
+def test_tensor_map_parameter_is_128_bytes():
+    assert runtime.TENSOR_MAP.itemsize == 128
