@@ -15,23 +15,16 @@ from tiles.testing import (TOLERANCE, arrays, assert_close, dims, dtypes, errors
                            shapes)
 
 DOC = Path(__file__).parent.parent / "docs" / "testing.md"
+pytest_plugins = ["pytester"]
 
 
-def _pytest(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", str(path), *extra],
-                          capture_output=True, text=True, cwd=path.parent, timeout=900)
-
-
-def test_doc_example_runs_as_written(tmp_path, request):
+def test_doc_example_runs_as_written(pytester, request):
     code = "\n".join(re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S))
     assert "def test_" in code
-    path = tmp_path / "test_axpby.py"
-    path.write_text(code)
+    pytester.makepyfile(test_axpby=code)
     backends = [b.name for b in selected_backends(request.config)]
-    p = _pytest(path, "--backends", ",".join(backends))
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    for name in backends:   # one passing test per backend, none skipped
-        assert f"test_axpby[{name}] PASSED" in p.stdout, p.stdout[-3000:]
+    r = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--backends", ",".join(backends))
+    r.assert_outcomes(passed=len(backends))   # one passing test per backend, none skipped
 
 
 def test_doc_example_fails_on_a_wrong_kernel(tmp_path):
@@ -43,17 +36,18 @@ def test_doc_example_fails_on_a_wrong_kernel(tmp_path):
     wrong = code.replace("    tl.add(x, x, y)\n", "")
     assert wrong != code
     path.write_text(no_shrink + wrong)
-    p = _pytest(path, "--backends", "reference")
+    # its own process: the profile it loads must not leak into this session's hypothesis settings
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(path), "--backends",
+                        "reference"], capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert p.returncode == 1 and "relative error" in p.stdout, p.stdout[-3000:]
 
 
-def test_unknown_or_absent_backend_is_a_usage_error(tmp_path):
-    path = tmp_path / "test_one.py"
-    path.write_text("def test_one(backend):\n    pass\n")
-    p = _pytest(path, "--backends", "reference,no-such-backend")
-    assert p.returncode != 0 and "unknown backend 'no-such-backend'" in p.stdout + p.stderr
-    p = _pytest(path, "--backends", "metal")   # never runs on Linux
-    assert p.returncode != 0 and "metal cannot run here" in p.stdout + p.stderr
+def test_unknown_or_absent_backend_is_a_usage_error(pytester):
+    pytester.makepyfile(test_one="def test_one(backend):\n    pass\n")
+    for arg, message in (("reference,no-such-backend", "unknown backend 'no-such-backend'"),
+                         ("metal", "metal cannot run here")):   # metal never runs on Linux
+        r = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--backends", arg)
+        assert r.ret != 0 and message in "\n".join(r.outlines + r.errlines), arg
 
 
 @settings(max_examples=40, deadline=None)
