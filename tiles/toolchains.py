@@ -3,11 +3,13 @@ compile-only rows: what is installed, and a kernel's static resources per target
 spills/scratch, occupancy, matrix instructions in the main loop, code size), or its source/IR/assembly.
 
 Each vendor's own modules do the work (tiles.backends.<vendor>.codegen / schedules / toolchain); this module
-only calls them and reads their answers. Occupancy is the theoretical one, from the per-SM/CU limits below.
+only calls them and reads their answers. Occupancy is the theoretical one: from the per-SM limits below for
+CUDA, from the HIP toolchain's report for AMD.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -38,7 +40,8 @@ class Static:
     shared_bytes: int | None = None
     spills: str = "?"
     occupancy: str = "?"
-    mma: str = "?"               # matrix instructions inside the innermost loop that has any
+    mma: str = "?"               # matrix instructions of the main loop (CUDA: the innermost loop that has any;
+    #                              AMD: the loop with the most, as the HIP toolchain reports it)
     code_bytes: int | None = None
     note: str = ""
 
