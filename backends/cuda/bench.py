@@ -5,10 +5,12 @@
     python -m tiles.backends.cuda.bench --json out.json
 
 The kernels timed are the hand-instantiated ones in include/tiles_cuda/sm90/hand/ (device code in *.cuh, written
-only against the sm90 headers, as generated code calls them; host launchers in *.cu); the codegen does not emit
-sm_90a kernels yet. They are compiled with nvcc in a subprocess (a compiler crash cannot take this process down)
-into a shared library with a C entry point per kernel, and called through ctypes on torch tensors on the current
-stream.
+only against the sm90 headers; host launchers in *.cu), compiled with nvcc in a subprocess (a compiler crash
+cannot take this process down) into a shared library with a C entry point per kernel, and called through ctypes
+on torch tensors on the current stream; and, with --generated SCHEDULE (repeatable), the generated kernels
+(tiles.kernels.gemm / attention through the cuda backend) under that sm_90a schedule:
+
+    python -m tiles.backends.cuda.bench --quick --generated wgmma --generated warp_specialized
 
 Method: every kernel is checked first (fresh random inputs, outputs poisoned with NaN, float64 references on
 small shapes, cuDNN's output at the benchmark shapes); times are triton.testing.do_bench medians over rotating
@@ -130,6 +132,39 @@ class Sm90Kernels:
         return out, lse
 
 
+# The generated kernels' sm_90a schedules, as kernel options (backends/cuda/schedules.py).
+GENERATED = {"mma_sync": dict(wgmma=False), "wgmma": {}, "warp_specialized": dict(schedule="warp_specialized")}
+
+
+class GeneratedKernels:
+    """The generated GEMM and attention forward under one schedule, with Sm90Kernels' call signatures."""
+
+    def __init__(self, schedule: str):
+        import torch
+
+        from tiles.backend import get
+
+        self.torch, self.cuda, self.options = torch, get("cuda"), GENERATED[schedule]
+        self.label = f"tiles generated {schedule}"
+
+    def gemm(self, a, b, out=None, out_dtype=None):
+        from tiles.kernels.gemm import gemm
+
+        out = out if out is not None else self.torch.empty(a.shape[0], b.shape[1], device=a.device,
+                                                            dtype=out_dtype or self.torch.bfloat16)
+        self.cuda.launch(gemm, [out, a, b], **self.options)
+        return out
+
+    def attention(self, q, k, v, causal=False, out=None, lse=None):
+        from tiles.kernels.attention import attention_fwd
+
+        out = self.torch.empty_like(q) if out is None else out
+        lse = self.torch.empty(q.shape[:3], device=q.device) if lse is None else lse
+        self.cuda.launch(attention_fwd, [out, lse, q, k, v, 1 / math.sqrt(q.shape[-1])], D=q.shape[-1],
+                         causal=causal, **self.options)
+        return out, lse
+
+
 # ---------------------------------------------------------------- references and checks
 
 def rel_err(x, ref) -> float:
@@ -210,36 +245,44 @@ def median_ms(fn):
     return do_bench(fn, warmup=100, rep=500, return_mode="median")
 
 
-def bench_gemm(ker, n, log):
-    torch = ker.torch
+def bench_gemm(kers, n, log):
+    torch = kers[0].torch
     sets = max(2, math.ceil(200e6 / (4 * n * n)))  # > 3x the 60 MB L2 over the rotation
     ins = [(torch.randn(n, n, device="cuda").bfloat16(), torch.randn(n, n, device="cuda").bfloat16())
            for _ in range(sets)]
     outs = [torch.empty(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
     flops = 2.0 * n ** 3
-    # sanity at the benchmark size: ours against cuBLAS
-    e = rel_err(ker.gemm(*ins[0], outs[0]), torch.matmul(*ins[0]))
     i = {"i": 0}
-
-    def ours():
-        i["i"] += 1
-        ker.gemm(*ins[i["i"] % sets], outs[i["i"] % 2])
 
     def cublas():
         i["i"] += 1
         torch.matmul(*ins[i["i"] % sets], out=outs[i["i"] % 2])
 
-    t_ours, t_cublas = median_ms(ours), median_ms(cublas)
-    rows = [dict(work=f"GEMM bf16 {n}^3", kernel="tiles sm90 (hand)", ms=t_ours, tflops=flops / t_ours / 1e9,
-                 check=f"vs cuBLAS {e:.1e}"),
-            dict(work=f"GEMM bf16 {n}^3", kernel="cuBLAS torch.matmul", ms=t_cublas, tflops=flops / t_cublas / 1e9)]
-    rows[0]["ratio"] = t_cublas / t_ours
+    t_cublas = median_ms(cublas)
+    rows = []
+    for k in kers:
+        # sanity at the benchmark size: ours against cuBLAS
+        e = rel_err(k.gemm(*ins[0], outs[0]), torch.matmul(*ins[0]))
+
+        def ours(k=k):
+            i["i"] += 1
+            k.gemm(*ins[i["i"] % sets], outs[i["i"] % 2])
+
+        t = median_ms(ours)
+        rows.append(dict(work=f"GEMM bf16 {n}^3", kernel=label(k), ms=t, tflops=flops / t / 1e9,
+                         check=f"vs cuBLAS {e:.1e}", ratio=t_cublas / t))
+    rows.append(dict(work=f"GEMM bf16 {n}^3", kernel="cuBLAS torch.matmul", ms=t_cublas,
+                     tflops=flops / t_cublas / 1e9))
     del ins, outs
     return rows
 
 
-def bench_attention(ker, B, H, N, D, causal, log):
-    torch = ker.torch
+def label(ker) -> str:
+    return getattr(ker, "label", "tiles sm90 (hand)")
+
+
+def bench_attention(kers, B, H, N, D, causal, log):
+    torch = kers[0].torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
@@ -251,10 +294,6 @@ def bench_attention(ker, B, H, N, D, causal, log):
     flops = 4.0 * B * H * N * N * D / (2 if causal else 1)
     i = {"i": 0}
 
-    def ours():
-        i["i"] += 1
-        ker.attention(*ins[i["i"] % sets], causal, out, lse)
-
     def sdpa(backend):
         def fn():
             i["i"] += 1
@@ -262,22 +301,28 @@ def bench_attention(ker, B, H, N, D, causal, log):
                 F.scaled_dot_product_attention(*ins[i["i"] % sets], is_causal=causal)
         return fn
 
-    o_ours = ker.attention(*ins[0], causal)[0].clone()
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         o_cudnn = F.scaled_dot_product_attention(*ins[0], is_causal=causal)
-    e = rel_err(o_ours, o_cudnn)
     name = f"attn fwd B{B} H{H} N{N} D{D}{' causal' if causal else ''}"
-    t = {"ours": median_ms(ours)}
-    rows = [dict(work=name, kernel="tiles sm90 (hand)", ms=t["ours"], tflops=flops / t["ours"] / 1e9,
-                 check=f"vs cuDNN {e:.1e}")]
-    for label, backend in (("cuDNN SDPA", SDPBackend.CUDNN_ATTENTION), ("flash SDPA", SDPBackend.FLASH_ATTENTION)):
+    rows = []
+    for k in kers:
+        e = rel_err(k.attention(*ins[0], causal)[0], o_cudnn)
+
+        def ours(k=k):
+            i["i"] += 1
+            k.attention(*ins[i["i"] % sets], causal, out, lse)
+
+        t = median_ms(ours)
+        rows.append(dict(work=name, kernel=label(k), ms=t, tflops=flops / t / 1e9, check=f"vs cuDNN {e:.1e}"))
+    for base, backend in (("cuDNN SDPA", SDPBackend.CUDNN_ATTENTION), ("flash SDPA", SDPBackend.FLASH_ATTENTION)):
         try:
             tb = median_ms(sdpa(backend))
         except RuntimeError as err:  # a backend may refuse a shape
-            log(f"{label} refused {name}: {err}")
+            log(f"{base} refused {name}: {err}")
             continue
-        rows.append(dict(work=name, kernel=label, ms=tb, tflops=flops / tb / 1e9))
-        rows[0][f"ratio_{label.split()[0]}"] = tb / t["ours"]
+        for r in rows[:len(kers)]:
+            r[f"ratio_{base.split()[0]}"] = tb / r["ms"]
+        rows.append(dict(work=name, kernel=base, ms=tb, tflops=flops / tb / 1e9))
     del ins
     return rows
 
@@ -324,6 +369,8 @@ def main(argv=None) -> int:
     ap.add_argument("--md", type=Path, help="write the rows as a markdown table here")
     ap.add_argument("-D", dest="defines", action="append", default=[],
                     help="a tuning knob for the kernels, e.g. -D TILES_ATTN_BKV=176")
+    ap.add_argument("--generated", action="append", default=[], choices=list(GENERATED), metavar="SCHEDULE",
+                    help=f"also time the generated kernels under this sm_90a schedule ({', '.join(GENERATED)})")
     args = ap.parse_args(argv)
 
     import torch
@@ -337,17 +384,18 @@ def main(argv=None) -> int:
     ker = Sm90Kernels(defines=args.defines)
     log(f"defines: {args.defines}")
     ok = True if args.no_check else run_checks(ker, log)
+    kers = [ker] + [GeneratedKernels(s) for s in args.generated]
     rows = []
     if args.only in (None, "gemm"):
         for n in GEMM_SIZES[:2] if args.quick else GEMM_SIZES:
-            rows += bench_gemm(ker, n, log)
-            log(table(rows[-2:]))
+            rows += bench_gemm(kers, n, log)
+            log(table(rows[-len(kers) - 1:]))
     if args.only in (None, "attention"):
         shapes = ATTN_SHAPES[:1] if args.quick else ATTN_SHAPES
         for B, H, N, D in shapes:
             for causal in (False, True):
-                rows += bench_attention(ker, B, H, N, D, causal, log)
-                log(table(rows[-3:]))
+                rows += bench_attention(kers, B, H, N, D, causal, log)
+                log(table(rows[-len(kers) - 2:]))
     if args.json:
         args.json.write_text(json.dumps(dict(env=env, checks_ok=ok, rows=rows), indent=1))
     if args.md:
