@@ -273,7 +273,6 @@ def bench_gemm(kers, n, log):
                          check=f"vs cuBLAS {e:.1e}", ratio=t_cublas / t))
     rows.append(dict(work=f"GEMM bf16 {n}^3", kernel="cuBLAS torch.matmul", ms=t_cublas,
                      tflops=flops / t_cublas / 1e9))
-    del ins, outs
     return rows
 
 
@@ -323,7 +322,6 @@ def bench_attention(kers, B, H, N, D, causal, log):
         for r in rows[:len(kers)]:
             r[f"ratio_{base.split()[0]}"] = tb / r["ms"]
         rows.append(dict(work=name, kernel=base, ms=tb, tflops=flops / tb / 1e9))
-    del ins
     return rows
 
 
