@@ -166,3 +166,20 @@ def test_tensor_maps_follow_the_schedule_and_refuse_unaddressable_rows():
 
 def test_tensor_map_parameter_is_128_bytes():
     assert runtime.TENSOR_MAP.itemsize == 128
+
+
+@pytest.mark.parametrize("dtype,cols", [("bf16", 128), ("f16", 32), ("bf16", 16)])
+def test_encoding_marshals_every_argument_for_the_driver(dtype, cols):
+    """cuTensorMapEncodeTiled through cuda.bindings: every argument converts (a wrong type fails before the
+    driver is looked up); where a driver is installed the map comes back as one 128-byte parameter."""
+    pytest.importorskip("cuda.bindings.driver")
+    dt = dtypes.of(dtype)
+    load = schedules.TmaLoad("t_tma", "X", 64, cols, *_panel(cols, dt.itemsize), dt.itemsize)
+    k = gemm.trace([random_array((64, 64), "bf16")] * 3, "sm_90a")
+    spec = runtime.tensor_map_spec(k, load, dt, (3, 100, 200), (200 * 100, 200, 1))
+    try:
+        m = runtime.encode_tensor_map(spec, 1 << 20)
+    except Exception as e:  # noqa: BLE001 - no driver here: cuda.pathfinder's own error, raised at the call
+        assert not isinstance(e, (TypeError, ValueError)) and "driver" in str(e), e
+        return
+    assert m.shape == (1,) and m.dtype == runtime.TENSOR_MAP

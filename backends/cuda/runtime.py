@@ -141,10 +141,12 @@ def tensor_map_spec(k: ir.Kernel, load: schedules.TmaLoad, dtype: dtypes.DType, 
     return TensorMapSpec(TMA_DTYPES[dtype.name], dims, tuple(out), (load.panel_cols, load.rows, 1, 1), swizzle)
 
 
-TENSOR_MAP = np.dtype([("opaque", "<u8", (16,))])   # CUtensorMap: 128 opaque bytes, a by-value kernel parameter
+# CUtensorMap: 128 opaque bytes passed by value. cupy passes a one-element numpy array of a structured dtype
+# as a struct parameter (its "custom user structures").
+TENSOR_MAP = np.dtype([("opaque", "<u8", (16,))])
 
 
-def encode_tensor_map(spec: TensorMapSpec, address: int) -> np.void:
+def encode_tensor_map(spec: TensorMapSpec, address: int) -> np.ndarray:
     """cuTensorMapEncodeTiled (cuda.bindings, through the driver: needs a GPU machine) -> the parameter value."""
     from cuda.bindings import driver as cu
     u32, u64 = cu.cuuint32_t, cu.cuuint64_t
@@ -156,7 +158,7 @@ def encode_tensor_map(spec: TensorMapSpec, address: int) -> np.void:
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise TileError(f"cuTensorMapEncodeTiled refused {spec}: {err}")
-    return np.array([int(w) for w in tmap.opaque], "<u8").view(TENSOR_MAP)[0]
+    return np.array([int(w) for w in tmap.opaque], "<u8").view(TENSOR_MAP)
 
 
 def tensor_map_specs(k: ir.Kernel, sched: schedules.Schedule, args, pointer=pointer) -> list[tuple[TensorMapSpec, int]]:
@@ -282,7 +284,7 @@ class Runtime:
         with stream:
             fn(grid, (gen.schedule.threads,), params, shared_mem=gen.schedule.smem_bytes)
 
-    def tensor_map(self, spec: TensorMapSpec, address: int) -> np.void:
+    def tensor_map(self, spec: TensorMapSpec, address: int) -> np.ndarray:
         """Encoded once per (spec, address): a benchmark's repeated launches do not pay the driver call."""
         key = (spec, address)
         if key not in self.tensor_maps:
