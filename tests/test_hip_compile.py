@@ -7,6 +7,7 @@ from tiles import targets
 from tiles.backends.hip import launch, swizzle, toolchain
 from tiles.dsl import ArgSpec
 from tiles.kernels.attention import attention_fwd
+from tiles.kernels.attention_bwd import attention_bwd, attention_bwd_dq, attention_bwd_pre
 from tiles.kernels.gemm import gemm
 from tiles.kernels.gemm_fp8 import gemm_fp8
 from tiles.kernels.layernorm import layernorm_fwd
@@ -46,12 +47,25 @@ KERNELS = {
     "layernorm": lambda t: layernorm_fwd.trace([G("bf16", 2)] * 4 + [G("bf16", 1)] * 2 + [F32, F32, I32, I32], t),
     "rotary_half": lambda t: rotary_half.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 2, t, W=64),
     "rotary_interleaved": lambda t: rotary_interleaved.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 4, t),
+    "attention_bwd_pre": lambda t: attention_bwd_pre.trace([G("f32", 3), G("f32", 4), G("bf16", 4), G("bf16", 4)],
+                                                           t, D=128),
+    "attention_bwd": lambda t: attention_bwd.trace(
+        [G("bf16", 4), G("bf16", 4), G("f32", 4)] + [G("bf16", 4)] * 4 + [G("f32", 3)] * 2 + [F32], t, D=128,
+        causal=True),
+    "attention_bwd_dq": lambda t: attention_bwd_dq.trace([G("bf16", 4), G("f32", 4)], t, D=128),
 }
+
+
+# Not done: attention backward on gfx942 (16x16x16 steps, 5 MMAs and two layout conversions per iteration)
+# needs all 512 registers and still spills a few; see docs/backends/hip.md.
+KNOWN_SPILLS = {("gfx942", "attention_bwd")}
 
 
 @pytest.mark.parametrize("target", toolchain.TARGETS)
 @pytest.mark.parametrize("kernel", list(KERNELS))
-def test_compiles_within_budget(target, kernel):
+def test_compiles_within_budget(target, kernel, request):
+    if (target, kernel) in KNOWN_SPILLS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="spills: not done"))
     g = launch.generated(KERNELS[kernel](target), target)
     r = toolchain.compile_kernel(g)
     # the intended MFMA, and only it, in the main loop (kernels without an MMA: none anywhere)

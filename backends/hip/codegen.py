@@ -352,7 +352,10 @@ class _Emitter:
         return ", ".join(lead + [f"({idx[-1]}) * {tile.length}"])
 
     def ref(self, t, slot) -> str:
-        return f"{self.n(t)}[{slot}]" if t in self.staged and slot is not None else self.n(t)
+        """A shared tile; a pipelined one by its buffer (outside its pipelined loop: buffer 0)."""
+        if t not in self.staged:
+            return self.n(t)
+        return f"{self.n(t)}[{slot if slot is not None else 0}]"
 
     def op(self, op: ir.Op, slot=None, shift=None) -> str:
         name, d, srcs = op.name, op.dst, op.srcs

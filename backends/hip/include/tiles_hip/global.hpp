@@ -79,31 +79,31 @@ TILES_DEV void load(rv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
   c0 += arch::wave_id() * N;
-  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int e = 0; e < dst.E; ++e)
-    dst.v[m][e] = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + m * L::FR + L::row(lane, e))));
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)
+    dst.at(m, e) = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + m * L::FR + L::row(lane, e))));
 }
 template <class G, class T, int N, class L>
 TILES_DEV void store(const gl<G>& dst, const rv<T, N, L>& src, int b, int d, int r, int c0) {
   const arch::buffer buf = dst.buffer();
   const int lane = arch::lane_id();
   c0 += arch::wave_id() * N;
-  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int e = 0; e < src.E; ++e)
-    if (L::col(lane, e) == 0) store_elem<G>(buf, dst.offset(b, d, r, c0 + m * L::FR + L::row(lane, e)), convert<G>(src.v[m][e]));
+  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int e = 0; e < src.VE; ++e)
+    if (L::col(lane, e) == 0) store_elem<G>(buf, dst.offset(b, d, r, c0 + m * L::FR + L::row(lane, e)), convert<G>(src.at(m, e)));
 }
 template <class T, int N, class L, class G>
 TILES_DEV void load(cv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int c0) {
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
-  TILES_UNROLL for (int n = 0; n < dst.FN; ++n) TILES_UNROLL for (int e = 0; e < dst.E; ++e)
-    dst.v[n][e] = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + n * L::FC + L::col(lane, e))));
+  TILES_UNROLL for (int n = 0; n < dst.FN; ++n) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)
+    dst.at(n, e) = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + n * L::FC + L::col(lane, e))));
 }
 template <class G, class T, int N, class L>
 TILES_DEV void store(const gl<G>& dst, const cv<T, N, L>& src, int b, int d, int r, int c0) {
   const arch::buffer buf = dst.buffer();
   const int lane = arch::lane_id();
   if (arch::wave_id() != 0) return;  // every wave holds the whole vector
-  TILES_UNROLL for (int n = 0; n < src.FN; ++n) TILES_UNROLL for (int e = 0; e < src.E; ++e)
-    if (L::row(lane, e) == 0) store_elem<G>(buf, dst.offset(b, d, r, c0 + n * L::FC + L::col(lane, e)), convert<G>(src.v[n][e]));
+  TILES_UNROLL for (int n = 0; n < src.FN; ++n) TILES_UNROLL for (int e = 0; e < src.VE; ++e)
+    if (L::row(lane, e) == 0) store_elem<G>(buf, dst.offset(b, d, r, c0 + n * L::FC + L::col(lane, e)), convert<G>(src.at(n, e)));
 }
 
 // ---------------------------------------------------------------- global -> LDS

@@ -42,17 +42,22 @@ template <class T, int R, int C, class L> struct rt {
 };
 // A row vector (one value per row of a tile of layout L, split over waves like its rows) and a column
 // vector (one per column, every wave holds all of it). Each lane keeps the values of the rows / columns
-// its E elements touch, so broadcasts are register-only.
+// its E elements touch, so broadcasts are register-only: one per element, or a single one where all of
+// a lane's elements share their row (column); at(i, e) is the value element e of fragment i meets.
 template <class T, int R, class L> struct rv {
   using dtype = T;
   using layout = L;
-  static constexpr int N = R, FM = R / L::FR, E = L::E;
-  T v[FM][E];
+  static constexpr int N = R, FM = R / L::FR, E = L::E, VE = L::ROW_BY_LANE ? 1 : E;
+  T v[FM][VE];
+  TILES_DEV T& at(int m, int e) { return v[m][VE == 1 ? 0 : e]; }
+  TILES_DEV const T& at(int m, int e) const { return v[m][VE == 1 ? 0 : e]; }
 };
 template <class T, int C, class L> struct cv {
   using dtype = T;
   using layout = L;
-  static constexpr int N = C, FN = C / L::FC, E = L::E;
-  T v[FN][E];
+  static constexpr int N = C, FN = C / L::FC, E = L::E, VE = L::COL_BY_LANE ? 1 : E;
+  T v[FN][VE];
+  TILES_DEV T& at(int n, int e) { return v[n][VE == 1 ? 0 : e]; }
+  TILES_DEV const T& at(int n, int e) const { return v[n][VE == 1 ? 0 : e]; }
 };
 }  // namespace tiles_hip

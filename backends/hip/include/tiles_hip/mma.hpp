@@ -92,5 +92,7 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
     }
   }
   if constexpr (FNUZ) mul(d, d, 4.0f);
+  // one mma's loads stay with its MFMAs: hoisting the next op's loads above them only adds registers
+  arch::sched_barrier();
 }
 }  // namespace tiles_hip

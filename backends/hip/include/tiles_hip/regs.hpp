@@ -83,8 +83,8 @@ TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f) 
     }
     TILES_UNROLL for (int e = 0; e < X::E; ++e) {
       float r = lane_reduce<L::ROW_LO, L::ROW_HI>(part[e], f);
-      if (acc) r = f(r, cvt<typename V::dtype>::to(acc->v[m][e]));
-      dst.v[m][e] = cvt<typename V::dtype>::from(r);
+      if (acc) r = f(r, cvt<typename V::dtype>::to(acc->at(m, e)));
+      dst.at(m, e) = cvt<typename V::dtype>::from(r);
     }
   }
 }
@@ -115,8 +115,8 @@ TILES_DEV void col_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, 
       const int c = n * L::FC + L::col(lane, e);
       float r = scratch[c];
       for (int i = 1; i < WAVES; ++i) r = f(r, scratch[i * C + c]);
-      if (acc) r = f(r, cvt<typename V::dtype>::to(acc->v[n][e]));
-      dst.v[n][e] = cvt<typename V::dtype>::from(r);
+      if (acc) r = f(r, cvt<typename V::dtype>::to(acc->at(n, e)));
+      dst.at(n, e) = cvt<typename V::dtype>::from(r);
     }
   }
   arch::barrier();  // scratch may be reused right after
@@ -138,13 +138,13 @@ template <class F, class D, class T, int R, int C, class L, class V>
 TILES_DEV void row_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f) {
   TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
     TILES_UNROLL for (int e = 0; e < D::E; ++e)
-      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.v[m][e])));
+      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.at(m, e))));
 }
 template <class F, class D, class T, int R, int C, class L, class V>
 TILES_DEV void col_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f) {
   TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
     TILES_UNROLL for (int e = 0; e < D::E; ++e)
-      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.v[n][e])));
+      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.at(n, e))));
 }
 #define TILES_BCAST(NAME)                                                                        \
   template <class D, class X, class V> TILES_DEV void NAME##_row(D& d, const X& s, const V& v) { \
