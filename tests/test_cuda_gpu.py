@@ -157,20 +157,21 @@ def padded(x: np.ndarray, dtype: str):
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(m=st.integers(1, 300), n=st.integers(1, 600), k=st.integers(1, 300), trans_b=st.booleans(),
-       seq=st.integers(1, 400), d=st.sampled_from([64, 128]), causal=st.booleans())
-def test_warp_specialized_schedule_matches_float64(m, n, k, trans_b, seq, d, causal):
+       seq=st.integers(1, 400), d=st.sampled_from([64, 128]), causal=st.booleans(), persistent=st.booleans())
+def test_warp_specialized_schedule_matches_float64(m, n, k, trans_b, seq, d, causal, persistent):
     """schedule="warp_specialized": TMA producer warpgroup, wgmma consumers, setmaxnreg. Ragged shapes lean on
     TMA's zero fill past the end; row pitches are padded to 16 bytes (TMA refuses others, see the CPU tests)."""
     a = padded(random_array((m, k), "bf16"), "bf16")
     b = padded(random_array((n, k) if trans_b else (k, n), "bf16"), "bf16")
     c = torch.full((m, n), float("nan"), device="cuda")
-    gemm(c, a, b, trans_b=trans_b, schedule="warp_specialized")
+    ws = dict(schedule="warp_specialized", persistent=persistent)
+    gemm(c, a, b, trans_b=trans_b, **ws)
     q, kk, v = (padded(random_array((2, 2, seq, d), "bf16"), "bf16") for _ in range(3))
     o = torch.full_like(q, float("nan"))
     lse = torch.full((2, 2, seq), float("nan"), device="cuda")
-    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, schedule="warp_specialized")
+    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, **ws)
     torch.cuda.synchronize()
     assert_close(up(c), up(a) @ (up(b).T if trans_b else up(b)), "f32", tol=1e-5)
     s = up(q) @ up(kk).transpose(0, 1, 3, 2) / math.sqrt(d)
@@ -189,3 +190,24 @@ def test_warp_specialized_schedule_refuses_rows_tma_cannot_address():
     c = torch.full((64, 64), float("nan"), device="cuda")
     with pytest.raises(TileError, match="multiples of 16 bytes"):
         gemm(c, a, b, schedule="warp_specialized")
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
+def test_persistent_grid_walks_more_tiles_than_the_gpu_has_sms():
+    """Each block takes several tiles, so the stage ring carries on from one tile to the next (what the small
+    hypothesis shapes above never reach: they have fewer tiles than SMs)."""
+    ws = dict(schedule="warp_specialized", persistent=True)
+    a = padded(random_array((4096 + 17, 136), "bf16"), "bf16")     # 33 x 5 = 165 tiles of 128 x 256
+    b = padded(random_array((136, 1024 + 5), "bf16"), "bf16")
+    c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda")
+    gemm(c, a, b, **ws)
+    q, kk, v = (padded(random_array((4, 8, 1100, 64), "bf16"), "bf16") for _ in range(3))   # 288 tiles
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((4, 8, 1100), float("nan"), device="cuda")
+    attention_fwd(o, lse, q, kk, v, 0.125, D=64, causal=True, **ws)
+    torch.cuda.synchronize()
+    assert_close(up(c), up(a) @ up(b), "f32", tol=1e-5)
+    s = up(q) @ up(kk).transpose(0, 1, 3, 2) * 0.125
+    s = np.where(np.tril(np.ones((1100, 1100), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    assert_close(up(o), (p / p.sum(-1, keepdims=True)) @ up(v), "bf16", what="O")

@@ -40,8 +40,8 @@ def generate(k):
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(kernel: str, compiler: str = "nvrtc"):
-    gen = generate(trace(kernel))
+def compiled(kernel: str, compiler: str = "nvrtc", persistent: bool = False):
+    gen = generate(trace(kernel, persistent=persistent))
     return gen, toolchain.compile(gen.source, "sm_90a", compiler=compiler)
 
 
@@ -49,11 +49,14 @@ needs_nvrtc = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reaso
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("kernel", ["gemm", "gemm_bt", "attention", "attention_d64"])
-def test_generated_kernel_is_warp_specialized_in_its_sass(kernel):
-    gen, c = compiled(kernel)
+@pytest.mark.parametrize("kernel,persistent", [("gemm", False), ("gemm_bt", False), ("attention", False),
+                                               ("attention_d64", False), ("gemm", True), ("attention", True)])
+def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
+    gen, c = compiled(kernel, persistent=persistent)
     s = gen.schedule
-    assert s.warp_specialized and s.threads == 32 * s.warps + 128
+    assert s.warp_specialized and s.threads == 32 * s.warps + 128 and s.persistent == persistent
+    # persistent: both roles walk the same tiles, the ring's cursor carrying on from one tile to the next
+    assert gen.source.count("for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {") == 2 * persistent
     res = c.resources[gen.name]
     assert res.spills == 0 and res.stack_frame == 0, res
     assert "C7511" not in c.log     # ptxas would say so if it serialized the wgmma sequence

@@ -6,6 +6,7 @@ and the block barriers (tc::sync) written out where shared tiles change hands.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from tiles import cgen, dtypes, ir
@@ -107,8 +108,9 @@ class _Emitter:
             for p in k.params:
                 if isinstance(p, GL):
                     w(f"const tc::gl<{ctype(p.dtype)}> {p.name} = TC_GL({p.name});")
-            for axis in range(len(k.grid)):
-                w(f"const int block_{'xyz'[axis]} = blockIdx.{'xyz'[axis]};")
+            if not self.s.persistent:
+                for axis in range(len(k.grid)):
+                    w(f"const int block_{'xyz'[axis]} = blockIdx.{'xyz'[axis]};")
             self.declare_shared()
             if ws:
                 self.warp_specialized()
@@ -125,23 +127,51 @@ class _Emitter:
         w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
         w()
+        if self.s.persistent:
+            sizes = [expr(g) for g in self.k.grid]
+            w(f"const int grid[{len(sizes)}] = {{{', '.join(sizes)}}};  // tl.grid: the tiles this grid walks")
+            w(f"const int tiles = {' * '.join(f'grid[{i}]' for i in range(len(sizes)))};")
         lp = next(s for s in self.k.body if isinstance(s, ir.Loop))
         v = lp.var.name
         with w.block("if (tc::is_producer()) {", "} else {"):
             w("tc::regs_release<PRODUCER_REGS>();")
-            w(f"tc::produce<STAGES, STAGE_BYTES>(ring, {expr(lp.count)},")
-            w.depth += 1
-            with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}", "});"):
-                for op in self.loads(lp):
-                    w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
-            w.depth -= 1
+            with w.block("if (tc::is_producer_leader()) {"):
+                w("tc::stage_cursor<STAGES> cursor;")
+                with self.tiles():
+                    w(f"tc::produce<STAGES, STAGE_BYTES>(ring, cursor, {expr(lp.count)},")
+                    w.depth += 1
+                    with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}",
+                                 "});"):
+                        for op in self.loads(lp):
+                            w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
+                    w.depth -= 1
         w.depth += 1
         w("tc::regs_acquire<CONSUMER_REGS>();")
+        w("tc::stage_cursor<STAGES> cursor;")
         self.declare_regs()
         self.barrier_pending = True   # the block just synchronized
-        self.stmts(self.k.body)
+        with self.tiles():
+            if self.s.persistent:
+                self.barrier_pending = False   # the last tile's readers of shared tiles precede this one
+            self.stmts(self.k.body)
         w.depth -= 1
         w("}")
+
+    @contextlib.contextmanager
+    def tiles(self):
+        """The persistent grid's walk over tl.grid's tiles (x fastest), or the block's one tile."""
+        w = self.w
+        if not self.s.persistent:
+            yield
+            return
+        with w.block("for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {"):
+            step = "tile"
+            for axis in range(len(self.k.grid)):
+                last = axis == len(self.k.grid) - 1
+                w(f"const int block_{'xyz'[axis]} = {step}{'' if last else f' % grid[{axis}]'};")
+                below = " * ".join(f"grid[{i}]" for i in range(axis + 1))
+                step = f"tile / {below if axis == 0 else f'({below})'}"
+            yield
 
     def loads(self, lp: ir.Loop) -> list[ir.Op]:
         return [s for s in lp.body if isinstance(s, ir.Op) and s.name == "load" and s.dst in self.piped]
@@ -184,7 +214,7 @@ class _Emitter:
         rest = [s for s in lp.body if not any(s is op for op in loads)]
         self.sync()  # whatever the block did to shared memory before the loop is visible to every warp
         if self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)
-            w(f"tc::consume<STAGES>(ring, {expr(lp.count)},")
+            w(f"tc::consume<STAGES>(ring, cursor, {expr(lp.count)},")
         else:
             w(f"tc::pipeline<STAGES>({expr(lp.count)},")
         w.depth += 1

@@ -255,6 +255,7 @@ class Runtime:
         self.cupy, self.target = cupy, target
         self.driver = str(cupy.cuda.runtime.driverGetVersion())
         self.max_smem = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+        self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.functions: dict = {}
         self.tensor_maps: dict = {}
         self.prepared: dict = {}   # id(kernel) -> (kernel, generated, function): traces are cached objects
@@ -279,6 +280,8 @@ class Runtime:
             self.prepared[id(k)] = (k, gen, self.function(gen))
         _, gen, fn = self.prepared[id(k)]
         grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
+        if gen.schedule.persistent:   # one block per SM walks every tile of tl.grid
+            grid = (min(int(np.prod(grid)), self.sms),)
         params = pack(k, args) + [self.tensor_map(spec, ptr) for spec, ptr in tensor_map_specs(k, gen.schedule, args)]
         stream = self._stream(args)
         with stream:

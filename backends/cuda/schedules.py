@@ -58,6 +58,7 @@ class Schedule:
     tma: tuple[TmaLoad, ...] = ()   # non-empty: the warp-specialized schedule, one TMA producer warpgroup
     stage_bytes: int = 0  # TMA bytes that fill one ring slot (all pipelined tiles of an iteration)
     note: str = ""        # why a requested schedule was not taken
+    persistent: bool = False   # warp-specialized: one block per SM walks tl.grid's tiles, the ring running on
 
     @property
     def warp_specialized(self) -> bool:
@@ -152,7 +153,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
                         f"({stages} pipeline stages), more than the {max_smem} a block can have; "
                         f"use smaller tiles or fewer stages", k.loc)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
-                    note=note)
+                    note=note, persistent=bool(tma) and bool(k.options.get("persistent", False)))
 
 
 def _loops(stmts):

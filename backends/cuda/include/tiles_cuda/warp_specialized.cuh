@@ -17,9 +17,12 @@ namespace tc {
 using tma_map = tiles::sm90::tensor_map;   // a CUtensorMap built by the runtime, one per pipelined tile
 using tiles::sm90::mbarrier;
 template <int STAGES> using stage_ring = tiles::sm90::stage_ring<STAGES>;
+template <int STAGES> using stage_cursor = tiles::sm90::stage_cursor<STAGES>;   // slot and phase in the ring
 
 #ifdef TILES_CUDA_CONSUMER_THREADS
 __device__ __forceinline__ bool is_producer() { return threadIdx.x >= TILES_CUDA_CONSUMER_THREADS; }
+// The one producer thread that issues the copies; the rest of its warpgroup has nothing to do.
+__device__ __forceinline__ bool is_producer_leader() { return threadIdx.x == TILES_CUDA_CONSUMER_THREADS; }
 #endif
 
 // Register reallocation: the producer needs few, the consumers' accumulators many (setmaxnreg).
@@ -39,20 +42,18 @@ __device__ __forceinline__ void load_tma(st<T, R, C>& dst, const tma_map* map, m
                               idx.c * C + p * S::panel_cols, idx.r * R, idx.d, idx.b);
 }
 
-// Producer: iterations 0..n-1 in ring order. load(k, slot, full) issues the TMA copies of iteration k, BYTES in
-// all, after the consumers have freed the slot. One thread issues; the rest of the warpgroup has nothing to do.
+// Producer (its leader thread): iterations 0..n-1, from the cursor on in ring order. load(k, slot, full) issues
+// the TMA copies of iteration k, BYTES in all, once the consumers have freed the slot. The cursor carries on
+// across calls (a persistent block's next tile continues the ring), as the consumers' does.
 template <int STAGES, unsigned BYTES, typename Load>
-__device__ inline void produce(stage_ring<STAGES>& ring, int n, Load load) {
-    if (threadIdx.x % tiles::sm90::WARPGROUP_THREADS != 0) return;
-    tiles::sm90::stage_cursor<STAGES> cur;
+__device__ inline void produce(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, Load load) {
     for (int k = 0; k < n; ++k, cur.advance()) load(k, cur.slot, tiles::sm90::produce(ring, cur, BYTES));
 }
 
 // Consumers: compute(k, slot) once the slot's bytes have landed; then each warp hands the slot back. Every read
 // of it is complete by then: ldmatrix is synchronous and the block-level wgmma waits for its own group.
 template <int STAGES, typename Compute>
-__device__ inline void consume(stage_ring<STAGES>& ring, int n, Compute compute) {
-    tiles::sm90::stage_cursor<STAGES> cur;
+__device__ inline void consume(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, Compute compute) {
     for (int k = 0; k < n; ++k, cur.advance()) {
         tiles::sm90::consume(ring, cur);
         compute(k, cur.slot);
