@@ -9,8 +9,9 @@ gets 4 warps per worker.
 The warp-specialized schedule (sm_90a, option `schedule="warp_specialized"`; compiled and checked in CI, never
 run on a GPU, so off by default): the same consumer warps, plus one producer warpgroup that issues the
 pipelined loop's global->shared loads as TMA into an mbarrier ring (include/tiles_cuda/warp_specialized.cuh),
-with setmaxnreg moving registers from the producer to the consumers. A kernel gets it when its IR fits
-(`ws_misfit` says why not; then it keeps the warp schedule and the source says why).
+with setmaxnreg moving registers from the producer to the consumers; `persistent=True` adds a persistent grid.
+A kernel gets it when its IR fits (`ws_misfit` says why not; then it keeps the warp schedule and the source
+says why).
 """
 from __future__ import annotations
 
