@@ -29,7 +29,8 @@ SMEM_ALIGN = 1024  # every shared tile and vector starts on a 1024-byte boundary
 
 REGISTER_FILE = 65536     # 32-bit registers per SM; the warp-specialized block runs alone on its SM
 PRODUCER_REGS = 40        # what a TMA-issuing warpgroup keeps (setmaxnreg.dec)
-MAX_CONSUMER_REGS = 240   # setmaxnreg's ceiling is 256; leave room for the launch-time allocation granule
+MAX_CONSUMER_REGS = 256   # setmaxnreg's ceiling. Never below the launch-time count (the register file over
+                          # the block's threads): setmaxnreg.inc may not shrink a warp's registers
 TMA_SWIZZLE = {128: "SWIZZLE_128B", 64: "SWIZZLE_64B", 32: "SWIZZLE_32B"}
 
 
