@@ -215,4 +215,20 @@ TILES_DEV void copy(rt<TD, R, C, LD>& dst, const rt<TS, R, C, LS>& src) {
       dst.v[m][n][e] = cvt<TD>::from(x);
     }
 }
+// The 16x16 accumulator into the 16x16x16 A operand (gfx942's attention P): a 4x4 transpose in four
+// rounds. Lane (a, b, q) = 16a + 4b + q needs S[4b + q][4a + e] for e < 4, held as register q of lane
+// 16b + 4a + e. In round j it fetches e = (q + j) % 4 from that lane, which sends its register
+// (its own e - j) % 4 = q: one ds_bpermute per element instead of one per candidate register.
+template <class TD, class TS, int R, int C>
+TILES_DEV void copy(rt<TD, R, C, opa<16, 16>>& dst, const rt<TS, R, C, acc<16>>& src) {
+  const int lane = arch::lane_id(), a = lane / 16, b = (lane % 16) / 4, q = lane % 4;
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+    TILES_UNROLL for (int j = 0; j < 4; ++j) {
+      const int send = (q - j) & 3, e = (q + j) & 3;
+      float y = 0;
+      TILES_UNROLL for (int i = 0; i < 4; ++i) if (i == send) y = cvt<TS>::to(src.v[m][n][i]);
+      y = __builtin_bit_cast(float, arch::shfl(__builtin_bit_cast(uint32_t, y), 16 * b + 4 * a + e));
+      TILES_UNROLL for (int i = 0; i < 4; ++i) if (i == e) dst.v[m][n][i] = cvt<TD>::from(y);
+    }
+}
 }  // namespace tiles_hip
