@@ -62,12 +62,14 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     assert res.spills == 0 and res.stack_frame == 0, res
     assert "C7511" not in c.log     # ptxas would say so if it serialized the wgmma sequence
     sass = c.sass()
-    loop = main_loop(sass)
-    assert re.search(r"HGMMA\.64x\d+x16\.F32\.BF16", loop) and "HMMA" not in sass
-    assert "SYNCS.PHASECHK" in loop          # consumers wait on the full mbarrier of each stage
-    assert "UTMALDG" in sass and "SYNCS.ARRIVE" in sass   # the producer's TMA loads; stages handed back
+    # the consumers' main loop: wait on a stage's full mbarrier, wgmma, hand the stage back; no cp.async left
+    consumer = loop_with(sass, "HGMMA", "SYNCS.PHASECHK")
+    assert re.search(r"HGMMA\.64x\d+x16\.F32\.BF16", consumer) and "HMMA" not in sass
+    assert "SYNCS.ARRIVE" in consumer and "LDGSTS" not in consumer and "UTMALDG" not in consumer
+    # the producer's: wait on a stage's empty mbarrier, announce its bytes, issue the TMA loads
+    producer = loop_with(sass, "UTMALDG", "SYNCS.PHASECHK")
+    assert "SYNCS.ARRIVE" in producer and "HGMMA" not in producer
     assert sass.count("USETMAXREG") == 2     # producer gives registers up, consumers take them
-    assert "LDGSTS" not in loop              # no cp.async left in the pipelined loop
     # readable: the roles and the ring are written out
     for line in ("tc::regs_release<PRODUCER_REGS>();", "tc::regs_acquire<CONSUMER_REGS>();",
                  "tc::produce<STAGES, STAGE_BYTES>(ring,", "tc::consume<STAGES>(ring,",
@@ -76,25 +78,27 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     assert gen.source.count("tc::load_tma(") == len(s.tma) and "tc::load_async" not in gen.source
 
 
-def main_loop(sass: str) -> str:
-    """The SASS of the innermost loop around an HGMMA: from a backward branch's target to the branch."""
+def loop_with(sass: str, *ops: str) -> str:
+    """The SASS of the innermost loop (a backward branch's target to the branch) that holds all of `ops`."""
     code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*;)", sass)]
     loops = []
     for addr, ins in code:
         m = re.search(r"\bBRA(?:\.\w+)*\s+(0x[0-9a-f]+)", ins)
         if m and int(m.group(1), 16) < addr:
-            body = [i for a, i in code if int(m.group(1), 16) <= a <= addr]
-            if any("HGMMA" in i for i in body):
+            body = "\n".join(i for a, i in code if int(m.group(1), 16) <= a <= addr)
+            if all(op in body for op in ops):
                 loops.append(body)
-    assert loops, "no loop around the HGMMA in the SASS"
-    return "\n".join(min(loops, key=len))
+    assert loops, f"no loop holds {ops} in the SASS"
+    return min(loops, key=len)
 
 
 @needs_nvrtc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-def test_nvcc_compiles_the_same_source():
-    gen, c = compiled("attention", "nvcc")
-    assert c.resources[gen.name].spills == 0 and "UTMALDG" in c.sass()
+@pytest.mark.parametrize("kernel", ["gemm", "attention"])
+def test_nvcc_compiles_the_same_source(kernel):
+    gen, c = compiled(kernel, "nvcc")
+    sass = c.sass()
+    assert c.resources[gen.name].spills == 0 and "UTMALDG" in sass and "HGMMA" in sass
 
 
 def test_register_split_and_ring_bytes():
