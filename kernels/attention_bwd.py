@@ -25,9 +25,9 @@ LOG2E = 1.4426950408889634
 # BN kv rows per block (split over the workers), BM query rows per step of the loop.
 # Shared memory at D=128: K (and V where v_shared) BN x D, Q and dO BM x D per stage, dS^T BN x BM. Where two
 # stages do not fit (gfx942's 64 KB, apple's 32 KB) the backends lower them. BM and BN: whole MMA row
-# fragments per worker. Measured offline (resource reports): no spills at D=64 on the NVIDIA and AMD
-# targets; at D=128 a few hundred bytes on sm_80/sm_90a and 80 B on gfx942 (the three f32 accumulators
-# take 3 x D floats per row).
+# fragments per worker. Measured offline (resource reports, causal): no spills at D=64 on the NVIDIA and
+# AMD targets; at D=128 about 350 B on sm_80 and 80 B on gfx942, none on sm_90a and gfx950 (the three f32
+# accumulators take 3 x D floats per row).
 CONFIGS = {
     "default": dict(BM=64, BN=64),
     "sm_80": dict(BM=64, BN=64, v_shared=True, stages=2, workers=4),
@@ -102,38 +102,52 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
     tl.load(v, V, (b, hk, bn, 0))
     tl.zero(dk)
     tl.zero(dv)
-    first = (bn * BN) // BM if causal else 0    # causal: query blocks before this kv block see none of it
+
+    def step(i, h, masked):
+        """Query block i of query head h against this block's K and V."""
+        tl.load(q, Q, (b, h, i, 0))
+        tl.load(do, dO, (b, h, i, 0))
+        tl.load(lse, LSE, (b, h, i))
+        tl.load(delta, Delta, (b, h, i))
+        tl.zero(s)
+        tl.mma_ABt(s, k, q, s)
+        tl.mul(s, s, scale * LOG2E)
+        tl.mul(lse, lse, LOG2E)
+        tl.sub_col(s, s, lse)
+        if masked:  # -inf where kv row > query row: the complement of causal_mask's kept set, shifted by one
+            tl.fill(dp, -math.inf)
+            tl.causal_mask(dp, dp, bn * BN - 1, i * BM, 0.0)
+            tl.add(s, s, dp)
+        tl.exp2(s, s)
+        tl.copy(p, s)
+        tl.mma_AB(dv, p, do, dv)
+        tl.zero(dp)
+        tl.mma_ABt(dp, v, do, dp)
+        tl.sub_col(dp, dp, delta)
+        tl.mul(dp, dp, s)
+        tl.mul(dp, dp, scale)                    # folded here, dK and dQ need no rescale
+        tl.copy(ds, dp)
+        tl.mma_AB(dk, ds, q, dk)
+        tl.store(ds_s, ds)
+        tl.zero(dq)
+        tl.mma_AtB(dq, ds_s, k, dq)
+        tl.atomic_add(DQacc, dq, (b, h, i, 0))
+
+    n_q = tl.cdiv(Q.rows, BM)
     for g in tl.range(group, name="g"):
         h = hk * group + g
-        for it in tl.pipeline(tl.cdiv(Q.rows, BM) - first, name="it"):
-            i = first + it
-            tl.load(q, Q, (b, h, i, 0))
-            tl.load(do, dO, (b, h, i, 0))
-            tl.load(lse, LSE, (b, h, i))
-            tl.load(delta, Delta, (b, h, i))
-            tl.zero(s)
-            tl.mma_ABt(s, k, q, s)
-            tl.mul(s, s, scale * LOG2E)
-            tl.mul(lse, lse, LOG2E)
-            tl.sub_col(s, s, lse)
-            if causal:  # -inf where kv row > query row: the complement of causal_mask's kept set, shifted by one
-                tl.fill(dp, -math.inf)
-                tl.causal_mask(dp, dp, bn * BN - 1, i * BM, 0.0)
-                tl.add(s, s, dp)
-            tl.exp2(s, s)
-            tl.copy(p, s)
-            tl.mma_AB(dv, p, do, dv)
-            tl.zero(dp)
-            tl.mma_ABt(dp, v, do, dp)
-            tl.sub_col(dp, dp, delta)
-            tl.mul(dp, dp, s)
-            tl.mul(dp, dp, scale)                # folded here, dK and dQ need no rescale
-            tl.copy(ds, dp)
-            tl.mma_AB(dk, ds, q, dk)
-            tl.store(ds_s, ds)
-            tl.zero(dq)
-            tl.mma_AtB(dq, ds_s, k, dq)
-            tl.atomic_add(DQacc, dq, (b, h, i, 0))
+        if causal:
+            # query blocks before this kv block see none of it; those across its diagonal need the mask,
+            # those after it do not
+            first = (bn * BN) // BM
+            split = tl.minimum(n_q, tl.cdiv((bn + 1) * BN, BM))
+            for it in tl.pipeline(split - first, name="it"):
+                step(first + it, h, masked=True)
+            for it in tl.pipeline(n_q - split, name="it"):
+                step(split + it, h, masked=False)
+        else:
+            for it in tl.pipeline(n_q, name="it"):
+                step(it, h, masked=False)
     tl.store(dK, dk, (b, hk, bn, 0))
     tl.store(dV, dv, (b, hk, bn, 0))
 
