@@ -8,6 +8,7 @@ MHA and GQA, causal or not, head dim 64 or 128. Three launches:
          dP^T = V dO^T,  dS^T = P^T * (dP^T - Delta) * scale,  dK += dS^T Q,
          dQ += (dS^T)^T K   (added atomically into the f32 accumulator: other kv blocks add to it too);
      dK and dV sum over the group's query heads in registers and are stored once, without atomics;
+     causal: the walk starts at the diagonal and masks only the query blocks that cross it;
   3. attention_bwd_dq: the f32 accumulator converted to dQ in q's dtype.
 Q, O, dO: (B, H, N, D); K, V: (B, H_kv, N_kv, D); LSE (natural log, as kernels/attention.py returns it)
 and Delta: (B, H, N) float32.
