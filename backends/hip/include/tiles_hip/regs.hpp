@@ -215,20 +215,26 @@ TILES_DEV void copy(rt<TD, R, C, LD>& dst, const rt<TS, R, C, LS>& src) {
       dst.v[m][n][e] = cvt<TD>::from(x);
     }
 }
-// The 16x16 accumulator into the 16x16x16 A operand (gfx942's attention P): a 4x4 transpose in four
-// rounds. Lane (a, b, q) = 16a + 4b + q needs S[4b + q][4a + e] for e < 4, held as register q of lane
-// 16b + 4a + e. In round j it fetches e = (q + j) % 4 from that lane, which sends its register
-// (its own e - j) % 4 = q: one ds_bpermute per element instead of one per candidate register.
-template <class TD, class TS, int R, int C>
-TILES_DEV void copy(rt<TD, R, C, opa<16, 16>>& dst, const rt<TS, R, C, acc<16>>& src) {
-  const int lane = arch::lane_id(), a = lane / 16, b = (lane % 16) / 4, q = lane % 4;
+// The 16x16 accumulator into a 16 x K A operand (attention's P): 4x4 transposes in rounds. Lane
+// (a, b, q) = 16a + 4b + q needs S[4b + q][K n + E a + e] for e < E, held as register q of lane
+// 16b + (E a + e) % 16 in source fragment (K n + E a) / 16. Round j of element group h fetches
+// e = 4h + (q + j) % 4 from that lane, which sends its register (its own lane % 4 - j) % 4 = q: one
+// ds_bpermute per element and source fragment, instead of one per candidate register.
+template <class TD, class TS, int R, int C, int K>
+TILES_DEV void copy(rt<TD, R, C, opa<16, K>>& dst, const rt<TS, R, C, acc<16>>& src) {
+  constexpr int E = K / 4, SRC_FRAGS = K / 16;
+  const int lane = arch::lane_id(), a = lane / 16, b = (lane % 16) / 4, q = lane % 4, mine = E * a / 16;
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
-    TILES_UNROLL for (int j = 0; j < 4; ++j) {
-      const int send = (q - j) & 3, e = (q + j) & 3;
-      float y = 0;
-      TILES_UNROLL for (int i = 0; i < 4; ++i) if (i == send) y = cvt<TS>::to(src.v[m][n][i]);
-      y = __builtin_bit_cast(float, arch::shfl(__builtin_bit_cast(uint32_t, y), 16 * b + 4 * a + e));
-      TILES_UNROLL for (int i = 0; i < 4; ++i) if (i == e) dst.v[m][n][i] = cvt<TD>::from(y);
+    TILES_UNROLL for (int h = 0; h < E / 4; ++h) TILES_UNROLL for (int j = 0; j < 4; ++j) {
+      const int send = (q - j) & 3, e = 4 * h + ((q + j) & 3), from = 16 * b + (E * a + e) % 16;
+      float x = 0;
+      TILES_UNROLL for (int f = 0; f < SRC_FRAGS; ++f) {
+        float y = 0;
+        TILES_UNROLL for (int i = 0; i < 4; ++i) if (i == send) y = cvt<TS>::to(src.v[m][n * SRC_FRAGS + f][i]);
+        y = __builtin_bit_cast(float, arch::shfl(__builtin_bit_cast(uint32_t, y), from));
+        if (f == mine) x = y;
+      }
+      TILES_UNROLL for (int i = 0; i < E; ++i) if (i == e) dst.v[m][n][i] = cvt<TD>::from(x);
     }
 }
 }  // namespace tiles_hip
