@@ -30,12 +30,14 @@ def default_names(e: ir.Expr) -> str:
 
 def c_expr(e: ir.Expr, names: Callable[[ir.Expr], str] = default_names) -> str:
     """C source of a scalar expression. cdiv/min/max become tiles_cdiv/min/max, which each header library
-    defines; integer // and % are C's (operands are non-negative in kernels)."""
+    defines; // and % are C's integer ones (operands are non-negative in kernels), / is exact."""
     if isinstance(e, ir.Const):
         return c_float(e.value) if e.dtype == dtypes.f32 else str(int(e.value))
     if isinstance(e, ir.BinOp):
-        op = {"//": "/"}.get(e.op, e.op)
-        return f"({c_expr(e.a, names)} {op} {c_expr(e.b, names)})"
+        a, b = c_expr(e.a, names), c_expr(e.b, names)
+        if e.op == "/" and e.a.dtype != dtypes.f32 and e.b.dtype != dtypes.f32:
+            a = f"(float){a}"  # the IR's / divides exactly; C's / of two ints would truncate
+        return f"({a} {'/' if e.op == '//' else e.op} {b})"
     if isinstance(e, ir.Call):
         return f"tiles_{e.fn}({', '.join(c_expr(a, names) for a in e.args)})"
     return names(e)

@@ -128,7 +128,7 @@ class _Gen:
         return cgen.default_names(e)
 
     def expr(self, e) -> str:
-        return cgen.c_expr(_true_division(ir.as_expr(e)), self.leaf)
+        return cgen.c_expr(ir.as_expr(e), self.leaf)
 
     def ref(self, t) -> str:
         """A tile as an operand: threadgroup tiles with copies are indexed by their loop's current copy."""
@@ -424,19 +424,6 @@ class _Gen:
             self.w(f"{fn}({self.ref(d)}, {self.ref(a)}, {self.ref(b)}, {self.ref(c)});")
         else:
             self.w(f"{fn}({self.ref(d)}, {self.ref(a)}, {self.sg_row0(d)}, {self.ref(b)}, {self.ref(c)});")
-
-
-def _true_division(e: ir.Expr) -> ir.Expr:
-    """The IR's "/" divides exactly (the interpreter uses Python's /); C's / of two ints truncates, so an int
-    numerator is made float first (tiles/cgen.py prints "/" as it is)."""
-    if isinstance(e, ir.BinOp):
-        a, b = _true_division(e.a), _true_division(e.b)
-        if e.op == "/" and a.dtype != dtypes.f32 and b.dtype != dtypes.f32:
-            a = ir.BinOp("*", ir.Const(1.0, dtypes.f32), a)
-        return ir.BinOp(e.op, a, b)
-    if isinstance(e, ir.Call):
-        return ir.Call(e.fn, tuple(_true_division(x) for x in e.args))
-    return e
 
 
 def _accesses(op: ir.Op) -> tuple[frozenset, frozenset]:
