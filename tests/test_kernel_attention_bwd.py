@@ -15,8 +15,11 @@ def up(x):
     return np.asarray(x).astype(np.float64)
 
 
-def reference_attention_grads(q, k, v, do, causal, scale):
-    """float64 O, LSE and the closed-form gradients dQ, dK, dV (GQA: dK, dV summed over each group)."""
+def reference_attention_grads(q, k, v, do, causal, scale, o=None):
+    """float64 O, LSE and the closed-form gradients dQ, dK, dV (GQA: dK, dV summed over each group).
+
+    Delta = rowsum(dO * O) takes O as the backward is handed it (o, e.g. rounded to q's dtype), exact if
+    none: the rounding of its input is not the backward's error, and with few keys dP - Delta cancels."""
     group = q.shape[1] // k.shape[1]
     kf, vf = np.repeat(up(k), group, axis=1), np.repeat(up(v), group, axis=1)
     s = up(q) @ kf.transpose(0, 1, 3, 2) * scale
@@ -27,15 +30,15 @@ def reference_attention_grads(q, k, v, do, causal, scale):
     e = np.exp(s - mx)
     lsum = e.sum(-1, keepdims=True)
     p = e / lsum
-    o = p @ vf
+    o_exact = p @ vf
     dof = up(do)
     dp = dof @ vf.transpose(0, 1, 3, 2)
-    ds = p * (dp - (dof * o).sum(-1, keepdims=True))
+    ds = p * (dp - (dof * (o_exact if o is None else up(o))).sum(-1, keepdims=True))
     dq = scale * ds @ kf
     dk = scale * ds.transpose(0, 1, 3, 2) @ up(q)
     dv = p.transpose(0, 1, 3, 2) @ dof
     fold = lambda g: g.reshape(g.shape[0], -1, group, *g.shape[2:]).sum(2)  # noqa: E731
-    return o, (np.log(lsum) + mx)[..., 0], dq, fold(dk), fold(dv)
+    return o_exact, (np.log(lsum) + mx)[..., 0], dq, fold(dk), fold(dv)
 
 
 @settings(max_examples=4)
@@ -51,9 +54,10 @@ def test_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal,
     v = random_array((batch, kv_heads, n_kv, d), dtype)
     do = random_array((batch, heads, n, d), dtype)
     scale = 1 / math.sqrt(d)
-    o, lse, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, causal, scale)
+    o, lse, _, _, _ = reference_attention_grads(q, k, v, do, causal, scale)
     # the forward's outputs as the forward kernel hands them over: O in q's dtype, LSE in float32
     o = dtypes.of(dtype).round(o).astype(q.dtype)
+    _, _, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, causal, scale, o)
     dq, dk, dv = attention_backward(q, k, v, o, lse.astype(np.float32), do, causal=causal, backend=backend)
     assert_close(dq, ref_dq, dtype, what="dQ")
     assert_close(dk, ref_dk, dtype, what="dK")
@@ -78,7 +82,7 @@ def test_backward_from_the_forward_kernel(backend):
     do = random_array((1, 2, 50, 64), "bf16")
     o, lse = attention(q, k, v, causal=True, backend=backend)
     dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=True, backend=backend)
-    _, _, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, True, 1 / 8)
+    _, _, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, True, 1 / 8, o)
     assert_close(dq, ref_dq, "bf16", what="dQ")
     assert_close(dk, ref_dk, "bf16", what="dK")
     assert_close(dv, ref_dv, "bf16", what="dV")
