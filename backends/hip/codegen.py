@@ -133,9 +133,14 @@ class _Emitter:
         total = 0
         for t in self.k.tiles:
             if isinstance(t, (ST, SV)):
-                b = -(-t.rows * t.cols * t.dtype.bits // 8 // 16) * 16 if isinstance(t, ST) else -(-t.length * t.dtype.bits // 8 // 16) * 16
-                total += b * (stages if t in self.staged else 1)
+                total += self._bytes(t) * (stages if t in self.staged else 1)
         return total + self._scratch_bytes()
+
+    @staticmethod
+    def _bytes(t) -> int:
+        """LDS bytes of one buffer of a shared tile or vector, rounded to 16 (as ring<> strides them)."""
+        n = t.rows * t.cols if isinstance(t, ST) else t.length
+        return -(-n * t.dtype.bits // 8 // 16) * 16
 
     def _scratch_bytes(self) -> int:
         cols = [op.srcs[0].cols for op, _ in self.k.walk() if op.name.startswith("col_")]
@@ -163,7 +168,7 @@ class _Emitter:
             if t.axis == "rows":
                 return f"rv<{c}, {t.length} / WAVES, {self.lay(t)}> {self.n(t)};"
             return f"cv<{c}, {t.length}, {self.lay(t)}> {self.n(t)};"
-        raise TileError(f"{t.name}: shared vectors are not supported by the HIP backend yet", self.k.loc)
+        raise TileError(f"{t.name}: no register declaration for {t.type_str()}", self.k.loc)
 
     # ------------------------------------------------------------ the kernel
     def run(self) -> Generated:
@@ -180,6 +185,8 @@ class _Emitter:
         for t in k.tiles:
             if isinstance(t, ST):
                 w(f"using {self.st_type(t)} = st<{CTYPE[t.dtype.name]}, {t.rows}, {t.cols}, {self._swizzle(t)}>;")
+            elif isinstance(t, SV):
+                w(f"using {self.st_type(t)} = sv<{CTYPE[t.dtype.name]}, {t.length}>;")
         w()
         params, sig = [], []
         for prm in k.params:
@@ -225,16 +232,14 @@ class _Emitter:
     def declare(self, w):
         off = 0
         for t in self.k.tiles:
-            if isinstance(t, ST):
-                size = -(-t.rows * t.cols * t.dtype.bits // 8 // 16) * 16
+            if isinstance(t, (ST, SV)):
+                size = self._bytes(t)
                 if t in self.staged:
                     w(f"const ring<{self.st_type(t)}, {self.plan.stages}> {self.n(t)}{{{off}}};")
                     off += size * self.plan.stages
                 else:
                     w(f"const {self.st_type(t)} {self.n(t)} = st_at<{self.st_type(t)}>({off});")
                     off += size
-            elif isinstance(t, SV):
-                raise TileError(f"{t.name}: shared vectors are not supported by the HIP backend yet", self.k.loc)
         if self._scratch_bytes():
             w(f"float* const red_scratch = (float*)(arch::lds_base() + {off});  // column reductions across waves")
         for t in self.k.tiles:
@@ -368,7 +373,7 @@ class _Emitter:
         line = f"  // {op.loc.file}:{op.loc.line}" if op.loc else ""
         if name == "load":
             s = srcs[0]
-            if isinstance(s, GL) and isinstance(d, ST):
+            if isinstance(s, GL) and isinstance(d, (ST, SV)):
                 return f"load<WAVES>({r(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
             if isinstance(s, GL):
                 return f"load({self.n(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
@@ -376,7 +381,7 @@ class _Emitter:
         if name in ("store", "atomic_add"):
             s = srcs[0]
             if isinstance(d, GL):
-                wv = "<WAVES>" if isinstance(s, ST) else ""
+                wv = "<WAVES>" if isinstance(s, (ST, SV)) else ""
                 fn = "store" if name == "store" else "atomic_add"
                 return f"{fn}{wv}({self.n(d)}, {r(s)}, {self.idx(op, s, shift)});{line}"
             return f"store({r(d)}, {self.n(s)});{line}"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from tiles import ir, targets
 from tiles.dsl import TileError
-from tiles.types import GL, RT, ST, SV
+from tiles.types import GL, RT, RV, ST, SV
 
 SCHEDULES = ("pingpong", "interleave", "plain")
 WAVES = {"pingpong": 8, "interleave": 4, "plain": 4}
@@ -84,14 +84,19 @@ def plan(k: ir.Kernel, target: str, lds_bytes) -> Plan:
     requested = opts.get("schedule", "plain")
     if requested not in SCHEDULES:
         raise TileError(f"unknown CDNA schedule {requested!r}; known: {', '.join(SCHEDULES)}", k.loc)
-    waves = int(opts.get("workers", WAVES[requested]))
+    mfma_m = int(opts.get("mfma", 16))
+    split = [t.rows for t in k.tiles if isinstance(t, RT)] + [t.length for t in k.tiles
+                                                              if isinstance(t, RV) and t.axis == "rows"]
+    if "workers" in opts:
+        waves = int(opts["workers"])
+    else:   # the schedule's waves, fewer where the tiles have too few rows to give each a whole fragment
+        waves = next((w for w in (WAVES[requested], 2, 1) if all(r % (w * mfma_m) == 0 for r in split)), 1)
     if requested == "pingpong" and waves != 8:
         raise TileError(f"the ping-pong schedule runs 8 waves, the configuration asks for workers={waves}", k.loc)
     if requested == "interleave" and waves != 4:
         raise TileError(f"the interleave schedule runs 4 waves, the configuration asks for workers={waves}", k.loc)
     if not 1 <= waves <= 16:
         raise TileError(f"workers={waves}: a CDNA workgroup has 1 to 16 waves", k.loc)
-    mfma_m = int(opts.get("mfma", 16))
     if mfma_m not in (16, 32):
         raise TileError(f"mfma={mfma_m}: CDNA MFMA fragments are 16x16 or 32x32", k.loc)
     order = opts.get("grid_order", "chiplet" if len(k.grid) >= 2 else "linear")
@@ -117,7 +122,8 @@ def plan(k: ir.Kernel, target: str, lds_bytes) -> Plan:
                         f"use smaller shared tiles in its {target} configuration", k.loc)
     p.schedule, p.stages = schedule, stages
     for t in k.tiles:
-        if isinstance(t, RT) and (t.rows % waves or (t.rows // waves) % mfma_m):
-            raise TileError(f"register tile {t.name} ({t.rows}x{t.cols}): its rows split over {waves} waves must "
-                            f"be multiples of the {mfma_m}-row MFMA fragment", k.loc)
+        rows = t.rows if isinstance(t, RT) else t.length if isinstance(t, RV) and t.axis == "rows" else None
+        if rows is not None and rows % (waves * mfma_m):
+            raise TileError(f"{t.name} ({t.type_str()}): its {rows} rows split over {waves} waves must be "
+                            f"multiples of the {mfma_m}-row MFMA fragment", k.loc)
     return p

@@ -151,7 +151,45 @@ TILES_DEV void store(const gl<G>& dst, const st<T, R, C, SW>& src, int b, int d,
     store_elem<G>(buf, dst.offset(b, d, r0 + i / C, c0 + i % C), convert<G>(src.at(i / C, i % C)));
 }
 
+// Shared vectors, cooperatively: element i is column c0 + i of row (b, d, r).
+template <int WAVES, class T, int N, class G>
+TILES_DEV void load(const sv<T, N>& dst, const gl<G>& src, int b, int d, int r, int c0) {
+  const arch::buffer buf = src.buffer();
+  for (int i = arch::thread_id(); i < N; i += WAVES * 64) dst.at(i) = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + i)));
+}
+template <int WAVES, class G, class T, int N>
+TILES_DEV void store(const gl<G>& dst, const sv<T, N>& src, int b, int d, int r, int c0) {
+  const arch::buffer buf = dst.buffer();
+  for (int i = arch::thread_id(); i < N; i += WAVES * 64) store_elem<G>(buf, dst.offset(b, d, r, c0 + i), convert<G>(src.at(i)));
+}
+
 // ---------------------------------------------------------------- LDS <-> registers
+// Vectors: a row vector takes this wave's rows (wave_id * N ..), a column vector all of them.
+template <class T, int N, class L, class U, int SN>
+TILES_DEV void load(rv<T, N, L>& dst, const sv<U, SN>& src) {
+  const int lane = arch::lane_id(), r0 = arch::wave_id() * N;
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)
+    dst.at(m, e) = convert<T>(src.at(r0 + m * L::FR + L::row(lane, e)));
+}
+template <class T, int N, class L, class U>
+TILES_DEV void load(cv<T, N, L>& dst, const sv<U, N>& src) {
+  const int lane = arch::lane_id();
+  TILES_UNROLL for (int n = 0; n < dst.FN; ++n) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)
+    dst.at(n, e) = convert<T>(src.at(n * L::FC + L::col(lane, e)));
+}
+template <class U, int SN, class T, int N, class L>
+TILES_DEV void store(const sv<U, SN>& dst, const rv<T, N, L>& src) {
+  const int lane = arch::lane_id(), r0 = arch::wave_id() * N;
+  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int e = 0; e < src.VE; ++e)
+    if (L::col(lane, e) == 0) dst.at(r0 + m * L::FR + L::row(lane, e)) = convert<U>(src.at(m, e));
+}
+template <class U, class T, int N, class L>
+TILES_DEV void store(const sv<U, N>& dst, const cv<T, N, L>& src) {
+  const int lane = arch::lane_id();
+  if (arch::wave_id() != 0) return;  // every wave holds the whole vector
+  TILES_UNROLL for (int n = 0; n < src.FN; ++n) TILES_UNROLL for (int e = 0; e < src.VE; ++e)
+    if (L::row(lane, e) == 0) dst.at(n * L::FC + L::col(lane, e)) = convert<U>(src.at(n, e));
+}
 // Each wave moves its own rows (wave_id * R ..) of the block tile.
 template <class T, int R, int C, class L, class U, int SR, class SW>
 TILES_DEV void load(rt<T, R, C, L>& dst, const st<U, SR, C, SW>& src) {

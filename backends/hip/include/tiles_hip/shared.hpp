@@ -53,6 +53,14 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
     }
   }
 };
+// A shared vector: N elements, contiguous.
+template <class T, int N_> struct sv {
+  static constexpr int N = N_, BYTES = N * (int)sizeof(T);
+  using dtype = T;
+  uint8_t* base;
+  TILES_DEV T& at(int i) const { return ((T*)base)[i]; }
+};
+
 // Shared tiles live in one dynamic LDS arena; the generated kernel places each at a fixed offset.
 template <class S> TILES_DEV S st_at(int offset) { return S{arch::lds_base() + offset}; }
 // N buffers of one pipelined tile, back to back: ring[i] computes the address (an array of tiles
