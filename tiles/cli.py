@@ -71,23 +71,17 @@ class Progress:
     """A tqdm bar on stderr that appears only when the work takes more than a second and stderr is a terminal."""
 
     def __init__(self, total: int, desc: str):
-        try:
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=desc, delay=1.0, disable=None, leave=False, file=sys.stderr)
-        except ImportError:
-            self.bar = None
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, desc=desc, delay=1.0, disable=None, leave=False, file=sys.stderr)
 
     def doing(self, what: str):
-        if self.bar is not None:
-            self.bar.set_postfix_str(what, refresh=False)
+        self.bar.set_postfix_str(what, refresh=False)
 
     def done(self):
-        if self.bar is not None:
-            self.bar.update(1)
+        self.bar.update(1)
 
     def close(self):
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
 
 # ---------------------------------------------------------------- running a workload on backends
