@@ -16,7 +16,7 @@ from tiles import targets
 CONFIGS = {
     "default": dict(BM=64, BN=64, BK=64),
     "sm_90a": dict(BM=128, BN=256, BK=128, stages=4, workers=2),
-    "gfx942": dict(BM=256, BN=256, BK=128, workers=8, schedule="pingpong"),
+    "gfx942": dict(BM=128, BN=128, BK=64, workers=8, schedule="pingpong"),  # 3 LDS buffers: 48 KB of 64
     "gfx950": dict(BM=256, BN=256, BK=128, workers=4, schedule="interleave"),
 }
 
