@@ -95,6 +95,29 @@ def attention(q, k, v, *, causal=False, scale=None, backend=None, **config):
     return o, lse
 
 
+def scores(q, k, *, causal: bool, scale: float, rows=None) -> np.ndarray:
+    """float64 q k^T * scale, kv heads repeated for GQA, -inf above the diagonal when causal.
+    rows: the query rows q holds (default all), so that a sample of rows masks as the whole would."""
+    group = q.shape[1] // k.shape[1]
+    kf = np.repeat(np.asarray(k, np.float64), group, axis=1)
+    s = np.asarray(q, np.float64) @ kf.transpose(0, 1, 3, 2) * scale
+    if causal:
+        rows = np.arange(q.shape[2]) if rows is None else np.asarray(rows)
+        s = np.where(np.arange(k.shape[2])[None, :] <= rows[:, None], s, -np.inf)
+    return s
+
+
+def reference(q, k, v, *, causal: bool = False, scale: float | None = None, rows=None):
+    """float64 (O, LSE): softmax(q k^T * scale) v and the natural-log log-sum-exp of each row."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = scores(q, k, causal=causal, scale=scale, rows=rows)
+    mx = s.max(-1, keepdims=True)
+    p = np.exp(s - mx)
+    total = p.sum(-1, keepdims=True)
+    vf = np.repeat(np.asarray(v, np.float64), q.shape[1] // v.shape[1], axis=1)
+    return (p / total) @ vf, (np.log(total) + mx)[..., 0]
+
+
 def flops(b: int, h: int, n: int, d: int, causal: bool, n_kv: int | None = None) -> float:
     f = 4.0 * b * h * n * (n_kv or n) * d
     return f / 2 if causal else f

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles import dtypes
-from tiles.kernels.attention import attention
+from tiles.kernels.attention import attention, reference, scores
 from tiles.kernels.attention_bwd import attention_backward
 from tiles.testing import assert_close, random_array
 
@@ -15,30 +15,23 @@ def up(x):
     return np.asarray(x).astype(np.float64)
 
 
-def reference_attention_grads(q, k, v, do, causal, scale, o=None):
+def reference_attention_grads(q, k, v, do, causal, scale, o_given=None):
     """float64 O, LSE and the closed-form gradients dQ, dK, dV (GQA: dK, dV summed over each group).
 
-    Delta = rowsum(dO * O) takes O as the backward is handed it (o, e.g. rounded to q's dtype), exact if
+    Delta = rowsum(dO * O) takes O as the backward is handed it (o_given, e.g. rounded to q's dtype), exact if
     none: the rounding of its input is not the backward's error, and with few keys dP - Delta cancels."""
     group = q.shape[1] // k.shape[1]
+    o, lse = reference(q, k, v, causal=causal, scale=scale)
+    p = np.exp(scores(q, k, causal=causal, scale=scale) - lse[..., None])
     kf, vf = np.repeat(up(k), group, axis=1), np.repeat(up(v), group, axis=1)
-    s = up(q) @ kf.transpose(0, 1, 3, 2) * scale
-    if causal:
-        n = q.shape[2]
-        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
-    mx = s.max(-1, keepdims=True)
-    e = np.exp(s - mx)
-    lsum = e.sum(-1, keepdims=True)
-    p = e / lsum
-    o_exact = p @ vf
     dof = up(do)
     dp = dof @ vf.transpose(0, 1, 3, 2)
-    ds = p * (dp - (dof * (o_exact if o is None else up(o))).sum(-1, keepdims=True))
+    ds = p * (dp - (dof * (o if o_given is None else up(o_given))).sum(-1, keepdims=True))
     dq = scale * ds @ kf
     dk = scale * ds.transpose(0, 1, 3, 2) @ up(q)
     dv = p.transpose(0, 1, 3, 2) @ dof
     fold = lambda g: g.reshape(g.shape[0], -1, group, *g.shape[2:]).sum(2)  # noqa: E731
-    return o_exact, (np.log(lsum) + mx)[..., 0], dq, fold(dk), fold(dv)
+    return o, lse, dq, fold(dk), fold(dv)
 
 
 @settings(max_examples=4)

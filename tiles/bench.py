@@ -288,17 +288,10 @@ class Attention(Workload):
         return [Output("O", 0, s["dtype"], 2), Output("LSE", 1, "f32", 2)]
 
     def reference(self, s, args, rows=None):
+        from tiles.kernels.attention import reference
         rows = np.arange(s["N"]) if rows is None else np.asarray(rows)
-        q, k, v = (x.astype(np.float64) for x in (args[2][:, :, rows], args[3], args[4]))
-        rep = s["H"] // s["Hkv"]
-        k, v = np.repeat(k, rep, axis=1), np.repeat(v, rep, axis=1)
-        sc = np.einsum("bhid,bhjd->bhij", q, k) * np.float32(args[5])
-        if s.get("causal"):
-            sc = np.where(np.arange(s["N"])[None, :] <= rows[:, None], sc, -np.inf)
-        mx = sc.max(-1, keepdims=True)
-        p = np.exp(sc - mx)
-        den = p.sum(-1, keepdims=True)
-        return [np.einsum("bhij,bhjd->bhid", p / den, v), (np.log(den) + mx)[..., 0]]
+        return list(reference(args[2][:, :, rows], args[3], args[4], causal=bool(s.get("causal")),
+                              scale=float(np.float32(args[5])), rows=rows))
 
     def consts(self, s):
         return {"D": s["D"], "causal": bool(s.get("causal"))}
