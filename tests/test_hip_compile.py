@@ -45,6 +45,8 @@ KERNELS = {
     "attention_d128": lambda t: _attention(t, 128),
     "softmax": lambda t: softmax_fwd.trace([G("bf16", 2), G("bf16", 2)], t),
     "layernorm": lambda t: layernorm_fwd.trace([G("bf16", 2)] * 4 + [G("bf16", 1)] * 2 + [F32, F32, I32, I32], t),
+    "layernorm_dropout": lambda t: layernorm_fwd.trace([G("bf16", 2)] * 4 + [G("bf16", 1)] * 2 + [F32, F32, I32, I32],
+                                                       t, dropout=True),
     "rotary_half": lambda t: rotary_half.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 2, t, W=64),
     "rotary_interleaved": lambda t: rotary_interleaved.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 4, t),
     "attention_bwd_pre": lambda t: attention_bwd_pre.trace([G("f32", 3), G("f32", 4), G("bf16", 4), G("bf16", 4)],

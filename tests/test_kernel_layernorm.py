@@ -5,7 +5,6 @@ from hypothesis import given, settings, strategies as st
 
 from tiles import dtypes, philox
 from tiles.kernels.layernorm import layernorm
-from tiles.dsl import TileError
 from tiles.testing import assert_close, random_array
 
 
@@ -59,16 +58,6 @@ def test_philox_known_answers():
     assert abs(float(u.mean()) - 0.5) < 0.01 and len(np.unique(u)) > 65000
 
 
-def dropout_layernorm(backend, *args, **kw):
-    """layernorm with dropout; skipped (not passed) on a backend whose codegen does not lower tl.dropout yet."""
-    try:
-        return layernorm(*args, backend=backend, **kw)
-    except TileError as e:
-        if "dropout: not supported by" in str(e):
-            pytest.skip(f"{backend.name}: {e.problem}")
-        raise
-
-
 @settings(max_examples=4)
 @given(rows=st.integers(1, 80), cols=st.integers(1, 300), dtype=st.sampled_from(["bf16", "f32"]),
        p=st.sampled_from([0.1, 0.5]), seed=st.integers(0, 2**31 - 1), offset=st.integers(0, 2**20))
@@ -77,7 +66,7 @@ def test_dropout_residual_layernorm(backend, rows, cols, dtype, p, seed, offset)
     residual = random_array((rows, cols), dtype)
     weight = random_array((cols,), "f32")
     bias = random_array((cols,), "f32")
-    y, h = dropout_layernorm(backend, x, residual, weight, bias, p=p, seed=seed, offset=offset)
+    y, h = layernorm(x, residual, weight, bias, p=p, seed=seed, offset=offset, backend=backend)
     keep = philox.keep_mask(seed, offset, np.arange(rows)[:, None], np.arange(cols)[None, :], p)
     ref_y, ref_h = reference_layernorm(x, residual, weight, bias, 1e-5, keep, np.float32(p))
     assert_close(h, ref_h, dtype, what="H")
@@ -89,8 +78,8 @@ def test_dropout_mask_is_the_reference_mask(backend):
     rows, cols, p, seed, offset = 70, 200, 0.3, 1234567, 99
     x = random_array((rows, cols), "bf16")
     zero = np.zeros_like(x)
-    _, h = dropout_layernorm(backend, x, zero, random_array((cols,), "f32"), random_array((cols,), "f32"),
-                             p=p, seed=seed, offset=offset)
+    _, h = layernorm(x, zero, random_array((cols,), "f32"), random_array((cols,), "f32"),
+                     p=p, seed=seed, offset=offset, backend=backend)
     keep = philox.keep_mask(seed, offset, np.arange(rows)[:, None], np.arange(cols)[None, :], p)
     np.testing.assert_array_equal(h.astype(np.float64) != 0, keep)
     assert abs(keep.mean() - (1 - p)) < 0.02

@@ -414,7 +414,7 @@ class _Emitter:
         if name.endswith("_row") or name.endswith("_col"):
             self._same_layout(op)
             return f"{name}({self.n(d)}, {self.n(srcs[0])}, {self.n(srcs[1])});{line}"
-        if name in ("causal_mask", "bounds_mask"):
+        if name in ("causal_mask", "bounds_mask", "dropout"):
             self._same_layout(op)
             args = ", ".join(self.expr(x, shift) for x in srcs[1:])
             return f"{name}({self.n(d)}, {self.n(srcs[0])}, {args});{line}"

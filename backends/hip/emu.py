@@ -10,6 +10,7 @@ import numpy as np
 from tiles import backend, ir
 
 from . import launch
+from .toolchain import SHARED_INCLUDE
 
 INCLUDE = Path(__file__).parent / "include"
 
@@ -19,7 +20,7 @@ def compile_emu(g, source: str | None = None):
     params = [Param(c, n) for c, n, _, _ in g.params]
     gfx = g.target.removeprefix("gfx")
     return compile(source or g.source, kernel=g.name, params=params, shim="hip",
-                   defines={"TILES_EMU": None, "TILES_EMU_GFX": gfx}, include_dirs=[INCLUDE], atoms=(g.target,))
+                   defines={"TILES_EMU": None, "TILES_EMU_GFX": gfx}, include_dirs=[INCLUDE, SHARED_INCLUDE], atoms=(g.target,))
 
 
 def run_emu(g, args, *, source: str | None = None, seed: int | None = None) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 from tiles import backend, ir
 
 from . import launch
+from .toolchain import SHARED_INCLUDE
 
 INCLUDE = Path(__file__).parent / "include"
 
@@ -63,8 +64,8 @@ class Hip(backend.Backend):
         if g.source in self._mods:
             return self._mods[g.source]
         hip, hiprtc = _hip()[0]
-        headers = sorted((INCLUDE / "tiles_hip").glob("*.hpp"))
-        names = [f"tiles_hip/{h.name}".encode() for h in headers]
+        headers = sorted((INCLUDE / "tiles_hip").glob("*.hpp")) + [SHARED_INCLUDE / "tiles_cuda" / "philox.h"]
+        names = [f"{h.parent.name}/{h.name}".encode() for h in headers]
         texts = [h.read_bytes() for h in headers]
         prog = _check(hiprtc.hiprtcCreateProgram(g.source.encode(), f"{g.name}.hip".encode(), len(headers),
                                                  texts, names))

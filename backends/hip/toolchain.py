@@ -19,6 +19,8 @@ from pathlib import Path
 from . import codegen
 
 INCLUDE = Path(__file__).parent / "include"
+# tiles_cuda/philox.h: the Philox rounds of tl.dropout, one copy shared with the CUDA headers
+SHARED_INCLUDE = Path(__file__).parents[1] / "cuda" / "include"
 TARGETS = ("gfx942", "gfx950")
 LDS_PER_CU = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
 MAX_WAVES_PER_SIMD = 8
@@ -72,7 +74,7 @@ def compile_asm(source: str, target: str, extra=()) -> str:
         src.write_text(source)
         out = Path(d) / "kernel.s"
         cmd = [*clang(), "-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", f"--offload-arch={target}",
-               "-O3", "-std=c++17", "-S", "-DTILES_HIP_BARE", f"-I{INCLUDE}", *extra, str(src), "-o", str(out)]
+               "-O3", "-std=c++17", "-S", "-DTILES_HIP_BARE", f"-I{INCLUDE}", f"-I{SHARED_INCLUDE}", *extra, str(src), "-o", str(out)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:

@@ -5,6 +5,7 @@
 // interpreter's f32 semantics up to the last ulp of the transcendental functions.
 #pragma once
 #include "memory.cuh"
+#include "philox.h"
 
 namespace tc {
 
@@ -246,16 +247,11 @@ __device__ inline void bounds_mask(D& dst, const S& src, int rows, int cols, flo
 }
 
 // ---- dropout ----------------------------------------------------------------------
-// Philox 4x32-10 (Salmon et al., SC'11), the counter-based generator tiles/philox.py defines. Host and
-// device: the host build is how CI checks it against the Python definition.
+// Philox 4x32-10 on CUDA's vector type; the rounds are the shared tiles_philox core (philox.h), which
+// the HIP headers use too. Host and device: the host build is how CI checks it against tiles/philox.py.
 __host__ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, unsigned k0, unsigned k1) {
-    for (int r = 0; r < 10; ++r) {
-        const unsigned long long p0 = 0xD2511F53ull * c.x, p1 = 0xCD9E8D57ull * c.z;  // 32 x 32 -> 64 bits
-        c = make_uint4(unsigned(p1 >> 32) ^ c.y ^ k0, unsigned(p1), unsigned(p0 >> 32) ^ c.w ^ k1, unsigned(p0));
-        k0 += 0x9E3779B9u;  // the key schedule (its last step is never used)
-        k1 += 0xBB67AE85u;
-    }
-    return c;
+    const tiles_philox::words w = tiles_philox::philox4x32_10({c.x, c.y, c.z, c.w}, k0, k1);
+    return make_uint4(w.x, w.y, w.z, w.w);
 }
 
 // dst = src / (1 - p) where the uniform u of global element (row0 + i, col0 + j) is >= p, else 0:
@@ -278,8 +274,8 @@ __device__ inline void dropout(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src,
             const unsigned row = row0 + tile::row_of(i, q), col = col0 + tile::col_of(j, q);
             const uint4 w = philox4x32_10(make_uint4(col / 4, row, offset, 0u), seed, 0u);
             const unsigned w0 = col % 4 == 0 ? w.x : w.z, w1 = col % 4 == 0 ? w.y : w.w;  // col is even
-            m |= unsigned(float(w0 >> 8) * 0x1p-24f >= p) << (2 * k);
-            m |= unsigned(float(w1 >> 8) * 0x1p-24f >= p) << (2 * k + 1);
+            m |= unsigned(tiles_philox::keep(w0, p)) << (2 * k);
+            m |= unsigned(tiles_philox::keep(w1, p)) << (2 * k + 1);
         }
         keep[wd] = m;
     }

@@ -2,6 +2,7 @@
 // Every op is one lane's loop over its elements, plus wave shuffles where rows or columns span lanes.
 #pragma once
 #include "layout.hpp"
+#include <tiles_cuda/philox.h>  // the one copy of the Philox rounds, shared with the CUDA headers
 
 namespace tiles_hip {
 // ---------------------------------------------------------------- fills and maps
@@ -181,6 +182,37 @@ template <class D, class X> TILES_DEV void causal_mask(D& d, const X& s, int row
 }
 template <class D, class X> TILES_DEV void bounds_mask(D& d, const X& s, int rows, int cols, float fill_value) {
   mask(d, s, keep_bounds{rows, cols}, fill_value);
+}
+
+// ---------------------------------------------------------------- dropout
+// dst = src / (1 - p) where tl.dropout keeps global element (row0 + i, col0 + j), else 0; (i, j) are
+// block-tile coordinates as in mask(), so each element's (row, col) comes from the MFMA layout. In the
+// accumulator layout a lane's elements share no group of four columns, so each draws its own Philox.
+// The keep bits are drawn first in a rolled loop (unrolled, the independent Philox chains would be
+// interleaved and spill), then applied with compile-time register indices.
+template <class D, class T, int R, int C, class L>
+TILES_DEV void dropout(D& dst, const rt<T, R, C, L>& src, float p, uint32_t seed, uint32_t offset, int row0, int col0) {
+  using X = rt<T, R, C, L>;
+  constexpr int N = X::FM * X::FN * X::E, WORDS = (N + 31) / 32;
+  const int lane = arch::lane_id();
+  row0 += arch::wave_id() * R;
+  uint32_t keep[WORDS];
+  TILES_UNROLL for (int w = 0; w < WORDS; ++w) {
+    uint32_t bits = 0;
+    for (int k = 0; k < 32 && 32 * w + k < N; ++k) {
+      const int x = 32 * w + k, m = x / (X::FN * X::E), n = x / X::E % X::FN, e = x % X::E;
+      const uint32_t row = row0 + m * L::FR + L::row(lane, e), col = col0 + n * L::FC + L::col(lane, e);
+      bits |= uint32_t(tiles_philox::keep_at(row, col, p, seed, offset)) << k;
+    }
+    keep[w] = bits;
+  }
+  const float scale = 1.0f / (1.0f - p);
+  TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
+    TILES_UNROLL for (int e = 0; e < D::E; ++e) {
+      const int x = (m * D::FN + n) * D::E + e;
+      const float v = keep[x / 32] >> (x % 32) & 1 ? cvt<T>::to(src.v[m][n][e]) * scale : 0.0f;
+      dst.v[m][n][e] = cvt<typename D::dtype>::from(v);
+    }
 }
 
 // ---------------------------------------------------------------- conversions
