@@ -171,8 +171,9 @@ __device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
             }
 }
 
-template <typename T, typename U, int R, int C, int NW>
-__device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
+// Every element of a register tile that lands inside the global, as write(address, value).
+template <typename T, typename U, int R, int C, int NW, typename W>
+__device__ __forceinline__ void write_in_bounds(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx, W write) {
     using tile = rt<U, R, C, NW>;
     if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
 #pragma unroll
@@ -184,28 +185,20 @@ __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord
                 const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
                 if (r >= dst.rows()) continue;
                 T* g = dst.row_ptr(idx.b, idx.d, r);
-                if (c < dst.cols()) g[c] = from_float<T>(to_float(src.d[i][j][p].x));
-                if (c + 1 < dst.cols()) g[c + 1] = from_float<T>(to_float(src.d[i][j][p].y));
+                if (c < dst.cols()) write(g + c, to_float(src.d[i][j][p].x));
+                if (c + 1 < dst.cols()) write(g + c + 1, to_float(src.d[i][j][p].y));
             }
+}
+
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
+    write_in_bounds(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
 // f32 accumulation into global memory: several blocks may add into one tile.
 template <int R, int C, int NW>
 __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW>& src, coord idx) {
-    using tile = rt<float, R, C, NW>;
-    if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
-                if (r >= dst.rows()) continue;
-                float* g = dst.row_ptr(idx.b, idx.d, r);
-                if (c < dst.cols()) atomicAdd(g + c, src.d[i][j][p].x);
-                if (c + 1 < dst.cols()) atomicAdd(g + c + 1, src.d[i][j][p].y);
-            }
+    write_in_bounds(dst, src, idx, [](float* g, float v) { atomicAdd(g, v); });
 }
 
 // ---- global <-> register vectors ------------------------------------------
