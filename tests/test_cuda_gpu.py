@@ -130,15 +130,15 @@ def test_compiled_once_and_cached_on_disk(tmp_path, monkeypatch):
 @given(m=st.integers(1, 300), n=st.integers(1, 300), k=st.integers(1, 300), trans_b=st.booleans(),
        seq=st.integers(1, 300), d=st.sampled_from([64, 128]), causal=st.booleans())
 def test_wgmma_option_matches_float64(m, n, k, trans_b, seq, d, causal):
-    """The sm_90a block-level mma on warpgroup wgmma (the wgmma=True option): GEMM and attention."""
+    """The warp schedule's block-level mma on warpgroup wgmma (schedule="warp", wgmma=True): GEMM, attention."""
     a = to_torch(random_array((m, k), "bf16"), "bf16")
     b = to_torch(random_array((n, k) if trans_b else (k, n), "bf16"), "bf16")
     c = torch.full((m, n), float("nan"), device="cuda")
-    gemm(c, a, b, trans_b=trans_b, wgmma=True)
+    gemm(c, a, b, trans_b=trans_b, schedule="warp", wgmma=True)
     q, kk, v = (to_torch(random_array((1, 2, seq, d), "bf16"), "bf16") for _ in range(3))
     o = torch.full_like(q, float("nan"))
     lse = torch.full((1, 2, seq), float("nan"), device="cuda")
-    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, wgmma=True)
+    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, schedule="warp", wgmma=True)
     torch.cuda.synchronize()
     assert_close(up(c), up(a) @ (up(b).T if trans_b else up(b)), "f32", tol=1e-5)
     s = up(q) @ up(kk).transpose(0, 1, 3, 2) / math.sqrt(d)
@@ -190,6 +190,23 @@ def test_warp_specialized_schedule_refuses_rows_tma_cannot_address():
     c = torch.full((64, 64), float("nan"), device="cuda")
     with pytest.raises(TileError, match="multiples of 16 bytes"):
         gemm(c, a, b, schedule="warp_specialized")
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
+@settings(max_examples=6)
+@given(m=st.integers(1, 200), n=st.integers(1, 300), k=st.integers(1, 200))
+def test_default_schedule_is_warp_specialized_where_tma_can_read_the_arrays(m, n, k):
+    """With no schedule asked for, a launch whose rows TMA cannot address (pitch not a multiple of 16 bytes)
+    runs the warp schedule instead of refusing: both give the float64 result."""
+    a = to_torch(random_array((m, k), "bf16"), "bf16")
+    b = to_torch(random_array((k, n), "bf16"), "bf16")
+    c = torch.full((m, n), float("nan"), device="cuda")
+    gemm(c, a, b)
+    torch.cuda.synchronize()
+    assert_close(up(c), up(a) @ up(b), "f32", tol=1e-5)
+    if (k * 2) % 16 or (n * 2) % 16:   # the warp schedule was prepared for it
+        assert any(not gen.schedule.warp_specialized for kk, gen, _ in cuda.runtime.prepared.values()
+                   if kk.name == "gemm" and kk.options.get("schedule") is None)
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")

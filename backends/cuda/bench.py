@@ -133,7 +133,8 @@ class Sm90Kernels:
 
 
 # The generated kernels' sm_90a schedules, as kernel options (backends/cuda/schedules.py).
-GENERATED = {"mma_sync": dict(wgmma=False), "wgmma": {}, "warp_specialized": dict(schedule="warp_specialized"),
+GENERATED = {"mma_sync": dict(schedule="warp", wgmma=False), "wgmma": dict(schedule="warp"),
+             "warp_specialized": dict(schedule="warp_specialized"),
              "warp_specialized_persistent": dict(schedule="warp_specialized", persistent=True)}
 
 

@@ -258,7 +258,7 @@ class Runtime:
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.functions: dict = {}
         self.tensor_maps: dict = {}
-        self.prepared: dict = {}   # id(kernel) -> (kernel, generated, function): traces are cached objects
+        self.prepared: dict = {}   # (id(kernel), schedule) -> (kernel, generated, function)
 
     def function(self, gen: codegen.Generated):
         key = (gen.source, self.target)
@@ -270,22 +270,32 @@ class Runtime:
             self.functions[key] = (mod, fn)
         return self.functions[key][1]
 
-    def generate(self, k: ir.Kernel) -> codegen.Generated:
-        return codegen.generate(k, schedules.plan(k, self.target, self.max_smem))
+    def generate(self, k: ir.Kernel, schedule: str | None = None) -> codegen.Generated:
+        return codegen.generate(k, schedules.plan(k, self.target, self.max_smem, schedule))
+
+    def prepare(self, k: ir.Kernel, schedule: str | None = None):
+        key = (id(k), schedule)   # traces are cached objects: their id stands for them
+        if key not in self.prepared:
+            gen = self.generate(k, schedule)
+            self.prepared[key] = (k, gen, self.function(gen))
+        return self.prepared[key][1:]
 
     def launch(self, k: ir.Kernel, args) -> None:
         env = check_launch(k, args, self.cupy.cuda.Device().id)
-        if id(k) not in self.prepared:
-            gen = self.generate(k)
-            self.prepared[id(k)] = (k, gen, self.function(gen))
-        _, gen, fn = self.prepared[id(k)]
+        gen, fn = self.prepare(k)
+        try:
+            maps = [self.tensor_map(spec, ptr) for spec, ptr in tensor_map_specs(k, gen.schedule, args)]
+        except TileError:
+            if k.options.get("schedule") == "warp_specialized":   # asked for by name: refuse, saying why
+                raise
+            gen, fn = self.prepare(k, "warp")   # arrays TMA cannot address: the warp schedule reads them
+            maps = []
         grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
         if gen.schedule.persistent:   # one block per SM walks every tile of tl.grid
             grid = (min(int(np.prod(grid)), self.sms),)
-        params = pack(k, args) + [self.tensor_map(spec, ptr) for spec, ptr in tensor_map_specs(k, gen.schedule, args)]
         stream = self._stream(args)
         with stream:
-            fn(grid, (gen.schedule.threads,), params, shared_mem=gen.schedule.smem_bytes)
+            fn(grid, (gen.schedule.threads,), pack(k, args) + maps, shared_mem=gen.schedule.smem_bytes)
 
     def tensor_map(self, spec: TensorMapSpec, address: int) -> np.ndarray:
         """Encoded once per (spec, address): a benchmark's repeated launches do not pay the driver call."""

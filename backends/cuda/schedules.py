@@ -6,12 +6,13 @@ warpgroup wgmma where the operands allow (include/tiles_cuda/mma_block.cuh; opti
 `wgmma=False` turns it off). On sm_90a a configuration's `workers` count consumer warpgroups, so the block
 gets 4 warps per worker.
 
-The warp-specialized schedule (sm_90a, option `schedule="warp_specialized"`; compiled and checked in CI, never
-run on a GPU, so off by default): the same consumer warps, plus one producer warpgroup that issues the
-pipelined loop's global->shared loads as TMA into an mbarrier ring (include/tiles_cuda/warp_specialized.cuh),
-with setmaxnreg moving registers from the producer to the consumers; `persistent=True` adds a persistent grid.
-A kernel gets it when its IR fits (`ws_misfit` says why not; then it keeps the warp schedule and the source
-says why).
+The warp-specialized schedule (sm_90a's default wherever the kernel fits; option `schedule="warp"` asks for
+the warp schedule instead): the same consumer warps, plus one producer warpgroup that issues the pipelined
+loop's global->shared loads as TMA into an mbarrier ring (include/tiles_cuda/warp_specialized.cuh), with
+setmaxnreg moving registers from the producer to the consumers; `persistent=True` adds a persistent grid.
+A kernel that does not fit (`ws_misfit` says why) keeps the warp schedule and its source says why; so does a
+launch whose arrays TMA cannot address (runtime.py), unless `schedule="warp_specialized"` was asked for, which
+then refuses them before launching.
 """
 from __future__ import annotations
 
@@ -122,7 +123,11 @@ def _tma_loads(k: ir.Kernel) -> tuple[TmaLoad, ...]:
     return tuple(out)
 
 
-def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
+SCHEDULES = ("warp_specialized", "warp")
+
+
+def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) -> Schedule:
+    """schedule: "warp_specialized" or "warp" (default: the kernel's option, else warp_specialized on sm_90a)."""
     if target not in WARPS_PER_WORKER:
         raise TileError(f"the CUDA backend has no schedule for target {target!r} (sm_80, sm_90a)", k.loc)
     want = k.options.get("workers", DEFAULT_WORKERS[target]) * WARPS_PER_WORKER[target]
@@ -145,7 +150,10 @@ def plan(k: ir.Kernel, target: str, max_smem: int) -> Schedule:
             smem += size * (stages if t in piped else 1)
     wgmma = target == "sm_90a" and bool(k.options.get("wgmma", True))
     tma, note = (), ""
-    if target == "sm_90a" and k.options.get("schedule") == "warp_specialized":
+    schedule = schedule or k.options.get("schedule", "warp_specialized")
+    if schedule not in SCHEDULES:
+        raise TileError(f"the CUDA backend has no schedule {schedule!r} ({', '.join(SCHEDULES)})", k.loc)
+    if target == "sm_90a" and schedule == "warp_specialized":
         note = ws_misfit(k, warps) or ("" if wgmma else "its consumers run mma on wgmma; wgmma=False asks otherwise")
         if not note:
             tma = _tma_loads(k)
