@@ -34,6 +34,15 @@ template <int M, int KS, int E> struct frag_k {
   }
 };
 
+// Element (kk * KS + k, c) of an operand read down its LDS columns (K runs down the rows), k < KS. Where
+// KS is a whole number of swizzle periods, the K step is a plain row offset: one address register per
+// (k, c) serves every step (immediate offsets), instead of one per element the compiler would otherwise
+// compute, and hoist out of the caller's loop, for each step (attention backward: hundreds of VGPRs).
+template <int KS, class S> TILES_DEV typename S::dtype col_elem(const S& s, int kk, int k, int c) {
+  if constexpr (KS % S::swz::PERIOD == 0) return s.at(kk * KS, k, c);
+  else return s.at(kk * KS + k, c);
+}
+
 // KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
 template <bool TA, bool TB, int KS_ = 0, int M, int R, int N, class A, class T, int BR, int BC, class SW>
 TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, SW>& b,
@@ -69,7 +78,7 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
                       "register A operand is not in the MFMA's A layout");
         TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = a.v[m][kk][e];
       } else if constexpr (TA) {
-        TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = a.at(kk * KS + FK::at(lane, e), r0 + m * M + fr);
+        TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = col_elem<KS>(a, kk, FK::at(lane, e), r0 + m * M + fr);
       } else {
         TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
           a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), af[m] + e);
@@ -82,7 +91,7 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
         TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
           b.template read_run<FK::RUN>(n * M + fr, kk * KS + FK::at(lane, e), bf + e);
       } else {
-        TILES_UNROLL for (int e = 0; e < E; ++e) bf[e] = b.at(kk * KS + FK::at(lane, e), n * M + fr);
+        TILES_UNROLL for (int e = 0; e < E; ++e) bf[e] = col_elem<KS>(b, kk, FK::at(lane, e), n * M + fr);
       }
       if constexpr (FNUZ) clear_negative_zero<E>(bf);
       TILES_UNROLL for (int m = 0; m < D::FM; ++m) arch::mfma_op<M, KS, T>::run(af[m], bf, d.v[m][n]);

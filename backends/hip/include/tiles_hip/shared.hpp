@@ -14,6 +14,7 @@ namespace tiles_hip {
 template <int G, int S, int MASK> struct swizzle {
   static_assert(G == 4 || G == 8 || G == 16, "swizzle granule is 4, 8 or 16 bytes");
   static constexpr int GRANULE = G;
+  static constexpr int PERIOD = (MASK + 1) << S;  // rows after which the XOR pattern repeats
   TILES_DEV static constexpr int unit(int row, int u) { return u ^ ((row >> S) & MASK); }  // its own inverse
 };
 using no_swizzle = swizzle<16, 0, 0>;
@@ -29,6 +30,9 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
     return r * ROW_BYTES + SW::unit(r, b / SW::GRANULE) * SW::GRANULE + b % SW::GRANULE;
   }
   TILES_DEV T& at(int r, int c) const { return *(T*)(base + offset(r, c)); }
+  // (r0 + r, c) with r0 a multiple of the swizzle's period: row r0 is a plain byte offset, so an
+  // unrolled walk down the rows keeps one address per (r, c) and the steps become immediate offsets.
+  TILES_DEV T& at(int r0, int r, int c) const { return *(T*)(base + r0 * ROW_BYTES + offset(r, c)); }
   // N consecutive elements of row r from column c (c a multiple of N): one ds_read of N*sizeof(T)
   // bytes per granule.
   template <int N> TILES_DEV void read_run(int r, int c, T* out) const {
