@@ -64,6 +64,7 @@ class _Emitter:
         self.w = cgen.Writer()
         self.piped = pipelined_tiles(k)
         self.barrier_pending = True    # the last line written is a barrier (or the kernel starts)
+        self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -213,7 +214,10 @@ class _Emitter:
         loads = self.loads(lp)
         rest = [s for s in lp.body if not any(s is op for op in loads)]
         self.sync()  # whatever the block did to shared memory before the loop is visible to every warp
-        if self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)
+        accumulators = self.accumulators(rest) if self.s.warp_specialized else None
+        if accumulators:   # mma groups stay in flight across steps (warp_specialized.cuh)
+            w(f"tc::consume_overlapped<STAGES>(ring, cursor, {expr(lp.count)},")
+        elif self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)
             w(f"tc::consume<STAGES>(ring, cursor, {expr(lp.count)},")
         else:
             w(f"tc::pipeline<STAGES>({expr(lp.count)},")
@@ -226,10 +230,25 @@ class _Emitter:
             for t in {op.dst: None for op in loads}:
                 w(f"auto& {t.name} = {t.name}_stages[stage];")
             self.barrier_pending = True  # the pipeline's barrier precedes every compute step
+            self.in_flight = bool(accumulators)
             self.stmts(rest)
+            self.in_flight = False
         w.depth -= 1
+        for t in accumulators or ():
+            w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")
         # tc::pipeline ends with a barrier; tc::consume does not (warps leave it at their own pace)
         self.barrier_pending = not self.s.warp_specialized
+
+    @staticmethod
+    def accumulators(body) -> list | None:
+        """The accumulators when the body is only mma ops, each adding into a register tile that nothing else in
+        the body reads or writes (so its wgmma may still run when the next step starts); else None."""
+        if not body or not all(isinstance(s, ir.Op) and s.name == "mma" and s.srcs[2] is s.dst for s in body):
+            return None
+        accs = [s.dst for s in body]
+        if any(t in s.srcs[:2] for s in body for t in accs):
+            return None
+        return list(dict.fromkeys(accs))
 
     def sync(self):
         if not self.barrier_pending:
@@ -253,7 +272,8 @@ class _Emitter:
             w(f"tc::{name}({', '.join(args)});")
         elif name == "mma":
             ta, tb = op.attrs["trans_a"], op.attrs["trans_b"]
-            w(f"tc::mma_{'At' if ta else 'A'}{'Bt' if tb else 'B'}({dst.name}, {', '.join(s.name for s in srcs)});")
+            args = [dst.name] + [s.name for s in srcs] + (["tc::no_wait"] if self.in_flight else [])
+            w(f"tc::mma_{'At' if ta else 'A'}{'Bt' if tb else 'B'}({', '.join(args)});")
         elif name == "zero":
             w(f"tc::zero({dst.name});")
         elif name == "fill":

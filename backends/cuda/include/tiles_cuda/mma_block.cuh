@@ -17,6 +17,14 @@
 
 namespace tc {
 
+// How a block-level mma ends: `wait` (the default) returns with d written; `no_wait` returns once wgmma has
+// been issued and committed as a group, leaving it in flight. Then the caller waits (mma_wait<N>) before any
+// other access to d or a rewrite of the operands' shared memory, and fences d (mma_fence) before reading it.
+// mma.sync has no such state: on that path both modes are the same.
+struct wait_t {};
+struct no_wait_t {};
+constexpr no_wait_t no_wait{};
+
 template <int N> constexpr bool wgmma_n = N == 64 || N == 96 || N == 128 || N == 176 || N == 192 || N == 256;
 
 // The operands wgmma can take here, decided at compile time.
@@ -46,8 +54,16 @@ __device__ __forceinline__ unsigned long long desc_mnmajor(const st<T, R, C>& t,
     return desc_bits(smem_addr(t.data) + (mn0 / 64) * R * 128 + k0 * 128, R * 128, 1024);
 }
 
-// d += a' @ b' for this warpgroup's 64 rows; issues every k step, then waits for them.
-template <bool B_T, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+// wgmma wrote d behind the compiler's back: no read of it may move above the wait that made it valid.
+template <int M, int N, int NW>
+__device__ __forceinline__ void fence_registers(rt<float, M, N, NW>& d) {
+    float* acc = &d.d[0][0][0].x;
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+// d += a' @ b' for this warpgroup's 64 rows; issues every k step as one group, then (WAIT) waits for it.
+template <bool B_T, bool WAIT, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
 __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b) {
     constexpr int K = B_T ? BC : BR;
     float* acc = &d.d[0][0][0].x;  // 16-column base tiles in order: wgmma's accumulator registers
@@ -65,38 +81,53 @@ __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const s
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    // wgmma wrote the accumulators behind the compiler's back: no read of them may move above the wait
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+    if constexpr (WAIT) {
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        fence_registers(d);
+    }
 }
 #endif
 
+// Wait until at most PENDING of this warpgroup's no_wait groups are still in flight (they finish in order).
+template <int PENDING>
+__device__ __forceinline__ void mma_wait() {
+#if TC_HAS_WGMMA
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+#endif
+}
+// After the last mma_wait: d may be read again.
+template <int M, int N, int NW>
+__device__ __forceinline__ void mma_fence(rt<float, M, N, NW>& d) {
+#if TC_HAS_WGMMA
+    fence_registers(d);
+#endif
+}
+
 // d = a' @ b' + c: wgmma where use_wgmma allows, else mma.sync.
-template <bool A_T, bool B_T, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+template <bool A_T, bool B_T, typename Mode, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
 __device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
                            const rt<float, M, N, NW>& c) {
     if (&d != &c) d = c;
 #if TC_HAS_WGMMA
     if constexpr (use_wgmma<A_T, B_T, M, N, NW, AOp, TB, BR, BC>()) {
-        wgmma_block<B_T>(d, a, b);
+        wgmma_block<B_T, same<Mode, wait_t>>(d, a, b);
         return;
     }
 #endif
     mma_sync<A_T, B_T>(d, a, b);
 }
 
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
 __device__ inline void mma_AB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                              const rt<float, M, N, NW>& c) { mma<false, false>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+                              const rt<float, M, N, NW>& c, Mode = {}) { mma<false, false, Mode>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
 __device__ inline void mma_ABt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                               const rt<float, M, N, NW>& c) { mma<false, true>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+                               const rt<float, M, N, NW>& c, Mode = {}) { mma<false, true, Mode>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
 __device__ inline void mma_AtB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                               const rt<float, M, N, NW>& c) { mma<true, false>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+                               const rt<float, M, N, NW>& c, Mode = {}) { mma<true, false, Mode>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
 __device__ inline void mma_AtBt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                                const rt<float, M, N, NW>& c) { mma<true, true>(d, a, b, c); }
+                                const rt<float, M, N, NW>& c, Mode = {}) { mma<true, true, Mode>(d, a, b, c); }
 
 }  // namespace tc

@@ -8,6 +8,7 @@
 // so block barriers and block-wide loops cover the consumers only (base.cuh). The producer warpgroup goes last
 // so that consumer warp w is warp w of the block, as the register tiles' row split expects.
 #pragma once
+#include "mma_block.cuh"
 #include "pipeline.cuh"
 #include "sm90/pipeline.cuh"
 #include "sm90/tma.cuh"
@@ -59,6 +60,28 @@ __device__ inline void consume(stage_ring<STAGES>& ring, stage_cursor<STAGES>& c
         compute(k, cur.slot);
         __syncwarp();
         tiles::sm90::release(ring, cur.slot);
+    }
+}
+
+// Consumers, when the body only accumulates (every op an mma issued with no_wait into an accumulator nothing
+// else in the body touches): the tensor cores never wait for the warps. Step k's group is issued while step
+// k-1's still runs; once only k's is in flight, k-1's slot goes back to the producer. The last step waits for
+// everything inside the loop: a wait after it would join paths where the groups are in flight with the path
+// that skips the loop, and ptxas then serializes every wgmma (C7515). The caller fences the accumulators
+// (mma_fence) before reading them.
+template <int STAGES, typename Compute>
+__device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n,
+                                          Compute compute) {
+    int previous = -1;
+    for (int k = 0; k < n; ++k, cur.advance()) {
+        tiles::sm90::consume(ring, cur);
+        compute(k, cur.slot);
+        const bool last = k + 1 == n;
+        if (last) mma_wait<0>(); else mma_wait<1>();
+        __syncwarp();
+        if (previous >= 0) tiles::sm90::release(ring, previous);
+        if (last) tiles::sm90::release(ring, cur.slot);
+        previous = cur.slot;
     }
 }
 
