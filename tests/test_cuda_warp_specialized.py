@@ -16,6 +16,7 @@ from tiles.backends.cuda import codegen, runtime, schedules, toolchain
 from tiles.dsl import TileError
 from tiles.kernels.attention import attention_fwd
 from tiles.kernels.gemm import gemm
+from tiles.kernels.gemm_fp8 import gemm_fp8
 from tiles.kernels.softmax import softmax_fwd
 from tiles.testing import random_array
 
@@ -30,6 +31,8 @@ def trace(kernel: str, **extra):
     kfn, args, consts = {
         "gemm": (gemm, [x2, x2, x2], {}),
         "gemm_bt": (gemm, [x2, x2, x2], dict(trans_b=True)),
+        "gemm_fp8": (gemm_fp8, [x2, random_array((256, 256), "fp8e4m3"), random_array((256, 256), "fp8e4m3"),
+                                1.0, 1.0], {}),
         "attention": (attention_fwd, [x4[128], lse, x4[128], x4[128], x4[128], 0.1], dict(D=128, causal=True)),
         "attention_d64": (attention_fwd, [x4[64], lse, x4[64], x4[64], x4[64], 0.1], dict(D=64)),
     }[kernel]
@@ -50,8 +53,9 @@ needs_nvrtc = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reaso
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("kernel,persistent", [("gemm", False), ("gemm_bt", False), ("attention", False),
-                                               ("attention_d64", False), ("gemm", True), ("attention", True)])
+@pytest.mark.parametrize("kernel,persistent", [("gemm", False), ("gemm_bt", False), ("gemm_fp8", False),
+                                               ("attention", False), ("attention_d64", False), ("gemm", True),
+                                               ("attention", True)])
 def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     gen, c = compiled(kernel, persistent=persistent)
     s = gen.schedule
@@ -63,12 +67,14 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     assert "C7511" not in c.log and "C7515" not in c.log   # ptxas says so when it serializes the wgmma sequence
     sass = c.sass()
     # the consumers' main loop: wait on a stage's full mbarrier, wgmma, hand the stage back; no cp.async left
-    consumer = loop_with(sass, "HGMMA", "SYNCS.PHASECHK")
-    assert re.search(r"HGMMA\.64x\d+x16\.F32\.BF16", consumer) and "HMMA" not in sass
+    gmma = "QGMMA" if kernel == "gemm_fp8" else "HGMMA"
+    consumer = loop_with(sass, gmma, "SYNCS.PHASECHK")
+    want = r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3" if gmma == "QGMMA" else r"HGMMA\.64x\d+x16\.F32\.BF16"
+    assert re.search(want, consumer) and "HMMA" not in sass
     assert "SYNCS.ARRIVE" in consumer and "LDGSTS" not in consumer and "UTMALDG" not in consumer
     # the producer's: wait on a stage's empty mbarrier, announce its bytes, issue the TMA loads
     producer = loop_with(sass, "UTMALDG", "SYNCS.PHASECHK")
-    assert "SYNCS.ARRIVE" in producer and "HGMMA" not in producer
+    assert "SYNCS.ARRIVE" in producer and gmma not in producer
     assert sass.count("USETMAXREG") == 2     # producer gives registers up, consumers take them
     # readable: the roles and the ring are written out
     gemm_like = kernel.startswith("gemm")   # a body that only accumulates keeps mma groups in flight
@@ -133,7 +139,7 @@ def test_kernel_with_f32_pipelined_tiles_keeps_the_warp_schedule():
     x = random_array((128, 256), "f32")
     k = softmax_fwd.trace([x, x], "sm_90a", **WS)
     s = schedules.plan(k, "sm_90a", SMEM)
-    assert not s.warp_specialized and "2-byte tiles" in s.note
+    assert not s.warp_specialized and "1- or 2-byte tiles" in s.note
 
 
 # ---- the tensor maps (host side; the driver call itself needs a GPU machine) -------------------------------

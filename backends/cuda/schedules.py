@@ -107,8 +107,8 @@ def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
         return f"its register tiles split over {warps} warps, not whole warpgroups"
     for op in _pipeline_loads(k):
         t = op.dst
-        if t.dtype.itemsize != 2 or t.rows > 256:
-            return f"TMA here fills 2-byte tiles of at most 256 rows; {t.name} is {t.type_str()}"
+        if t.dtype.itemsize not in (1, 2) or t.rows > 256:
+            return f"TMA here fills 1- or 2-byte tiles of at most 256 rows; {t.name} is {t.type_str()}"
     return None
 
 

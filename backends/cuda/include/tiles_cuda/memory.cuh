@@ -87,9 +87,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* 
                  : "r"(smem_addr(p)));
 }
 
-// Each warp reads its rows. 16-bit tiles use ldmatrix: lanes 0-15 point at
+// Each warp reads its rows. 16-bit shared tiles use ldmatrix: lanes 0-15 point at
 // rows 0-15 of the base tile's left 8 columns, lanes 16-31 at the right 8,
-// which returns the four pairs in rt's order.
+// which returns the four pairs in rt's order (converted when the rt's type differs).
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load(rt<T, R, C, NW>& dst, const st<U, R, C>& src) {
     using tile = rt<T, R, C, NW>;
@@ -97,10 +97,18 @@ __device__ inline void load(rt<T, R, C, NW>& dst, const st<U, R, C>& src) {
     for (int i = 0; i < tile::height; ++i)
 #pragma unroll
         for (int j = 0; j < tile::width; ++j) {
+            const int lr = warp_id() * tile::warp_rows + i * 16 + lane_id() % 16;
+            const int lc = j * 16 + (lane_id() / 16) * 8;
             if constexpr (sizeof(T) == 2 && same<T, U>) {
-                const int r = warp_id() * tile::warp_rows + i * 16 + lane_id() % 16;
-                const int c = j * 16 + (lane_id() / 16) * 8;
-                ldmatrix_x4(*reinterpret_cast<unsigned(*)[4]>(dst.d[i][j]), &src.at(r, c));
+                ldmatrix_x4(*reinterpret_cast<unsigned(*)[4]>(dst.d[i][j]), &src.at(lr, lc));
+            } else if constexpr (sizeof(U) == 2) {  // the same read, converted in registers
+                unsigned q[4];
+                ldmatrix_x4(q, &src.at(lr, lc));
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    const pair<U> v = *reinterpret_cast<const pair<U>*>(&q[p]);
+                    dst.d[i][j][p] = make_pair<T>(to_float(v.x), to_float(v.y));
+                }
             } else {
 #pragma unroll
                 for (int p = 0; p < 4; ++p) {
@@ -150,9 +158,35 @@ __device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
 }
 
 // ---- global <-> registers -------------------------------------------------
+// A lane's elements come in pairs of neighbouring columns. Where the whole tile lies inside the global and
+// every row start keeps pair alignment, each pair moves as one 4-byte (16-bit types) or 8-byte (f32) access;
+// the four lanes of a quad then cover 16 or 32 contiguous bytes, and a warp's next access (p ^ 2) the rest
+// of the row's 32-byte sectors. Edge tiles and unaligned globals go element by element, bounds-checked.
+template <typename U> __device__ __forceinline__ bool pairs_aligned(const gl<U>& g) {
+    return reinterpret_cast<unsigned long long>(g.ptr) % sizeof(pair<U>) == 0 && g.strides[0] % 2 == 0 &&
+           g.strides[1] % 2 == 0 && g.strides[2] % 2 == 0;
+}
+template <typename U, int R, int C> __device__ __forceinline__ bool whole_tile(const gl<U>& g, coord idx) {
+    return idx.b < g.batch() && idx.d < g.depth() && (idx.r + 1) * R <= g.rows() && (idx.c + 1) * C <= g.cols() &&
+           pairs_aligned(g);
+}
+
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     using tile = rt<T, R, C, NW>;
+    if (whole_tile<U, R, C>(src, idx)) {
+#pragma unroll
+        for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+            for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    const U* g = src.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
+                    const pair<U> v = *reinterpret_cast<const pair<U>*>(g + tile::col_of(j, p));
+                    dst.d[i][j][p] = make_pair<T>(to_float(v.x), to_float(v.y));
+                }
+        return;
+    }
     const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
 #pragma unroll
     for (int i = 0; i < tile::height; ++i)
@@ -192,6 +226,20 @@ __device__ __forceinline__ void write_in_bounds(const gl<T>& dst, const rt<U, R,
 
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
+    using tile = rt<U, R, C, NW>;
+    if (whole_tile<T, R, C>(dst, idx)) {  // one access per pair, as in load(rt, gl) above
+#pragma unroll
+        for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+            for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    T* g = dst.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
+                    *reinterpret_cast<pair<T>*>(g + tile::col_of(j, p)) =
+                        make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+                }
+        return;
+    }
     write_in_bounds(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 

@@ -1,11 +1,13 @@
-// tiles_cuda/mma_block.cuh: the block-level mma ops, on warpgroup wgmma m64nNk16 (sm_90a, bf16) or mma.sync.
+// tiles_cuda/mma_block.cuh: the block-level mma ops, on warpgroup wgmma (sm_90a: m64nNk16 bf16, m64nNk32 e4m3)
+// or mma.sync.
 //
 // Taken when the codegen asks for it (TILES_CUDA_WGMMA) and the operands allow: every warp holds 16 rows, so
 // warpgroup g (warps 4g..4g+3) owns rows [64g, 64g+64) of d, exactly one wgmma m64 accumulator, and rt's
 // pair order within a 16-column base tile is wgmma's register order for two 8-column groups, so d's registers
-// are passed as they are. A comes from a 128-byte-swizzled shared tile stored K-major, or from bf16 registers
-// (the m64k16 A fragment is mma.sync's, per warp); B from a 128-byte-swizzled shared tile, K-major (ABt) or
-// MN-major (AB). Everything else (f16, fp8, transposed A, narrow tiles) stays on mma.sync.
+// are passed as they are. bf16: A comes from a 128-byte-swizzled shared tile stored K-major, or from bf16
+// registers (the m64k16 A fragment is mma.sync's, per warp); B from a 128-byte-swizzled shared tile, K-major
+// (ABt) or MN-major (AB). e4m3: both from 128-byte-swizzled shared tiles, K-major (ABt; fp8 wgmma reads no
+// other layout). Everything else (f16, other fp8 pairs, transposed A, narrow tiles) stays on mma.sync.
 #pragma once
 #include "mma.cuh"
 #if defined(TILES_CUDA_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -32,7 +34,8 @@ template <bool A_T, bool B_T, int M, int N, int NW, typename AOp, typename TB, i
 __host__ __device__ constexpr bool use_wgmma() {
     using acc = rt<float, M, N, NW>;
     using b_tile = st<TB, BR, BC>;
-    if constexpr (!TC_HAS_WGMMA || A_T || !same<TB, bf16> || !same<typename AOp::dtype, bf16>) return false;
+    constexpr bool fp8 = same<TB, fp8e4m3> && same<typename AOp::dtype, fp8e4m3> && B_T && !is_rt_t<AOp>::value;
+    if constexpr (!TC_HAS_WGMMA || A_T || !(fp8 || (same<TB, bf16> && same<typename AOp::dtype, bf16>))) return false;
     else if constexpr (NW % 4 != 0 || acc::warp_rows != 16 || !wgmma_n<N> || b_tile::swizzle_bytes != 128) return false;
     else if constexpr (is_rt_t<AOp>::value) return true;
     else return AOp::swizzle_bytes == 128;
@@ -40,14 +43,16 @@ __host__ __device__ constexpr bool use_wgmma() {
 
 #if TC_HAS_WGMMA
 // Matrix descriptors (PTX ISA, "Matrix Descriptor Format") for st's 128-byte swizzled panels: 8-row groups
-// 1024 bytes apart (SBO); MN-major panels R*128 bytes apart (LBO); K steps of 16 move the start 32 bytes.
+// 1024 bytes apart (SBO); MN-major panels R*128 bytes apart (LBO); a K step (32 bytes) moves the start 32 bytes.
 __device__ __forceinline__ unsigned long long desc_bits(unsigned addr, unsigned lbo, unsigned sbo) {
     auto f = [](unsigned x) { return (unsigned long long)((x & 0x3FFFF) >> 4); };
     return f(addr) | f(lbo) << 16 | f(sbo) << 32 | 1ull << 62;
 }
 template <typename T, int R, int C>
 __device__ __forceinline__ unsigned long long desc_kmajor(const st<T, R, C>& t, int mn0, int k0) {
-    return desc_bits(smem_addr(t.data) + (k0 / 64) * R * 128 + mn0 * 128 + (k0 % 64) * 2, 16, 1024);
+    constexpr int panel = 128 / int(sizeof(T));   // elements of a row in one 128-byte panel
+    return desc_bits(smem_addr(t.data) + (k0 / panel) * R * 128 + mn0 * 128 + (k0 % panel) * int(sizeof(T)), 16,
+                     1024);
 }
 template <typename T, int R, int C>
 __device__ __forceinline__ unsigned long long desc_mnmajor(const st<T, R, C>& t, int k0, int mn0) {
@@ -65,19 +70,22 @@ __device__ __forceinline__ void fence_registers(rt<float, M, N, NW>& d) {
 // d += a' @ b' for this warpgroup's 64 rows; issues every k step as one group, then (WAIT) waits for it.
 template <bool B_T, bool WAIT, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
 __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b) {
-    constexpr int K = B_T ? BC : BR;
+    constexpr int K = B_T ? BC : BR, KS = 32 / int(sizeof(TB));   // the k of one wgmma: 32 bytes of a row
     float* acc = &d.d[0][0][0].x;  // 16-column base tiles in order: wgmma's accumulator registers
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-    for (int k = 0; k < K / 16; ++k) {
-        const unsigned long long bd = B_T ? desc_kmajor(b, 0, 16 * k) : desc_mnmajor(b, 16 * k, 0);
+    for (int k = 0; k < K / KS; ++k) {
+        const unsigned long long bd = B_T ? desc_kmajor(b, 0, KS * k) : desc_mnmajor(b, KS * k, 0);
         if constexpr (is_rt_t<AOp>::value) {
             unsigned af[4];
             a_frag_rt(af, a, 0, k);
             tiles::sm90::detail::wgmma_op<N>::template rs<B_T ? 0 : 1>(acc, af, bd, 1);
         } else {
-            const unsigned long long ad = desc_kmajor(a, (warp_id() / 4) * 64, 16 * k);
-            tiles::sm90::detail::wgmma_op<N>::template ss<B_T ? 0 : 1>(acc, ad, bd, 1);
+            const unsigned long long ad = desc_kmajor(a, (warp_id() / 4) * 64, KS * k);
+            if constexpr (same<TB, fp8e4m3>)
+                tiles::sm90::detail::wgmma_op_e4m3<N>::ss(acc, ad, bd, 1);
+            else
+                tiles::sm90::detail::wgmma_op<N>::template ss<B_T ? 0 : 1>(acc, ad, bd, 1);
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");

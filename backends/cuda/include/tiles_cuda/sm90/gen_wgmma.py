@@ -1,4 +1,5 @@
-"""Writes wgmma_ops.cuh: the inline-PTX wrappers of wgmma.mma_async m64nNk16 bf16 -> f32, one per N.
+"""Writes wgmma_ops.cuh: the inline-PTX wrappers of wgmma.mma_async m64nNk16 bf16 -> f32 and m64nNk32
+e4m3 -> f32, one per N.
 
 The operand lists are N/2 registers long, which C++ templates cannot spell, so they are generated.
 Run `python3 gen_wgmma.py` after changing NS; tests/test_cuda_sm90_headers.py checks the file is current.
@@ -12,6 +13,7 @@ HEAD = """\
 // wgmma.mma_async.m64nNk16.f32.bf16.bf16 for N in {ns}: `ss` takes A and B from shared memory (descriptors),
 // `rs` takes A from registers (4 x bf16x2 per thread, the m64k16 A fragment) and B from shared memory.
 // TRANS_B = 1 reads B MN-major. `accumulate` = 0 ignores the old accumulator (d = A*B).
+// wgmma_op_e4m3<N>::ss: m64nNk32 e4m3 x e4m3 from shared memory; fp8 operands are K-major only (no TRANS_B).
 #pragma once
 
 namespace tiles::sm90::detail {{
@@ -20,6 +22,7 @@ using u32 = unsigned int;
 using u64 = unsigned long long;
 
 template <int N> struct wgmma_op;
+template <int N> struct wgmma_op_e4m3;
 """
 
 
@@ -59,8 +62,26 @@ template <> struct wgmma_op<{n}> {{
 """
 
 
+def op_e4m3(n):
+    m = n // 2
+    ss = (
+        f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{m + 2}, 0;\\n"\n'
+        f'            "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {{{regs(m)}}}, %{m}, %{m + 1}, p, 1, 1;\\n}}\\n"'
+    )
+    return f"""
+template <> struct wgmma_op_e4m3<{n}> {{
+    __device__ __forceinline__ static void ss(float* d, u64 a, u64 b, int accumulate) {{
+        asm volatile({ss}
+            : {outs(m)}
+            : "l"(a), "l"(b), "r"(accumulate));
+    }}
+}};
+"""
+
+
 def render():
-    return HEAD.format(ns=", ".join(map(str, NS))) + "".join(op(n) for n in NS) + "\n}  // namespace tiles::sm90::detail\n"
+    return (HEAD.format(ns=", ".join(map(str, NS))) + "".join(op(n) for n in NS) + "".join(op_e4m3(n) for n in NS)
+            + "\n}  // namespace tiles::sm90::detail\n")
 
 
 if __name__ == "__main__":
