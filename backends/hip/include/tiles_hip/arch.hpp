@@ -213,11 +213,13 @@ TILES_DEV void buffer_load_lds(buffer b, uint32_t off, uint8_t* lds_wave_base) {
                                            DIRECT_LDS_BYTES, off, 0, 0, 0);
 #endif
 }
-TILES_DEV void atomic_add(float* p, float v) {
+// f32 atomic add at byte offset `off`, dropped where it is past the buffer (as a store is): no branch
+// per element, and the offset is one VGPR where a flat atomic takes a 64-bit address.
+TILES_DEV void buffer_atomic_add(buffer b, uint32_t off, float v) {
 #if defined(TILES_EMU)
-  hip_emu::atomic_add_f32(p, v);
+  if (hip_emu::in_range(b.bytes, off, 4)) hip_emu::atomic_add_f32((float*)const_cast<uint8_t*>(b.base + off), v);
 #else
-  __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  __builtin_amdgcn_raw_ptr_buffer_atomic_fadd_f32(v, b.rsrc, (int)off, 0, 0);
 #endif
 }
 }  // namespace arch

@@ -64,12 +64,13 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L>& src, int b, int d, 
 // f32 atomic accumulation (the gradients of attention backward).
 template <class T, int R, int C, class L>
 TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L>& src, int b, int d, int r0, int c0) {
+  const arch::buffer buf = dst.buffer();
   const int lane = arch::lane_id();
   r0 += arch::wave_id() * R;
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
     TILES_UNROLL for (int e = 0; e < src.E; ++e) {
       const uint32_t off = dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
-      if (off != arch::OOB) arch::atomic_add((float*)((uint8_t*)dst.ptr + off), cvt<T>::to(src.v[m][n][e]));
+      arch::buffer_atomic_add(buf, off, cvt<T>::to(src.v[m][n][e]));
     }
 }
 // Vectors run along the global's last dim: element i of a row vector is column c0 + (its row).
