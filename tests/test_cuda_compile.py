@@ -49,7 +49,7 @@ def test_every_kernel_compiles(workload, shape, target):
     assert gen.schedule.smem_bytes <= targets.target(target).shared_bytes
     # a kernel that multiplies matrices does it on the tensor cores
     if any(op.name == "mma" for op, _ in workload.kernel(s).trace(args, target, **workload.consts(s)).walk()):
-        assert re.search(r"\bH(G)?MMA\.", c.sass()), f"{gen.name} on {target}: no HMMA/HGMMA in the SASS"
+        assert re.search(r"\b(HMMA|HGMMA|QGMMA)\.", c.sass()), f"{gen.name} on {target}: no HMMA/HGMMA/QGMMA in SASS"
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -197,9 +197,16 @@ class _Emitter:
     # ---- statements -----------------------------------------------------------------------------------------
 
     def stmts(self, body):
-        for s in body:
+        skip = None
+        for s, after in zip(body, list(body[1:]) + [None]):
+            if s is skip:
+                continue
             if isinstance(s, ir.Loop):
                 self.loop(s)
+            elif s.name == "zero" and isinstance(after, ir.Op) and after.name == "mma" and \
+                    after.dst is s.dst and after.srcs[2] is s.dst:
+                self.op(after, fresh=True)   # zero then accumulate: the mma ignores the old contents
+                skip = after
             else:
                 self.op(s)
 
@@ -259,7 +266,7 @@ class _Emitter:
         idx = ["0"] * (4 - len(op.attrs["idx"])) + [expr(i) for i in op.attrs["idx"]]
         return "{" + ", ".join(idx) + "}"
 
-    def op(self, op: ir.Op):
+    def op(self, op: ir.Op, fresh: bool = False):
         w = self.w
         dst, srcs = op.dst, op.srcs
         writes_shared = isinstance(dst, (ST, SV))
@@ -272,7 +279,8 @@ class _Emitter:
             w(f"tc::{name}({', '.join(args)});")
         elif name == "mma":
             ta, tb = op.attrs["trans_a"], op.attrs["trans_b"]
-            args = [dst.name] + [s.name for s in srcs] + (["tc::no_wait"] if self.in_flight else [])
+            args = [dst.name, srcs[0].name, srcs[1].name, "tc::zeros" if fresh else srcs[2].name]
+            args += ["tc::no_wait"] if self.in_flight else []
             w(f"tc::mma_{'At' if ta else 'A'}{'Bt' if tb else 'B'}({', '.join(args)});")
         elif name == "zero":
             w(f"tc::zero({dst.name});")

@@ -25,7 +25,10 @@ namespace tc {
 // mma.sync has no such state: on that path both modes are the same.
 struct wait_t {};
 struct no_wait_t {};
-constexpr no_wait_t no_wait{};
+__device__ constexpr no_wait_t no_wait{};
+// The c of d = a' @ b' + c when it is zero: wgmma then ignores d's old contents instead of d being zeroed.
+struct zeros_t {};
+__device__ constexpr zeros_t zeros{};
 
 template <int N> constexpr bool wgmma_n = N == 64 || N == 96 || N == 128 || N == 176 || N == 192 || N == 256;
 
@@ -67,8 +70,9 @@ __device__ __forceinline__ void fence_registers(rt<float, M, N, NW>& d) {
     for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
-// d += a' @ b' for this warpgroup's 64 rows; issues every k step as one group, then (WAIT) waits for it.
-template <bool B_T, bool WAIT, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+// d += a' @ b' (ACCUMULATE) or d = a' @ b' for this warpgroup's 64 rows; issues every k step as one group,
+// then (WAIT) waits for it.
+template <bool B_T, bool WAIT, bool ACCUMULATE, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
 __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b) {
     constexpr int K = B_T ? BC : BR, KS = 32 / int(sizeof(TB));   // the k of one wgmma: 32 bytes of a row
     float* acc = &d.d[0][0][0].x;  // 16-column base tiles in order: wgmma's accumulator registers
@@ -79,13 +83,13 @@ __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const s
         if constexpr (is_rt_t<AOp>::value) {
             unsigned af[4];
             a_frag_rt(af, a, 0, k);
-            tiles::sm90::detail::wgmma_op<N>::template rs<B_T ? 0 : 1>(acc, af, bd, 1);
+            tiles::sm90::detail::wgmma_op<N>::template rs<B_T ? 0 : 1>(acc, af, bd, ACCUMULATE || k > 0);
         } else {
             const unsigned long long ad = desc_kmajor(a, (warp_id() / 4) * 64, KS * k);
             if constexpr (same<TB, fp8e4m3>)
-                tiles::sm90::detail::wgmma_op_e4m3<N>::ss(acc, ad, bd, 1);
+                tiles::sm90::detail::wgmma_op_e4m3<N>::ss(acc, ad, bd, ACCUMULATE || k > 0);
             else
-                tiles::sm90::detail::wgmma_op<N>::template ss<B_T ? 0 : 1>(acc, ad, bd, 1);
+                tiles::sm90::detail::wgmma_op<N>::template ss<B_T ? 0 : 1>(acc, ad, bd, ACCUMULATE || k > 0);
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -111,31 +115,34 @@ __device__ __forceinline__ void mma_fence(rt<float, M, N, NW>& d) {
 #endif
 }
 
-// d = a' @ b' + c: wgmma where use_wgmma allows, else mma.sync.
-template <bool A_T, bool B_T, typename Mode, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
-__device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                           const rt<float, M, N, NW>& c) {
-    if (&d != &c) d = c;
+// d = a' @ b' + c (c: a register tile or zeros): wgmma where use_wgmma allows, else mma.sync.
+template <bool A_T, bool B_T, typename Mode, int M, int N, int NW, typename AOp, typename TB, int BR, int BC,
+          typename C>
+__device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b, const C& c) {
+    constexpr bool fresh = same<C, zeros_t>;
 #if TC_HAS_WGMMA
     if constexpr (use_wgmma<A_T, B_T, M, N, NW, AOp, TB, BR, BC>()) {
-        wgmma_block<B_T, same<Mode, wait_t>>(d, a, b);
+        if constexpr (!fresh) if (&d != &c) d = c;
+        wgmma_block<B_T, same<Mode, wait_t>, !fresh>(d, a, b);
         return;
     }
 #endif
+    if constexpr (fresh) zero(d);
+    else if (&d != &c) d = c;
     mma_sync<A_T, B_T>(d, a, b);
 }
 
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename C, typename Mode = wait_t>
 __device__ inline void mma_AB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                              const rt<float, M, N, NW>& c, Mode = {}) { mma<false, false, Mode>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
+                              const C& c, Mode = {}) { mma<false, false, Mode>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename C, typename Mode = wait_t>
 __device__ inline void mma_ABt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                               const rt<float, M, N, NW>& c, Mode = {}) { mma<false, true, Mode>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
+                               const C& c, Mode = {}) { mma<false, true, Mode>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename C, typename Mode = wait_t>
 __device__ inline void mma_AtB(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                               const rt<float, M, N, NW>& c, Mode = {}) { mma<true, false, Mode>(d, a, b, c); }
-template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename Mode = wait_t>
+                               const C& c, Mode = {}) { mma<true, false, Mode>(d, a, b, c); }
+template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename C, typename Mode = wait_t>
 __device__ inline void mma_AtBt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
-                                const rt<float, M, N, NW>& c, Mode = {}) { mma<true, true, Mode>(d, a, b, c); }
+                                const C& c, Mode = {}) { mma<true, true, Mode>(d, a, b, c); }
 
 }  // namespace tc
