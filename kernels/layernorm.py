@@ -3,19 +3,27 @@
     H = R + dropout(X)                    (the new residual stream, returned in its dtype)
     Y = (H - mean(H)) / sqrt(var(H) + eps) * W + Bias
 
-Y normalizes H as returned (rounded to its dtype), so that the second pass, which reads H back, agrees
-with the statistics of the first.
+Y normalizes H as returned (rounded to its dtype).
 
-Rows of any length: the first pass over column blocks writes H and merges per-block means and squared
-deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel); the second reads
-H back and normalizes. Dropout draws its mask with `tl.dropout` from Philox 4x32-10 keyed by (seed,
-offset, row, column) of the (rows, C) view: the same mask on every backend (tiles/philox.py).
+Rows that fit on chip, without dropout (C a multiple of 16, up to ROW_MAX), take one pass, `layernorm_rows`:
+X and R read once, H and Y written once, the least traffic there is. As in kernels/softmax.py the row is
+viewed as a (C/K, K) tile spread over the block's workers, reduced over the whole tile; mean and variance
+come from the row on chip (two sums, no cancellation).
+
+Other rows take two passes over column blocks, `layernorm_fwd`: the first writes H and merges per-block
+means and squared deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel);
+the second reads H back (one more read of the row, from L2 at best) and normalizes. Dropout draws its mask
+with `tl.dropout` from Philox 4x32-10 keyed by (seed, offset, row, column) of the (rows, C) view: the same
+mask on every backend (tiles/philox.py). The one-pass kernel has no dropout: its tile rows are pieces of
+one row, and `tl.dropout` keys elements by tile row and column.
 """
 from __future__ import annotations
 
 import numpy as np
 
 import tiles as tl
+
+from .softmax import ROW_CONFIGS, row_plan, tile_reduction
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -92,6 +100,77 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
         tl.store(Y, h, (br, c))
 
 
+@tl.kernel(configs=ROW_CONFIGS)
+def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
+    """X, R, H, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W, Bias: (C/K, K) views of (C,)."""
+    blk = tl.grid(tl.cdiv(X.depth, RPB))
+    for a in (Y, H, R):
+        tl.check_eq(a.depth, X.depth)
+        tl.check_eq(a.rows, X.rows)
+        tl.check_eq(a.cols, K)
+    for a in (W, Bias):
+        tl.check_eq(a.rows, X.rows)
+        tl.check_eq(a.cols, K)
+    tl.check_eq(tl.minimum(X.rows, TR), X.rows)
+    tl.check_eq(X.cols, K)
+    xs = tl.shared(X.dtype, TR, K, name="xs") if staged else None
+    rs = tl.shared(R.dtype, TR, K, name="rs") if staged else None
+    outs = tl.shared(Y.dtype, TR, K, name="outs") if staged else None   # H, then Y, on their way out
+    x = tl.regs(tl.f32, TR, K, name="x")        # X, then squared deviations, then W and Bias
+    h = tl.regs(tl.f32, TR, K, name="h")
+    hr = tl.regs(H.dtype, TR, K, name="hr")     # h rounded as H stores it
+    stat = tl.rvec(tl.f32, TR, name="stat")     # the row's mean, then 1 / its standard deviation
+    over_tile = tile_reduction(TR)
+
+    def load(dst, src, smem, row):
+        if staged:
+            tl.load(smem, src, (row, 0, 0))
+            tl.load(dst, smem)
+        else:
+            tl.load(dst, src, (row, 0, 0))
+
+    def store(dst, src, row):
+        if staged:
+            tl.store(outs, src)
+            tl.store(dst, outs, (row, 0, 0))
+        else:
+            tl.store(dst, src, (row, 0, 0))
+
+    for i in tl.pipeline(RPB, name="i"):
+        row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
+        load(x, X, xs, row)
+        load(h, R, rs, row)
+        tl.add(h, h, x)
+        tl.copy(hr, h)
+        tl.copy(h, hr)
+        store(H, hr, row)
+        over_tile(stat, h, tl.row_sum, tl.col_sum)   # tile rows past the row's end read as 0
+        tl.mul(stat, stat, 1.0 / (X.rows * K))
+        tl.sub_row(h, h, stat)
+        tl.bounds_mask(h, h, X.rows, K, 0.0)         # ... but deviate from the mean: mask them
+        tl.mul(x, h, h)
+        over_tile(stat, x, tl.row_sum, tl.col_sum)
+        tl.mul(stat, stat, 1.0 / (X.rows * K))       # 1 / sqrt(var + eps), as exp2(-log2(.) / 2)
+        tl.add(stat, stat, eps)
+        tl.log2(stat, stat)
+        tl.mul(stat, stat, -0.5)
+        tl.exp2(stat, stat)
+        tl.mul_row(h, h, stat)
+        tl.load(x, W, (0, 0))                         # W and Bias: from L2 after the first rows
+        tl.mul(h, h, x)
+        tl.load(x, Bias, (0, 0))
+        tl.add(h, h, x)
+        store(Y, h, row)
+
+
+ROW_MAX = 16384   # the longest row held on chip: X, R (2 stages each) and the output tile in shared memory
+
+
+def launch_plan(rows: int, cols: int, p: float = 0.0) -> dict | None:
+    """The constants of `layernorm_rows` for (rows, cols), or None where the two-pass kernel applies."""
+    return row_plan(rows, cols) if p == 0.0 and cols <= ROW_MAX else None
+
+
 def layernorm(x, residual, weight, bias, *, eps=1e-5, p=0.0, seed=0, offset=0, backend=None, **config):
     """(Y, H) for numpy x and residual (..., C), weight and bias (C,): H = residual + dropout(x, p),
     Y = layernorm(H) * weight + bias. Y and H take x's dtype."""
@@ -105,11 +184,20 @@ def layernorm(x, residual, weight, bias, *, eps=1e-5, p=0.0, seed=0, offset=0, b
     rows = lambda a: np.ascontiguousarray(a).reshape(-1, x.shape[-1])  # noqa: E731
     y = np.full(rows(x).shape, np.nan, dtype=x.dtype)
     h = np.full(rows(x).shape, np.nan, dtype=x.dtype)
-    layernorm_fwd(y, h, rows(x), rows(residual), np.ascontiguousarray(weight), np.ascontiguousarray(bias),
-                  float(eps), float(p), int(seed), int(offset), backend=backend, dropout=p > 0, **config)
+    weight, bias = np.ascontiguousarray(weight), np.ascontiguousarray(bias)
+    plan = launch_plan(*y.shape, p)
+    if plan is None:
+        layernorm_fwd(y, h, rows(x), rows(residual), weight, bias, float(eps), float(p), int(seed), int(offset),
+                      backend=backend, dropout=p > 0, **config)
+    else:
+        k = plan["K"]
+        view = lambda a: a.reshape(a.shape[0], -1, k)   # noqa: E731
+        layernorm_rows(view(y), view(h), view(rows(x)), view(rows(residual)), weight.reshape(-1, k),
+                       bias.reshape(-1, k), float(eps), backend=backend, **{**plan, **config})
     return y.reshape(x.shape), h.reshape(x.shape)
 
 
 def bytes_moved(rows: int, cols: int, itemsize: int = 2) -> float:
-    """The minimum traffic: read X and R, write H and Y (the kernel also reads H back, from L2 at best)."""
+    """The least traffic: read X and R, write H and Y (what the one-pass kernel moves; the two-pass one also
+    reads H back, from L2 at best)."""
     return 4.0 * rows * cols * itemsize

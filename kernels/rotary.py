@@ -19,13 +19,16 @@ import tiles as tl
 
 PAIRS = 16  # interleaved: pairs per tile row (32 elements: one K step of every bf16 MMA, gfx950 included)
 
+# Where `staged`, q and k go global -> shared -> registers and back through shared, so that global memory
+# sees whole 16-byte chunks per lane, and the loads of the next head run ahead of the compute (a pipelined
+# loop over heads). sm_90a keeps the warp schedule: its blocks are small, many per SM.
 CONFIGS = {
-    "default": dict(BR=32),
-    "sm_80": dict(BR=64, workers=4),
-    "sm_90a": dict(BR=64, workers=4),
-    "gfx942": dict(BR=64, workers=4),
-    "gfx950": dict(BR=64, workers=4),
-    "apple": dict(BR=32, workers=4),
+    "default": dict(BR=32, staged=False),
+    "sm_80": dict(BR=64, staged=True, stages=2, workers=4),
+    "sm_90a": dict(BR=64, staged=True, stages=2, workers=1, schedule="warp"),
+    "gfx942": dict(BR=64, staged=False, workers=4),
+    "gfx950": dict(BR=64, staged=True, stages=2, workers=4),
+    "apple": dict(BR=32, staged=False, workers=4),
 }
 
 
@@ -39,14 +42,37 @@ def _checks(QO, KO, Q, K, Cos, Sin):
     tl.check_eq(Sin.rows, Cos.rows)
 
 
+class _Staging:
+    """Global <-> register tiles of one shape, through shared tiles where `staged` (see CONFIGS)."""
+
+    def __init__(self, staged, dtype, rows, cols, halves):
+        self.ins = [tl.shared(dtype, rows, cols, name=f"xs{i}") for i in range(halves)] if staged else None
+        self.out = tl.shared(dtype, rows, cols, name="outs") if staged else None
+
+    def load(self, dst, src, idx, half=0):
+        if self.ins:
+            tl.load(self.ins[half], src, idx)
+            tl.load(dst, self.ins[half])
+        else:
+            tl.load(dst, src, idx)
+
+    def store(self, dst, src, idx):
+        if self.out:
+            tl.store(self.out, src)
+            tl.store(dst, self.out, idx)
+        else:
+            tl.store(dst, src, idx)
+
+
 @tl.kernel(configs=CONFIGS)
-def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W):
+def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged):
     """Q, K: (B, H, N, 2W); Cos, Sin: (N, W)."""
     br, b = tl.grid(tl.cdiv(Q.rows, BR), Q.batch)
     _checks(QO, KO, Q, K, Cos, Sin)
     tl.check_eq(Q.cols, 2 * W)
     tl.check_eq(Cos.cols, W)
     tl.check_eq(Cos.rows, Q.rows)
+    io = _Staging(staged, Q.dtype, BR, W, 2)
     c = tl.regs(tl.f32, BR, W, name="c")
     s = tl.regs(tl.f32, BR, W, name="s")
     x1 = tl.regs(tl.f32, BR, W, name="x1")
@@ -56,27 +82,28 @@ def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W):
     tl.load(c, Cos, (br, 0))
     tl.load(s, Sin, (br, 0))
     for OUT, X in ((QO, Q), (KO, K)):
-        for h in tl.range(X.depth, name="h"):
-            tl.load(x1, X, (b, h, br, 0))   # first half of the head dim
-            tl.load(x2, X, (b, h, br, 1))   # second half
+        for h in tl.pipeline(X.depth, name="h"):
+            io.load(x1, X, (b, h, br, 0), 0)   # first half of the head dim
+            io.load(x2, X, (b, h, br, 1), 1)   # second half
             tl.mul(o1, x1, c)
             tl.mul(o2, x2, s)
-            tl.sub(o1, o1, o2)              # x1 cos - x2 sin
+            tl.sub(o1, o1, o2)                 # x1 cos - x2 sin
             tl.mul(o2, x2, c)
             tl.mul(x1, x1, s)
-            tl.add(o2, o2, x1)              # x2 cos + x1 sin
-            tl.store(OUT, o1, (b, h, br, 0))
-            tl.store(OUT, o2, (b, h, br, 1))
+            tl.add(o2, o2, x1)                 # x2 cos + x1 sin
+            io.store(OUT, o1, (b, h, br, 0))
+            io.store(OUT, o2, (b, h, br, 1))
 
 
 @tl.kernel(configs=CONFIGS)
-def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Swap, Spread, *, BR):
+def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Swap, Spread, *, BR, staged):
     """Q, K: (B, H, N*D/32, 32) views; Cos, Sin: (N*D/32, 16) views; Swap, Spread: 32x32 (see `_constants`)."""
     br, b = tl.grid(tl.cdiv(Q.rows, BR), Q.batch)
     _checks(QO, KO, Q, K, Cos, Sin)
     tl.check_eq(Q.cols, 2 * PAIRS)
     tl.check_eq(Cos.cols, PAIRS)
     tl.check_eq(Cos.rows, Q.rows)
+    io = _Staging(staged, Q.dtype, BR, 2 * PAIRS, 1)
     swap = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="swap")
     spread = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="spread")
     half = tl.regs(Q.dtype, BR, 2 * PAIRS, name="half")  # cos or sin, one per pair (columns 16.. read as 0)
@@ -94,15 +121,15 @@ def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Swap, Spread, *, BR):
     tl.zero(s)
     tl.mma_AB(s, half, spread, s)
     for OUT, X in ((QO, Q), (KO, K)):
-        for h in tl.range(X.depth, name="h"):
-            tl.load(xin, X, (b, h, br, 0))
+        for h in tl.pipeline(X.depth, name="h"):
+            io.load(xin, X, (b, h, br, 0))
             tl.copy(x, xin)
             tl.zero(xs)
             tl.mma_AB(xs, xin, swap, xs)    # xs[:, 2i] = -x[:, 2i+1], xs[:, 2i+1] = x[:, 2i]
             tl.mul(x, x, c)
             tl.mul(xs, xs, s)
             tl.add(x, x, xs)
-            tl.store(OUT, x, (b, h, br, 0))
+            io.store(OUT, x, (b, h, br, 0))
 
 
 def _constants(dtype) -> tuple[np.ndarray, np.ndarray]:

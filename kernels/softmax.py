@@ -1,8 +1,14 @@
 """Row softmax: Y = softmax(X) along the last dim, for rows of any length.
 
-Two passes over column blocks, so a row never has to fit on chip: the first keeps a running max and a
-running sum rescaled as the max grows (the online softmax of attention), the second normalizes. Rows
-and columns need not be multiples of the block.
+Rows that fit on chip (C a multiple of 16, up to ROW_MAX) take one pass, `softmax_rows`: X is read once and
+Y written once, the least traffic there is. The row is viewed as a (C/K, K) tile, so that its elements
+spread over every worker of the block (a register tile splits its rows over the workers); the row's max
+and sum then combine over the whole tile in two steps: within each tile row (row_max / row_sum), then over
+the tile rows, through a narrow (TR, 16) tile whose column reduction crosses the workers.
+
+Other rows take two passes over column blocks, `softmax_fwd`: the first keeps a running max and a running
+sum rescaled as the max grows (the online softmax of attention), the second reads the row again and
+normalizes. Rows and columns need not be multiples of the block.
 """
 from __future__ import annotations
 
@@ -62,16 +68,105 @@ def softmax_fwd(Y, X, *, BR, BC):
         tl.store(Y, x, (br, c))
 
 
+# One pass: a block normalizes RPB rows in turn, each one TR x K tile (TR a multiple of 64: whole 16-row
+# slices for up to 4 workers on every backend; CUDA takes fewer warps, or more, as TR's slices allow, up to
+# `workers`, which sm_90a counts in warpgroups). Where `staged`, rows go global -> shared -> registers and
+# back through shared, so that global memory sees whole 16-byte chunks per lane (cp.async or direct-to-LDS
+# loads, 16-byte stores) and the loads of the next rows run ahead of the compute. sm_90a keeps the warp
+# schedule: a TMA producer warpgroup would hold the SM for one block of few warps.
+ROW_CONFIGS = {
+    "default": dict(staged=False),
+    "sm_80": dict(staged=True, stages=2, workers=16),
+    "sm_90a": dict(staged=True, stages=2, workers=4, schedule="warp"),
+    "gfx942": dict(staged=False, workers=4),
+    "gfx950": dict(staged=True, stages=2, workers=4),
+    "apple": dict(staged=False, workers=4),
+}
+
+
+def tile_reduction(TR: int):
+    """reduce(whole, x, reduce_rows, reduce_cols): every element of the rows vector `whole` <- the reduction
+    of the whole TR-row tile x: within each tile row, then across the tile rows (and so the workers) through
+    a narrow TR x 16 tile whose column reduction crosses them. For the one-pass row kernels."""
+    t = tl.regs(tl.f32, TR, 16, name="t")          # one value per tile row, spread over 16 columns
+    part = tl.rvec(tl.f32, TR, name="part")
+    cross = tl.rvec(tl.f32, 16, axis="cols", name="cross")
+
+    def reduce(whole, x, reduce_rows, reduce_cols):
+        reduce_rows(part, x)
+        tl.zero(t)
+        tl.add_row(t, t, part)
+        reduce_cols(cross, t)
+        tl.zero(t)
+        tl.add_col(t, t, cross)
+        tl.row_max(whole, t)                       # its 16 columns now hold the same value: take it
+    return reduce
+
+
+@tl.kernel(configs=ROW_CONFIGS)
+def softmax_rows(Y, X, *, TR, K, RPB, staged):
+    """X, Y: (R, C/K, K) views of the (R, C) rows, C/K <= TR; tile rows past C/K read as 0 and are masked."""
+    blk = tl.grid(tl.cdiv(X.depth, RPB))
+    tl.check_eq(Y.depth, X.depth)
+    tl.check_eq(Y.rows, X.rows)
+    tl.check_eq(tl.minimum(X.rows, TR), X.rows)
+    tl.check_eq(X.cols, K)
+    tl.check_eq(Y.cols, K)
+    xs = tl.shared(X.dtype, TR, K, name="xs") if staged else None
+    ys = tl.shared(Y.dtype, TR, K, name="ys") if staged else None
+    x = tl.regs(tl.f32, TR, K, name="x")
+    whole = tl.rvec(tl.f32, TR, name="whole")   # the row's max, then its sum, in every tile row
+    over_tile = tile_reduction(TR)
+
+    for i in tl.pipeline(RPB, name="i"):
+        row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
+        if staged:
+            tl.load(xs, X, (row, 0, 0))
+            tl.load(x, xs)
+        else:
+            tl.load(x, X, (row, 0, 0))
+        tl.mul(x, x, LOG2E)
+        tl.bounds_mask(x, x, X.rows, K, -math.inf)   # the tile rows past the row's end weigh nothing
+        over_tile(whole, x, tl.row_max, tl.col_max)
+        tl.sub_row(x, x, whole)
+        tl.exp2(x, x)
+        over_tile(whole, x, tl.row_sum, tl.col_sum)
+        tl.div_row(x, x, whole)
+        if staged:
+            tl.store(ys, x)
+            tl.store(Y, ys, (row, 0, 0))
+        else:
+            tl.store(Y, x, (row, 0, 0))
+
+
+ROW_MAX = 32768   # the longest row held on chip: 128 f32 registers per lane at 16 warps
+
+
+def row_plan(rows: int, cols: int) -> dict | None:
+    """The constants of `softmax_rows` for (rows, cols), or None where the two-pass kernel applies: K the
+    widest of 64, 32, 16 that makes C/K a multiple of 64 (else 16), TR = C/K rounded up to one."""
+    if cols % 16 or cols > ROW_MAX:
+        return None
+    k = next((k for k in (64, 32) if cols % (64 * k) == 0), 16)
+    return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, min(8, rows // 2048)))
+
+
 def softmax(x, *, backend=None, **config):
     """softmax over the last axis of a numpy array (bf16, f16 or f32), returned in x's dtype."""
     if x.ndim < 1 or x.size == 0:
         raise ValueError(f"softmax needs a non-empty array, got shape {x.shape}")
-    rows = x.reshape(-1, x.shape[-1])
+    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
     y = np.full(rows.shape, np.nan, dtype=x.dtype)
-    softmax_fwd(y, np.ascontiguousarray(rows), backend=backend, **config)
+    plan = row_plan(*rows.shape)
+    if plan is None:
+        softmax_fwd(y, rows, backend=backend, **config)
+    else:
+        view = (rows.shape[0], rows.shape[1] // plan["K"], plan["K"])
+        softmax_rows(y.reshape(view), rows.reshape(view), backend=backend, **{**plan, **config})
     return y.reshape(x.shape)
 
 
 def bytes_moved(rows: int, cols: int, itemsize: int = 2) -> float:
-    """The minimum traffic: read X once, write Y once (the second read is counted as free, as from L2)."""
+    """The least traffic: read X once, write Y once (what the one-pass kernel moves; the two-pass one also
+    reads X a second time, from L2 at best)."""
     return 2.0 * rows * cols * itemsize

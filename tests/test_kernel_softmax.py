@@ -2,7 +2,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from tiles.kernels.softmax import softmax
+from tiles.kernels.softmax import row_plan, softmax
 from tiles.testing import assert_close, random_array
 
 
@@ -27,3 +27,16 @@ def test_softmax_keeps_leading_dims(backend):
     y = softmax(x, backend=backend)
     assert y.shape == x.shape
     assert_close(y, reference_softmax(x), "bf16")
+
+
+@settings(max_examples=4)
+@given(rows=st.integers(1, 40), units=st.integers(1, 40), dtype=st.sampled_from(["bf16", "f16", "f32"]),
+       rows_per_block=st.sampled_from([1, 3]))
+def test_softmax_one_pass(backend, rows, units, dtype, rows_per_block):
+    """Rows of a multiple of 16 take the one-pass kernel (the row held on chip as one tile); several rows
+    per block, the last block's past the end."""
+    cols = 16 * units
+    assert row_plan(rows, cols) is not None
+    x = random_array((rows, cols), dtype, scale=8.0)
+    y = softmax(x, backend=backend, RPB=rows_per_block)
+    assert_close(y, reference_softmax(x), dtype)
