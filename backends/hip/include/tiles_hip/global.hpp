@@ -199,11 +199,15 @@ TILES_DEV void load(rt<T, R, C, L>& dst, const st<U, SR, C, SW>& src) {
     TILES_UNROLL for (int e = 0; e < dst.E; ++e)
       dst.v[m][n][e] = convert<T>(src.at(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e)));
 }
+// A lane's run of consecutive columns (the A-operand layout's E) goes out as one ds_write.
 template <class U, int SR, int C, class SW, class T, int R, class L>
 TILES_DEV void store(const st<U, SR, C, SW>& dst, const rt<T, R, C, L>& src) {
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
-    TILES_UNROLL for (int e = 0; e < src.E; ++e)
-      dst.at(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e)) = convert<U>(src.v[m][n][e]);
+    TILES_UNROLL for (int e = 0; e < src.E; e += L::RUN) {
+      U run[L::RUN];
+      TILES_UNROLL for (int i = 0; i < L::RUN; ++i) run[i] = convert<U>(src.v[m][n][e + i]);
+      dst.template write_run<L::RUN>(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e), run);
+    }
 }
 }  // namespace tiles_hip

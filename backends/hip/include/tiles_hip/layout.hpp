@@ -20,6 +20,7 @@ template <int M> struct acc {
   // lanes holding the same rows differ in lane bits [ROW_LO, ROW_HI); the same columns in [COL_LO, COL_HI)
   static constexpr int ROW_LO = 1, ROW_HI = M, COL_LO = M, COL_HI = 64;
   static constexpr bool ROW_BY_LANE = false, COL_BY_LANE = true;  // does (row / col) depend on the lane only?
+  static constexpr int RUN = 1;  // a lane's elements that are consecutive columns of one row
 };
 
 template <int M, int K> struct opa {
@@ -30,6 +31,7 @@ template <int M, int K> struct opa {
   TILES_DEV static constexpr int e_of(int, int c) { return c % E; }
   static constexpr int ROW_LO = M, ROW_HI = 64, COL_LO = 1, COL_HI = M;
   static constexpr bool ROW_BY_LANE = true, COL_BY_LANE = false;
+  static constexpr int RUN = E;
 };
 
 // A register tile: the rows one wave owns (R = block rows / waves) by C columns.

@@ -33,27 +33,30 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
   // (r0 + r, c) with r0 a multiple of the swizzle's period: row r0 is a plain byte offset, so an
   // unrolled walk down the rows keeps one address per (r, c) and the steps become immediate offsets.
   TILES_DEV T& at(int r0, int r, int c) const { return *(T*)(base + r0 * ROW_BYTES + offset(r, c)); }
-  // N consecutive elements of row r from column c (c a multiple of N): one ds_read of N*sizeof(T)
-  // bytes per granule.
-  template <int N> TILES_DEV void read_run(int r, int c, T* out) const {
+  // N consecutive elements of row r from column c (c a multiple of N): one ds_read (ds_write) of
+  // N*sizeof(T) bytes per granule.
+  template <int N> TILES_DEV void read_run(int r, int c, T* out) const { move_run<N, false>(r, c, (uint8_t*)out); }
+  template <int N> TILES_DEV void write_run(int r, int c, const T* in) const {
+    move_run<N, true>(r, c, (uint8_t*)const_cast<T*>(in));
+  }
+
+ private:
+  template <int N, bool TO_LDS> TILES_DEV void move_run(int r, int c, uint8_t* regs) const {
     constexpr int bytes = N * (int)sizeof(T), piece = bytes < SW::GRANULE ? bytes : SW::GRANULE;
     TILES_UNROLL for (int i = 0; i < bytes / piece; ++i) {
-      const uint8_t* p = base + offset(r, c + i * piece / (int)sizeof(T));
-#if defined(TILES_EMU)
-      __builtin_memcpy((uint8_t*)out + i * piece, p, piece);
-#else
-      if constexpr (piece == 16) {
-        typedef uint32_t v4 __attribute__((ext_vector_type(4)));
-        v4 x = *(const v4*)p;  // the aligned vector type is what makes this one ds_read_b128
-        __builtin_memcpy((uint8_t*)out + i * piece, &x, 16);
-      } else if constexpr (piece == 8) {
-        typedef uint32_t v2 __attribute__((ext_vector_type(2)));
-        v2 x = *(const v2*)p;
-        __builtin_memcpy((uint8_t*)out + i * piece, &x, 8);
-      } else {
-        __builtin_memcpy((uint8_t*)out + i * piece, p, piece);
+      uint8_t* p = base + offset(r, c + i * piece / (int)sizeof(T));
+      uint8_t* q = regs + i * piece;
+#if !defined(TILES_EMU)
+      if constexpr (piece >= 8) {  // the aligned vector type is what makes this one ds_read/ds_write_b64/b128
+        typedef uint32_t word __attribute__((ext_vector_type(piece / 4)));
+        word x;
+        if constexpr (TO_LDS) __builtin_memcpy(&x, q, piece), *(word*)p = x;
+        else x = *(const word*)p, __builtin_memcpy(q, &x, piece);
+        continue;
       }
 #endif
+      if constexpr (TO_LDS) __builtin_memcpy(p, q, piece);
+      else __builtin_memcpy(q, p, piece);
     }
   }
 };
