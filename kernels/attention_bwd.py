@@ -27,8 +27,8 @@ LOG2E = 1.4426950408889634
 # Shared memory at D=128: K (and V where v_shared) BN x D, Q and dO BM x D per stage, dS^T BN x BM. Where two
 # stages do not fit (gfx942's 64 KB, apple's 32 KB) the backends lower them. BM and BN: whole MMA row
 # fragments per worker. Measured offline (resource reports, causal): no spills at D=64 on the NVIDIA and
-# AMD targets; at D=128 about 350 B on sm_80 and 80 B on gfx942, none on sm_90a and gfx950 (the three f32
-# accumulators take 3 x D floats per row).
+# AMD targets; at D=128 about 350 B on sm_80, none on sm_90a, gfx942 and gfx950 (the three f32 accumulators
+# take 3 x D floats per row; gfx942's figures in docs/backends/hip.md).
 CONFIGS = {
     "default": dict(BM=64, BN=64),
     "sm_80": dict(BM=64, BN=64, v_shared=True, stages=2, workers=4),
