@@ -160,12 +160,18 @@ class _Emitter:
 
     @contextlib.contextmanager
     def tiles(self):
-        """The persistent grid's walk over tl.grid's tiles (x fastest), or the block's one tile."""
+        """The persistent grid's walk over tl.grid's tiles (2-D grids in groups of GROUP_ROWS along x, others x
+        fastest), or the block's one tile."""
         w = self.w
         if not self.s.persistent:
             yield
             return
         with w.block("for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {"):
+            if len(self.k.grid) == 2:   # GEMM-shaped: groups of rows, so that concurrent tiles share operands in L2
+                w(f"const tc::tile2 at = tc::grouped_order(tile, grid[0], grid[1], {schedules.GROUP_ROWS});")
+                w("const int block_x = at.x, block_y = at.y;")
+                yield
+                return
             step = "tile"
             for axis in range(len(self.k.grid)):
                 last = axis == len(self.k.grid) - 1
@@ -220,8 +226,9 @@ class _Emitter:
             return
         loads = self.loads(lp)
         rest = [s for s in lp.body if not any(s is op for op in loads)]
-        self.sync()  # whatever the block did to shared memory before the loop is visible to every warp
-        accumulators = self.accumulators(rest) if self.s.warp_specialized else None
+        if not self.s.warp_specialized:   # (there the ring orders the stages, and every other write to shared
+            self.sync()                   # memory is followed by a barrier already: op below)
+        accumulators = schedules.accumulators(rest) if self.s.warp_specialized else None
         if accumulators:   # mma groups stay in flight across steps (warp_specialized.cuh)
             w(f"tc::consume_overlapped<STAGES>(ring, cursor, {expr(lp.count)},")
         elif self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)
@@ -245,17 +252,6 @@ class _Emitter:
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")
         # tc::pipeline ends with a barrier; tc::consume does not (warps leave it at their own pace)
         self.barrier_pending = not self.s.warp_specialized
-
-    @staticmethod
-    def accumulators(body) -> list | None:
-        """The accumulators when the body is only mma ops, each adding into a register tile that nothing else in
-        the body reads or writes (so its wgmma may still run when the next step starts); else None."""
-        if not body or not all(isinstance(s, ir.Op) and s.name == "mma" and s.srcs[2] is s.dst for s in body):
-            return None
-        accs = [s.dst for s in body]
-        if any(t in s.srcs[:2] for s in body for t in accs):
-            return None
-        return list(dict.fromkeys(accs))
 
     def sync(self):
         if not self.barrier_pending:

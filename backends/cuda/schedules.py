@@ -9,7 +9,9 @@ gets 4 warps per worker.
 The warp-specialized schedule (sm_90a's default wherever the kernel fits; option `schedule="warp"` asks for
 the warp schedule instead): the same consumer warps, plus one producer warpgroup that issues the pipelined
 loop's global->shared loads as TMA into an mbarrier ring (include/tiles_cuda/warp_specialized.cuh), with
-setmaxnreg moving registers from the producer to the consumers; `persistent=True` adds a persistent grid.
+setmaxnreg moving registers from the producer to the consumers. `persistent=True` adds a persistent grid
+(the default where every tile costs the same: a pipeline body that only accumulates, as in a GEMM; where
+tiles differ, as in causal attention, the hardware's dynamic block scheduling balances better).
 A kernel that does not fit (`ws_misfit` says why) keeps the warp schedule and its source says why; so does a
 launch whose arrays TMA cannot address (runtime.py), unless `schedule="warp_specialized"` was asked for, which
 then refuses them before launching.
@@ -33,6 +35,7 @@ PRODUCER_REGS = 40        # what a TMA-issuing warpgroup keeps (setmaxnreg.dec)
 MAX_CONSUMER_REGS = 256   # setmaxnreg's ceiling. Never below the launch-time count (the register file over
                           # the block's threads): setmaxnreg.inc may not shrink a warp's registers
 TMA_SWIZZLE = {128: "SWIZZLE_128B", 64: "SWIZZLE_64B", 32: "SWIZZLE_32B"}
+GROUP_ROWS = 8            # a persistent 2-D grid walks its tiles in column-major groups of this many rows
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,24 @@ def pipelined_tiles(k: ir.Kernel) -> set:
 def _pipeline_loads(k: ir.Kernel) -> list[ir.Op]:
     return [s for lp in _loops(k.body) if lp.kind == "pipeline" for s in lp.body
             if isinstance(s, ir.Op) and s.name == "load" and s.dst in pipelined_tiles(k)]
+
+
+def accumulators(body) -> list | None:
+    """The accumulators when a pipeline body (its loads left out) is only mma ops, each adding into a register
+    tile that nothing else in the body reads or writes: then its wgmma may still run when the next step starts
+    (consume_overlapped), and every tile of the grid costs the same. Else None."""
+    if not body or not all(isinstance(s, ir.Op) and s.name == "mma" and s.srcs[2] is s.dst for s in body):
+        return None
+    accs = [s.dst for s in body]
+    if any(t in s.srcs[:2] for s in body for t in accs):
+        return None
+    return list(dict.fromkeys(accs))
+
+
+def _accumulate_only(k: ir.Kernel) -> bool:
+    piped = pipelined_tiles(k)
+    return any(accumulators([s for s in lp.body if not (isinstance(s, ir.Op) and s.name == "load" and s.dst in piped)])
+               for lp in _loops(k.body) if lp.kind == "pipeline")
 
 
 def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
@@ -163,7 +184,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                         f"({stages} pipeline stages), more than the {max_smem} a block can have; "
                         f"use smaller tiles or fewer stages", k.loc)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
-                    note=note, persistent=bool(tma) and bool(k.options.get("persistent", False)))
+                    note=note, persistent=bool(tma) and bool(k.options.get("persistent", _accumulate_only(k))))
 
 
 def _loops(stmts):
