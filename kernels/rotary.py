@@ -171,8 +171,9 @@ def rotary(q, k, cos, sin, *, interleaved=False, backend=None, **config):
 
 
 def bytes_moved(b: int, h: int, h_kv: int, n: int, d: int, itemsize: int = 2) -> float:
-    """Read and write q and k once, read cos and sin once per batch entry."""
-    return (2.0 * b * (h + h_kv) * n * d + 2.0 * b * n * d) * itemsize
+    """The least traffic: read and write q and k once, read the cos and sin tables (N x D/2 each) once. (Each
+    batch entry's blocks read the tables again, from L2 at best.)"""
+    return (2.0 * b * (h + h_kv) * n * d + n * d) * itemsize
 
 
 def tables(n: int, d: int, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ LOG2E = 1.4426950408889634
 CONFIGS = {
     "default": dict(BR=32, BC=64),
     "sm_80": dict(BR=64, BC=128, stages=2, workers=4),
-    "sm_90a": dict(BR=64, BC=128, stages=2, workers=4),
+    "sm_90a": dict(BR=64, BC=128, stages=2, workers=4, schedule="warp"),
     "gfx942": dict(BR=64, BC=128, workers=4),
     "gfx950": dict(BR=64, BC=128, workers=4),
     "apple": dict(BR=32, BC=64, stages=2, workers=4),
@@ -148,7 +148,9 @@ def row_plan(rows: int, cols: int) -> dict | None:
     if cols % 16 or cols > ROW_MAX:
         return None
     k = next((k for k in (64, 32) if cols % (64 * k) == 0), 16)
-    return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, min(8, rows // 2048)))
+    # up to 16 rows per block, so that the next rows' loads overlap the compute: long rows leave room for one
+    # block per SM, and a block's first load is exposed once per RPB rows
+    return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, min(16, rows // 256)))
 
 
 def softmax(x, *, backend=None, **config):

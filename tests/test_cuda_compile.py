@@ -41,14 +41,14 @@ def test_every_kernel_compiles(workload, shape, target):
     if why:
         pytest.skip(why)
     s = workload.parse(shape)
-    args = workload.inputs(s, np.random.default_rng(0))
-    gen, c = build(workload.kernel(s), args, target, **workload.consts(s))
+    kfn, args, consts = workload.main(s, workload.inputs(s, np.random.default_rng(0)))
+    gen, c = build(kfn, args, target, **consts)
     res = c.resources[gen.name]
     assert res.spills == 0 and res.stack_frame == 0, f"{gen.name} on {target}: {res}"
     assert 0 < res.registers <= 255
     assert gen.schedule.smem_bytes <= targets.target(target).shared_bytes
     # a kernel that multiplies matrices does it on the tensor cores
-    if any(op.name == "mma" for op, _ in workload.kernel(s).trace(args, target, **workload.consts(s)).walk()):
+    if any(op.name == "mma" for op, _ in kfn.trace(args, target, **consts).walk()):
         assert re.search(r"\b(HMMA|HGMMA|QGMMA)\.", c.sass()), f"{gen.name} on {target}: no HMMA/HGMMA/QGMMA in SASS"
 
 

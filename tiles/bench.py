@@ -100,6 +100,26 @@ def measure(step: Callable[[int], object], *, sets: int = 1, clock=None, warmup:
     return Timing(statistics.median(samples), runs, sets, clock.name)
 
 
+COPY_BYTES = 1 << 30   # the device-to-device copy that measures the copy bandwidth: far beyond any cache
+
+
+def copy_bandwidth(vendor: str, clock) -> tuple[str, Timing, float] | None:
+    """(label, timing, bytes read + written) of a large device-to-device copy (torch copy_), the yardstick of
+    the memory-bound kernels measured in the same run; None where torch reaches no GPU of that vendor."""
+    lib = _library(vendor, lambda s, sets, fw: _copy_setup(fw))
+    if lib is None:
+        return None
+    label, step, _ = lib({}, 1)
+    return label, measure(step, clock=clock), 2.0 * COPY_BYTES
+
+
+def _copy_setup(framework):
+    t, dev = framework
+    src = t.empty(COPY_BYTES, dtype=t.uint8, device=dev).random_()
+    dst = t.empty_like(src)
+    return f"device copy {COPY_BYTES >> 20} MiB (torch copy_)", lambda i: dst.copy_(src)
+
+
 # ---------------------------------------------------------------- workloads
 
 @dataclass
@@ -167,6 +187,15 @@ class Workload:
     def consts(self, s: dict) -> dict:
         return {}
 
+    def launches(self, s: dict, args: list) -> list[tuple]:
+        """The launches of one run, in order, as (kernel, its arguments, its constants): one kernel over all
+        of `args` unless a workload needs several (attention backward)."""
+        return [(self.kernel(s), args, self.consts(s))]
+
+    def main(self, s: dict, args: list) -> tuple:
+        """The launch of `kernel(s)`: what `inspect` and the compile-only rows describe."""
+        return next(x for x in self.launches(s, args) if x[0] is self.kernel(s))
+
     def flops(self, s: dict) -> float | None:
         """FLOPs of one run: compute-bound workloads report TFLOP/s and % of the matrix peak."""
         return None
@@ -183,10 +212,11 @@ class Workload:
         """None if the kernel can run for this target (None: the reference), else why not."""
         return None
 
-    def baseline(self, vendor: str):
-        """The vendor library doing the same job, where torch reaches it here: a function
-        (s, sets) -> (label, step(i), sync) over `sets` fresh device input sets; else None."""
-        return None
+    def baselines(self, vendor: str) -> list:
+        """What the vendor ships for the same job, where torch reaches it here: functions
+        (s, sets) -> (label, step(i), sync) over `sets` fresh device input sets, the first the one the issue
+        compares against; [] where none runs here."""
+        return []
 
     def sample_rows(self, s: dict, rng: np.random.Generator):
         """None (check every row) when the float64 reference is cheap, else sorted row indices that
@@ -243,7 +273,7 @@ class Gemm(Workload):
         from .kernels.gemm import flops
         return flops(s["M"], s["N"], s["K"])
 
-    def baseline(self, vendor):
+    def baselines(self, vendor):
         def setup(s, sets, framework):
             t, dev = framework
             dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
@@ -254,7 +284,7 @@ class Gemm(Workload):
             if s.get("bt"):
                 return label, lambda i: t.matmul(ab[i][0], ab[i][1].T)
             return label, lambda i: t.matmul(*ab[i])
-        return _library(vendor, setup)
+        return _libraries(vendor, setup)
 
 
 class Attention(Workload):
@@ -303,7 +333,7 @@ class Attention(Workload):
         from .kernels.attention import flops
         return flops(s["B"], s["H"], s["N"], s["D"], bool(s.get("causal")))
 
-    def baseline(self, vendor):
+    def baselines(self, vendor):
         def setup(s, sets, framework):
             t, dev = framework
             dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
@@ -325,7 +355,7 @@ class Attention(Workload):
                 except RuntimeError:
                     pass
             return plain, lambda i: sdpa(*qkv[i], is_causal=causal, enable_gqa=gqa)
-        return _library(vendor, setup)
+        return _libraries(vendor, setup)
 
 
 class GemmFp8(Gemm):
@@ -365,9 +395,9 @@ class GemmFp8(Gemm):
     def consts(self, s):
         return {}
 
-    def baseline(self, vendor):
+    def baselines(self, vendor):
         if vendor != "nvidia":
-            return None
+            return []
 
         def setup(s, sets, framework):
             t, dev = framework
@@ -376,7 +406,7 @@ class GemmFp8(Gemm):
                    t.randn(s["N"], s["K"], device=dev).to(t.float8_e4m3fn)) for _ in range(sets)]
             return "cuBLASLt (torch._scaled_mm)", lambda i: t._scaled_mm(ab[i][0], ab[i][1].T, one, one,
                                                                           out_dtype=t.bfloat16)
-        return _library(vendor, setup)
+        return _libraries(vendor, setup)
 
 
 class Softmax(Workload):
@@ -385,22 +415,31 @@ class Softmax(Workload):
     syntax = "RxC[,bf16|f16]  (softmax over each of R rows of C elements)"
     pattern = r"(?P<R>\d+)x(?P<C>\d+)(?:,(?P<flags>[\w,]+))?"
     default_shapes = ("16384x4096", "4096x32768")
-    small_shapes = ("100x300", "33x1000,f16")
+    small_shapes = ("100x300", "33x1000,f16", "20x96")
+
+    def plan(self, s):
+        """The one-pass kernel's constants where the row fits on chip, else None (kernels/softmax.py)."""
+        from .kernels.softmax import row_plan
+        return row_plan(s["R"], s["C"])
 
     def kernel(self, s):
-        from .kernels.softmax import softmax_fwd
-        return softmax_fwd
+        from .kernels import softmax
+        return softmax.softmax_fwd if self.plan(s) is None else softmax.softmax_rows
+
+    def consts(self, s):
+        return self.plan(s) or {}
 
     def inputs(self, s, rng):
-        return [poisoned((s["R"], s["C"]), s["dtype"]), random_array((s["R"], s["C"]), s["dtype"], rng, 3.0)]
+        return _row_views(self.plan(s), [poisoned((s["R"], s["C"]), s["dtype"]),
+                                         random_array((s["R"], s["C"]), s["dtype"], rng, 3.0)])
 
     def outputs(self, s):
         return [Output("Y", 0, s["dtype"], 0)]
 
     def reference(self, s, args, rows=None):
-        x = (args[1] if rows is None else args[1][rows]).astype(np.float64)
+        x = _rows_of(args[1], s["C"], rows)
         e = np.exp(x - x.max(-1, keepdims=True))
-        return [e / e.sum(-1, keepdims=True)]
+        return [_as_view(e / e.sum(-1, keepdims=True), args[0])]
 
     def row_count(self, s):
         return s["R"]
@@ -409,13 +448,12 @@ class Softmax(Workload):
         from .kernels.softmax import bytes_moved
         return bytes_moved(s["R"], s["C"], 2)
 
-    def baseline(self, vendor):
-        def setup(s, sets, framework):
-            t, dev = framework
+    def baselines(self, vendor):
+        def make(s, sets, t, dev):
             dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
-            xs = [t.randn(s["R"], s["C"], dtype=dt, device=dev) for _ in range(sets)]
-            return "torch.softmax", lambda i: t.softmax(xs[i], -1)
-        return _library(vendor, setup)
+            return (lambda x: t.softmax(x, -1)), [(t.randn(s["R"], s["C"], dtype=dt, device=dev),)
+                                                   for _ in range(sets)]
+        return _eager_and_compiled(vendor, "softmax", make)
 
 
 class Rotary(Workload):
@@ -480,6 +518,23 @@ class Rotary(Workload):
         from .kernels.rotary import bytes_moved
         return bytes_moved(s["B"], s["H"], s["Hkv"], s["N"], s["D"])
 
+    def baselines(self, vendor):
+        def make(s, sets, t, dev):
+            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            b, h, hk, n, d = s["B"], s["H"], s["Hkv"], s["N"], s["D"]
+            cos, sin = t.randn(n, d // 2, dtype=dt, device=dev), t.randn(n, d // 2, dtype=dt, device=dev)
+
+            def rotate(x):
+                if s.get("interleaved"):
+                    a, b = x.unflatten(-1, (-1, 2)).unbind(-1)
+                    return t.stack([a * cos - b * sin, b * cos + a * sin], -1).flatten(-2)
+                a, b = x.chunk(2, -1)
+                return t.cat([a * cos - b * sin, b * cos + a * sin], -1)
+            return (lambda q, k: (rotate(q), rotate(k))), [
+                (t.randn(b, h, n, d, dtype=dt, device=dev), t.randn(b, hk, n, d, dtype=dt, device=dev))
+                for _ in range(sets)]
+        return _eager_and_compiled(vendor, "rotary on q and k", make)
+
 
 class LayerNorm(Workload):
     name = "layernorm"
@@ -487,28 +542,40 @@ class LayerNorm(Workload):
     syntax = "RxC[,bf16|f16]  (H = residual + X, Y = layernorm(H) * W + B over each of R rows; no dropout)"
     pattern = Softmax.pattern
     default_shapes = ("16384x4096", "4096x16384")
-    small_shapes = ("100x300", "33x1000,f16")
+    small_shapes = ("100x300", "33x1000,f16", "20x96")
+
+    def plan(self, s):
+        """The one-pass kernel's constants where the row fits on chip, else None (kernels/layernorm.py)."""
+        from .kernels.layernorm import launch_plan
+        return launch_plan(s["R"], s["C"])
 
     def kernel(self, s):
-        from .kernels.layernorm import layernorm_fwd
-        return layernorm_fwd
+        from .kernels import layernorm
+        return layernorm.layernorm_fwd if self.plan(s) is None else layernorm.layernorm_rows
+
+    def consts(self, s):
+        return self.plan(s) or {}
 
     def inputs(self, s, rng):
-        r, c, dt = s["R"], s["C"], s["dtype"]
-        return [poisoned((r, c), dt), poisoned((r, c), dt), random_array((r, c), dt, rng),
-                random_array((r, c), dt, rng, 2.0), random_array((c,), dt, rng), random_array((c,), dt, rng),
-                1e-5, 0.0, 0, 0]
+        r, c, dt, plan = s["R"], s["C"], s["dtype"], self.plan(s)
+        rows = _row_views(plan, [poisoned((r, c), dt), poisoned((r, c), dt), random_array((r, c), dt, rng),
+                                 random_array((r, c), dt, rng, 2.0)])
+        wb = [random_array((c,), dt, rng), random_array((c,), dt, rng)]
+        if plan is None:
+            return rows + wb + [1e-5, 0.0, 0, 0]      # p, seed, offset: no dropout
+        return rows + [x.reshape(-1, plan["K"]) for x in wb] + [1e-5]
 
     def outputs(self, s):
         return [Output("Y", 0, s["dtype"], 0), Output("H", 1, s["dtype"], 0)]
 
     def reference(self, s, args, rows=None):
-        x, res = (a if rows is None else a[rows] for a in args[2:4])
+        x, res = (_rows_of(a, s["C"], rows) for a in args[2:4])
+        w, b = (a.reshape(-1).astype(np.float64) for a in args[4:6])
         dt = dtypes.of(s["dtype"])
-        h = dt.round(res.astype(np.float64) + x.astype(np.float64)).astype(np.float64)  # H as stored
+        h = dt.round(res + x).astype(np.float64)   # H as stored
         mean = h.mean(-1, keepdims=True)
         y = (h - mean) / np.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + np.float32(args[6]))
-        return [y * args[4].astype(np.float64) + args[5].astype(np.float64), h]
+        return [_as_view(y * w + b, args[0]), _as_view(h, args[1])]
 
     def row_count(self, s):
         return s["R"]
@@ -517,15 +584,152 @@ class LayerNorm(Workload):
         from .kernels.layernorm import bytes_moved
         return bytes_moved(s["R"], s["C"], 2)
 
-    def baseline(self, vendor):
-        def setup(s, sets, framework):
-            t, dev = framework
+    def baselines(self, vendor):
+        def make(s, sets, t, dev):
             dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
             r, c = s["R"], s["C"]
-            xs = [[t.randn(r, c, dtype=dt, device=dev) for _ in range(2)] for _ in range(sets)]
             w, b = t.randn(c, dtype=dt, device=dev), t.randn(c, dtype=dt, device=dev)
-            return "torch add + layer_norm", lambda i: t.nn.functional.layer_norm(xs[i][0] + xs[i][1], (c,), w, b)
-        return _library(vendor, setup)
+
+            def fused(x, res):   # H and Y, as ours returns them
+                h = x + res
+                return h, t.nn.functional.layer_norm(h, (c,), w, b)
+            return fused, [(t.randn(r, c, dtype=dt, device=dev), t.randn(r, c, dtype=dt, device=dev))
+                           for _ in range(sets)]
+        return _eager_and_compiled(vendor, "add + layer_norm", make)
+
+
+class AttentionBwd(Attention):
+    """dQ, dK, dV from Q, K, V, O, dO and the forward's log-sum-exp: three launches (kernels/attention_bwd.py).
+
+    O and LSE are stand-ins with the forward's statistics, not its outputs (those would cost the host a whole
+    forward pass at the benchmark shapes): LSE_i = log(keys row i sees) + scale^2 |q_i|^2 / 2, the log of the
+    expected sum of exp(s_ij) over normal keys, so that each row of P sums to about 1; O random. The backward
+    is a function of what it is handed, and the float64 reference computes that function (on sampled rows:
+    dQ's query rows and dK's, dV's key rows need only the given LSE, no whole score matrix)."""
+    name = "attention_bwd"
+    syntax = "BxH[/Hkv]xNxD[,causal][,bf16|f16]  (backward of attention: dQ, dK, dV; Hkv: GQA; D 64 or 128)"
+    default_shapes = ("4x32x8192x128", "4x32x8192x128,causal", "16x16/4x4096x64,causal")
+    # D=64 only: at D=128 the kernel spills on sm_80 (kernels/attention_bwd.py), which CI's compile test refuses
+    small_shapes = ("1x2x80x64,causal", "1x4/2x72x64")
+
+    def kernel(self, s):
+        from .kernels.attention_bwd import attention_bwd
+        return attention_bwd
+
+    def inputs(self, s, rng):
+        b, h, hk, n, d, dt = s["B"], s["H"], s["Hkv"], s["N"], s["D"], s["dtype"]
+        q = random_array((b, h, n, d), dt, rng)
+        scale = 1.0 / math.sqrt(d)
+        seen = np.arange(1, n + 1) if s.get("causal") else np.full(n, n)
+        lse = np.log(seen) + 0.5 * scale ** 2 * np.square(q.astype(np.float64)).sum(-1)
+        return [poisoned((b, h, n, d), dt), poisoned((b, hk, n, d), dt), poisoned((b, hk, n, d), dt),
+                poisoned((b, h, n, d), "f32"), poisoned((b, h, n), "f32"),              # dQ accumulator, Delta
+                q, random_array((b, hk, n, d), dt, rng), random_array((b, hk, n, d), dt, rng),
+                random_array((b, h, n, d), dt, rng, 0.3), random_array((b, h, n, d), dt, rng),   # O, dO
+                lse.astype(np.float32), scale]
+
+    def launches(self, s, args):
+        from .kernels import attention_bwd as ab
+        dq, dk, dv, acc, delta, q, k, v, o, do, lse, scale = args
+        d, causal = s["D"], bool(s.get("causal"))
+        return [(ab.attention_bwd_pre, [delta, acc, o, do], {"D": d}),
+                (ab.attention_bwd, [dk, dv, acc, q, k, v, do, lse, delta, scale], {"D": d, "causal": causal}),
+                (ab.attention_bwd_dq, [dq, acc], {"D": d})]
+
+    def outputs(self, s):
+        return [Output("dQ", 0, s["dtype"], 2), Output("dK", 1, s["dtype"], 2), Output("dV", 2, s["dtype"], 2)]
+
+    def reference(self, s, args, rows=None):
+        q, k, v, o, do = (a.astype(np.float64) for a in args[5:10])
+        lse, scale = args[10].astype(np.float64), float(np.float32(args[11]))
+        n, g = s["N"], s["H"] // s["Hkv"]
+        rows = np.arange(n) if rows is None else np.asarray(rows)
+        grouped = lambda x: x.reshape(x.shape[0], -1, g, *x.shape[2:])   # noqa: E731  query heads by kv head
+        each = lambda x: x[:, :, None]                                    # noqa: E731  a kv head for its group
+        t = lambda x: x.swapaxes(-1, -2)                                  # noqa: E731
+        delta = grouped((do * o).sum(-1))                                 # (B, Hkv, G, N)
+        # seen[r, i]: query row rows[r] sees key i / key row rows[r] is seen by query i
+        sees = np.arange(n)[None, :] <= rows[:, None] if s.get("causal") else np.ones((len(rows), n), bool)
+        seen = np.arange(n)[None, :] >= rows[:, None] if s.get("causal") else sees
+        # query rows: P, dS (B, Hkv, G, rows, N); dQ = scale dS K
+        p = np.where(sees, np.exp(grouped(q[:, :, rows]) @ t(each(k)) * scale - grouped(lse[:, :, rows])[..., None]),
+                     0.0)
+        ds = p * (grouped(do[:, :, rows]) @ t(each(v)) - delta[..., rows, None])
+        dq = scale * ds @ each(k)
+        # key rows: P^T, dS^T (B, Hkv, G, rows, N); dV = P^T dO, dK = scale dS^T Q, summed over the group
+        p = np.where(seen, np.exp(each(k[:, :, rows]) @ t(grouped(q)) * scale - grouped(lse)[..., None, :]), 0.0)
+        ds = p * (each(v[:, :, rows]) @ t(grouped(do)) - delta[..., None, :])
+        return [dq.reshape(q.shape[0], q.shape[1], len(rows), q.shape[3]), scale * (ds @ grouped(q)).sum(2),
+                (p @ grouped(do)).sum(2)]
+
+    def flops(self, s):
+        from .kernels.attention_bwd import flops
+        return flops(s["B"], s["H"], s["N"], s["D"], bool(s.get("causal")))
+
+    def baselines(self, vendor):
+        """Only the backward is timed: each input set's forward runs once, outside the timed region."""
+        def setup(backend):
+            def run(s, sets, framework):
+                t, dev = framework
+                dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+                b, h, hk, n, d = s["B"], s["H"], s["Hkv"], s["N"], s["D"]
+                sdpa = t.nn.functional.scaled_dot_product_attention
+                graphs = []
+                for _ in range(sets):
+                    qkv = [t.randn(b, x, n, d, dtype=dt, device=dev, requires_grad=True) for x in (h, hk, hk)]
+                    if backend is None:
+                        out = sdpa(*qkv, is_causal=bool(s.get("causal")), enable_gqa=hk != h)
+                    else:
+                        from torch.nn.attention import sdpa_kernel
+                        with sdpa_kernel(getattr(t.nn.attention.SDPBackend, backend)):
+                            out = sdpa(*qkv, is_causal=bool(s.get("causal")), enable_gqa=hk != h)
+                    graphs.append((out, qkv, t.randn_like(out)))
+
+                def step(i):
+                    out, qkv, do = graphs[i]
+                    return t.autograd.grad(out, qkv, do, retain_graph=True)
+                step(0)   # a backend that cannot take the shape fails here, before timing
+                label = {"CUDNN_ATTENTION": "cuDNN SDPA bwd", "FLASH_ATTENTION": "flash SDPA bwd"}.get(
+                    backend, "torch SDPA bwd")
+                return f"{label} (torch)", step
+            return run
+        if vendor == "nvidia":
+            return _libraries(vendor, setup("CUDNN_ATTENTION"), setup("FLASH_ATTENTION"))
+        return _libraries(vendor, setup(None))
+
+
+def _row_views(plan: dict | None, arrays: list) -> list:
+    """(R, C) arrays as the one-pass row kernels take them, (R, C/K, K), where a plan says so."""
+    return arrays if plan is None else [a.reshape(a.shape[0], -1, plan["K"]) for a in arrays]
+
+
+def _rows_of(a: np.ndarray, cols: int, rows=None) -> np.ndarray:
+    """float64 (rows, C) of an (R, C) array or its (R, C/K, K) view, all rows or the sampled ones."""
+    return (a if rows is None else a[rows]).reshape(-1, cols).astype(np.float64)
+
+
+def _as_view(x: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """(rows, C) reference values laid out as the output `like` is (2-D, or the (R, C/K, K) view)."""
+    return x.reshape((x.shape[0],) + like.shape[1:])
+
+
+def _eager_and_compiled(vendor: str, what: str, make) -> list:
+    """The same torch function eager and under torch.compile; make(s, sets, torch, device) -> (fn, argument
+    tuples per input set). The compile happens at setup, outside the timed region."""
+    def setup(compiled):
+        def run(s, sets, framework):
+            t, dev = framework
+            fn, argsets = make(s, sets, t, dev)
+            if compiled:
+                fn = t.compile(fn, dynamic=False)
+                fn(*argsets[0])
+            return f"torch{'.compile' if compiled else ' eager'} ({what})", lambda i: fn(*argsets[i])
+        return run
+    return _libraries(vendor, setup(False), setup(True))
+
+
+def _libraries(vendor: str, *setups) -> list:
+    return [x for x in (_library(vendor, f) for f in setups) if x is not None]
 
 
 def _library(vendor: str, setup):
@@ -544,7 +748,8 @@ def _library(vendor: str, setup):
     return lambda s, sets: (*setup(s, sets, (torch, dev)), sync)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), GemmFp8(), Attention(), Softmax(), Rotary(), LayerNorm())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), GemmFp8(), Attention(), AttentionBwd(), Softmax(),
+                                                       Rotary(), LayerNorm())}
 
 
 def workload(name: str) -> Workload:

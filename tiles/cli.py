@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import math
 import os
 import shutil
 import sys
@@ -131,7 +132,8 @@ def run_cpu(w: bench.Workload, s: dict, label: str, b: registry.Backend, host) -
         return row
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in host()]
     try:
-        run_on(b, w.kernel(s), *args, **w.consts(s))
+        for kfn, a, consts in w.launches(s, args):
+            run_on(b, kfn, *a, **consts)
     except Exception as e:  # noqa: BLE001 - a backend that cannot run a kernel is a failed row, not a crash
         return _failed(row, e)
     return _checked(row, w.check_outputs(s, args))
@@ -139,7 +141,8 @@ def run_cpu(w: bench.Workload, s: dict, label: str, b: registry.Backend, host) -
 
 def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host, rng,
                time_it: bool) -> list[Row]:
-    """The device row (checked, then timed over rotating inputs) and the vendor library's row."""
+    """The device row (checked, then timed over rotating inputs), then for memory-bound work the device copy of
+    the same run, then each vendor library's row."""
     row = Row(w.name, label, b.name, b.kind, _attr(b, "device"), _attr(b, "target"))
     if _skipped(w, s, row):
         return [row]
@@ -147,7 +150,8 @@ def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host
     try:
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in host]
         sample = w.sample_rows(s, rng)
-        run_on(b, w.kernel(s), *args, **w.consts(s))
+        for kfn, a, consts in w.launches(s, args):
+            run_on(b, kfn, *a, **consts)
         _checked(row, w.check_outputs(s, args, sample))
         if sample is not None:
             row.note = f"checked on {len(sample)} sampled rows"
@@ -161,31 +165,57 @@ def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host
                                                                                    or (lambda: None))
     t = _time_ours(w, s, b, host, rng, n_sets, clock)
     dev = targets.device_for(row.device)
-    _timed(row, t, w, s, dev)
-    lib = w.baseline(vendor) if vendor else None
-    if lib is None:
-        return [row]
-    lrow = Row(w.name, label, "vendor library", "library", row.device, row.target)
-    try:
-        lrow.backend, step, sync = lib(s, n_sets)
-        tl = bench.measure(step, sets=n_sets, clock=clock if vendor != "apple" else bench.HostClock(sync))
-    except Exception as e:  # noqa: BLE001 - a library that cannot do this shape leaves our row standing
-        lrow.kind, lrow.note = "skipped", f"{type(e).__name__}: {str(e).strip()[:200]}"
-        return [row, lrow]
-    row.vs_lib = tl.median_s / t.median_s
-    return [row, _timed(lrow, tl, w, s, dev)]
+    copy = _copy_row(w, s, label, row, vendor, clock)
+    _timed(row, t, w, s, dev, copy)
+    rows = [row] + ([copy] if copy else [])
+    for lib in w.baselines(vendor) if vendor else []:
+        lrow = Row(w.name, label, "vendor library", "library", row.device, row.target)
+        try:
+            lrow.backend, step, sync = lib(s, n_sets)
+            tl = bench.measure(step, sets=n_sets, clock=clock if vendor != "apple" else bench.HostClock(sync))
+        except Exception as e:  # noqa: BLE001 - a library that cannot do this shape leaves our row standing
+            lrow.kind, lrow.note = "skipped", f"{type(e).__name__}: {str(e).strip()[:200]}"
+            rows.append(lrow)
+            continue
+        lrow.vs_lib = tl.median_s / t.median_s
+        row.vs_lib = min(row.vs_lib or math.inf, lrow.vs_lib)   # against the fastest library
+        rows.append(_timed(lrow, tl, w, s, dev, copy))
+    return rows
+
+
+_COPY: dict = {}   # the copy bandwidth measured once per device and process
+
+
+def _copy_row(w: bench.Workload, s: dict, label: str, row: Row, vendor: str | None, clock) -> Row | None:
+    """For a memory-bound workload on a GPU, the device-to-device copy of the same run: its bandwidth is what
+    `% copy` compares with."""
+    if w.flops(s) or vendor not in ("nvidia", "amd"):
+        return None
+    if row.device not in _COPY:
+        _COPY[row.device] = bench.copy_bandwidth(vendor, clock)
+    if _COPY[row.device] is None:
+        return None
+    name, t, nbytes = _COPY[row.device]
+    return Row(w.name, label, name, "library", row.device, row.target, time_s=t.median_s,
+               gbs=nbytes / t.median_s / 1e9, copy_pct=100.0,
+               note=f"median of {t.runs}, {t.clock}; bytes read + written")
 
 
 def _time_ours(w: bench.Workload, s: dict, b: registry.Backend, host: list, rng, n_sets: int, clock) -> bench.Timing:
     """Our kernel over n_sets device input sets (freed on return, before the library allocates its own)."""
     sets = [[b.asarray(a) if isinstance(a, np.ndarray) else a for a in (host if i == 0 else w.inputs(s, rng))]
             for i in range(n_sets)]
-    kfn, consts = w.kernel(s), w.consts(s)
-    return bench.measure(lambda i: b.launch(kfn, sets[i], **consts), sets=n_sets, clock=clock)
+    launches = [w.launches(s, args) for args in sets]
+
+    def step(i):
+        for kfn, a, consts in launches[i]:
+            b.launch(kfn, a, **consts)
+    return bench.measure(step, sets=n_sets, clock=clock)
 
 
-def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev) -> Row:
-    """Time, rate and % of the device's peak: matrix TFLOP/s for compute-bound work, else memory GB/s."""
+def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev, copy: Row | None = None) -> Row:
+    """Time, rate and % of the device's peak: matrix TFLOP/s for compute-bound work, else memory GB/s, also
+    as a share of the copy bandwidth measured in the same run."""
     row.time_s = t.median_s
     if w.flops(s):
         row.tflops = w.flops(s) / t.median_s / 1e12
@@ -195,6 +225,8 @@ def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev) -> Row:
         row.gbs = w.bytes(s) / t.median_s / 1e9
         if dev is not None:
             row.peak_pct = 100 * row.gbs / (dev.mem_bw_tbs * 1e3)
+        if copy is not None:
+            row.copy_pct = 100 * row.gbs / copy.gbs
     timing = f"median of {t.runs}, {t.sets} input set{'s' * (t.sets > 1)}, {t.clock}"
     row.note = f"{row.note}; {timing}" if row.note else timing
     if dev is None:
@@ -233,7 +265,8 @@ def compile_row(w: bench.Workload, s: dict, label: str, target: str, host) -> Ro
     if _skipped(w, s, row):
         return row
     try:
-        st = tc.static(w.kernel(s), host(), target, **w.consts(s))
+        kfn, args, consts = w.main(s, host())
+        st = tc.static(kfn, args, target, **consts)
     except tc.NoToolchain as e:
         row.kind, row.note = "skipped", str(e)
         return row
@@ -269,7 +302,9 @@ def _kernels_without_workload() -> list[str]:
 
     from . import kernels
     from .dsl import KernelFn
-    covered = {w.kernel(w.parse(t)).__name__ for w in bench.WORKLOADS.values() for t in w.small_shapes}
+    rng = np.random.default_rng(0)
+    covered = {kfn.__name__ for w in bench.WORKLOADS.values() for t in w.small_shapes
+               for kfn, _, _ in w.launches(w.parse(t), w.inputs(w.parse(t), rng))}
     out = []
     for m in pkgutil.iter_modules(kernels.__path__):
         mod = importlib.import_module(f"tiles.kernels.{m.name}")
@@ -353,7 +388,8 @@ def cmd_inspect(a) -> int:
     if a.emit:
         if not a.target:
             raise ValueError(f"--emit {a.emit} needs --target (one of {', '.join(targets.TARGETS)})")
-        print(tc.emit(w.kernel(s), host, targets.target(a.target).name, a.emit, **w.consts(s)))
+        kfn, args, consts = w.main(s, host)
+        print(tc.emit(kfn, args, targets.target(a.target).name, a.emit, **consts))
         return 0
     names = [t.strip() for t in a.targets.split(",") if t.strip()]
     for t in names:
@@ -365,7 +401,8 @@ def cmd_inspect(a) -> int:
     for t in names:
         prog.doing(f"compile {t}")
         try:
-            st = tc.static(w.kernel(s), host, t, **w.consts(s))
+            kfn, args, consts = w.main(s, host)
+            st = tc.static(kfn, args, t, **consts)
             rows.append((t, st.compiler, str(st.threads), st.registers,
                          "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,
                          st.occupancy, st.mma, "?" if st.code_bytes is None else f"{st.code_bytes / 1024:.1f} KB",

@@ -26,7 +26,9 @@ class Row:
     tflops: float | None = None
     gbs: float | None = None       # memory-bound kernels: GB/s of the least traffic
     peak_pct: float | None = None  # of the device's dense matrix peak for the input dtype, or of its bandwidth
-    vs_lib: float | None = None    # library time / our time: above 1 is faster than the vendor library
+    vs_lib: float | None = None    # library time / our time (above 1: ours is faster); on our row against the
+                                   # fastest library of the run, on a library row against that library
+    copy_pct: float | None = None  # memory-bound kernels: of the device-to-device copy measured in the same run
     note: str = ""                 # static resources of compile-only rows, why a row was skipped, what failed
     machine: str = ""
 
@@ -54,7 +56,9 @@ COLUMNS = (
     ("device", lambda r: r.device), ("target", lambda r: r.target),
     ("max err", lambda r: _num(r.max_abs, ".2e")), ("rel err", lambda r: _num(r.rel_err, ".2e")),
     ("check", _check), ("time", _time), ("TFLOP/s", lambda r: _num(r.tflops, ".1f")),
-    ("GB/s", lambda r: _num(r.gbs, ".0f")), ("% peak", lambda r: _num(r.peak_pct, ".1f")), ("vs lib", lambda r: _num(r.vs_lib, ".2f") + ("x" if r.vs_lib else "")),
+    ("GB/s", lambda r: _num(r.gbs, ".0f")), ("% peak", lambda r: _num(r.peak_pct, ".1f")),
+    ("% copy", lambda r: _num(r.copy_pct, ".1f")),
+    ("vs lib", lambda r: _num(r.vs_lib, ".2f") + ("x" if r.vs_lib else "")),
     ("machine", lambda r: r.machine), ("notes", lambda r: r.note),
 )
 
