@@ -67,8 +67,14 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
   const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
   // K steps stay a loop when A comes from LDS: unrolled, the scheduler hoists every step's LDS reads
   // and runs out of registers next to a large accumulator. A register A needs static indices: unrolled.
+  // B read down its columns in E <= 4 single reads per fragment (gfx942's 16-bit MFMAs) unrolls too: the
+  // sched_barrier per fragment bounds the hoisting, and each step's addresses become immediate offsets
+  // of the registers other MMAs over tiles of that shape already hold (gfx942 attention backward:
+  // 255 VGPR + 0 AGPR instead of 256 + 51). With E = 8 (gfx950) the unrolled steps cost more registers
+  // than they share (256 + 37 -> 256 + 75): a loop. Measured in the compile report, not timed.
+  constexpr bool UNROLL = is_rt<A>::value || (!TB && E <= 4);
 #if !defined(TILES_EMU)
-#pragma unroll(is_rt<A>::value ? KDIM / KS : 1)
+#pragma unroll(UNROLL ? KDIM / KS : 1)
 #endif
   for (int kk = 0; kk < KDIM / KS; ++kk) {
     T af[D::FM][E];
