@@ -102,7 +102,7 @@ class _Emitter:
                 params.append(f"TC_GL_PARAMS({ctype(p.dtype)}, {p.name})")
             else:
                 params.append(f"{ctype(p.dtype)} {p.name}")
-        params += [f"const __grid_constant__ tc::tma_map {t.map}" for t in self.s.tma]
+        params += [f"const __grid_constant__ tc::tma_map {t.map}" for t in self.s.maps]
         w("extern \"C\" __global__ void " +
           ("__launch_bounds__(NUM_WARPS * 32 + 128, 1)" if ws else "__launch_bounds__(NUM_WARPS * 32)"))
         with w.block(f"{k.name}({', '.join(params)}) {{"):
@@ -124,6 +124,12 @@ class _Emitter:
     def warp_specialized(self):
         """Producer warpgroup: the pipelined loads as TMA. Consumers: everything else, as the warp schedule."""
         w = self.w
+        st = self.s.store
+        if st:
+            src = next(t for t in self.k.tiles if t.name == self.s.store_src)
+            gl = next(p for p in self.k.params if p.name == st.gl)
+            w(f"auto& {src.name}_staging = *smem.alloc<tc::st<{ctype(gl.dtype)}, {src.rows}, {src.cols}>>();"
+              f"  // what the epilogue's TMA store reads")
         w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
         w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
@@ -155,6 +161,8 @@ class _Emitter:
             if self.s.persistent:
                 self.barrier_pending = False   # the last tile's readers of shared tiles precede this one
             self.stmts(self.k.body)
+        if st:
+            w("tc::store_tma_wait();")
         w.depth -= 1
         w("}")
 
@@ -269,7 +277,10 @@ class _Emitter:
         if writes_shared:
             self.sync()  # no warp may still be reading the tile's old contents
         name = op.name
-        if name in ("load", "store", "atomic_add"):
+        st = self.s.store
+        if name == "store" and st and dst.name == st.gl and srcs[0].name == self.s.store_src:
+            w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
+        elif name in ("load", "store", "atomic_add"):
             src = srcs[0]
             args = [dst.name, src.name] + ([self.idx(op)] if isinstance(dst, GL) or isinstance(src, GL) else [])
             w(f"tc::{name}({', '.join(args)});")

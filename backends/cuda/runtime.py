@@ -118,7 +118,7 @@ class TensorMapSpec:
     swizzle: str                    # CUtensorMapSwizzle name, the shared tile's mode
 
 
-def tensor_map_spec(k: ir.Kernel, load: schedules.TmaLoad, dtype: dtypes.DType, shape, strides) -> TensorMapSpec:
+def tensor_map_spec(k: ir.Kernel, load: schedules.TmaMap, dtype: dtypes.DType, shape, strides) -> TensorMapSpec:
     """The map of `load` over an array of this shape and element strides; a TileError where TMA cannot read it.
 
     Bounds need nothing more: TMA zero-fills the parts of a box outside `dims`, which is what tl.load means."""
@@ -166,9 +166,9 @@ def tensor_map_specs(k: ir.Kernel, sched: schedules.Schedule, args, pointer=poin
     """(spec, address) of every tensor map parameter of the schedule, in parameter order."""
     by_name = {p.name: (p, a) for p, a in zip(k.params, args)}
     out = []
-    for load in sched.tma:
-        p, a = by_name[load.gl]
-        out.append((tensor_map_spec(k, load, p.dtype, a.shape, _strides(a)), pointer(a)))
+    for m in sched.maps:
+        p, a = by_name[m.gl]
+        out.append((tensor_map_spec(k, m, p.dtype, a.shape, _strides(a)), pointer(a)))
     return out
 
 

@@ -39,12 +39,13 @@ GROUP_ROWS = 8            # a persistent 2-D grid walks its tiles in column-majo
 
 
 @dataclass(frozen=True)
-class TmaLoad:
-    """One pipelined GL->ST load issued as TMA: its tensor map is the kernel parameter `map`."""
+class TmaMap:
+    """One tile moved by TMA, a pipelined GL->ST load or the epilogue's store: its tensor map is the kernel
+    parameter `map`."""
     map: str          # parameter name, "<tile>_tma"
-    gl: str           # the global argument it reads
-    rows: int         # the tile; TMA's box is its rows by one swizzle panel of columns
-    cols: int
+    gl: str           # the global argument it reads or writes
+    rows: int         # TMA's box: this many rows by one swizzle panel of columns
+    cols: int         # the tile's columns
     panel_cols: int
     swizzle_bytes: int
     itemsize: int
@@ -61,14 +62,21 @@ class Schedule:
     stages: int           # pipeline depth (slots per pipelined shared tile)
     smem_bytes: int       # dynamic shared memory to launch with
     wgmma: bool = False   # sm_90a: block-level mma on warpgroup wgmma where the operands allow
-    tma: tuple[TmaLoad, ...] = ()   # non-empty: the warp-specialized schedule, one TMA producer warpgroup
+    tma: tuple[TmaMap, ...] = ()   # non-empty: the warp-specialized schedule, one TMA producer warpgroup
     stage_bytes: int = 0  # TMA bytes that fill one ring slot (all pipelined tiles of an iteration)
     note: str = ""        # why a requested schedule was not taken
     persistent: bool = False   # warp-specialized: one block per SM walks tl.grid's tiles, the ring running on
+    store: TmaMap | None = None   # the epilogue's store through a staging tile and TMA (persistent only)
+    store_src: str = ""           # the register tile it stores
 
     @property
     def warp_specialized(self) -> bool:
         return bool(self.tma)
+
+    @property
+    def maps(self) -> tuple[TmaMap, ...]:
+        """Every tensor map parameter, in parameter order."""
+        return self.tma + ((self.store,) if self.store else ())
 
     @property
     def threads(self) -> int:
@@ -133,13 +141,13 @@ def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
     return None
 
 
-def _tma_loads(k: ir.Kernel) -> tuple[TmaLoad, ...]:
+def _tma_loads(k: ir.Kernel) -> tuple[TmaMap, ...]:
     out = []
     for op in _pipeline_loads(k):
         t = op.dst
         row_bytes = t.cols * t.dtype.itemsize
         swz = next(b for b in (128, 64, 32) if row_bytes % b == 0)   # st's rule (types.cuh)
-        out.append(TmaLoad(f"{t.name}_tma", op.srcs[0].name, t.rows, t.cols, swz // t.dtype.itemsize, swz,
+        out.append(TmaMap(f"{t.name}_tma", op.srcs[0].name, t.rows, t.cols, swz // t.dtype.itemsize, swz,
                            t.dtype.itemsize))
     return tuple(out)
 
@@ -163,14 +171,14 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     stage_counts = [lp.stages for lp in _loops(k.body) if lp.kind == "pipeline" and lp.stages]
     stages = max(stage_counts or [k.options.get("stages", DEFAULT_STAGES)])
     piped = pipelined_tiles(k)
+    aligned = lambda n: -(-n // SMEM_ALIGN) * SMEM_ALIGN  # noqa: E731
+    piped_bytes = sum(aligned(t.rows * t.cols * t.dtype.itemsize) for t in piped)
     smem = SMEM_ALIGN  # slack to align the first tile
     for t in k.tiles:
-        if isinstance(t, (ST, SV)):
-            elems = t.rows * t.cols if isinstance(t, ST) else t.length
-            size = -(-elems * t.dtype.itemsize // SMEM_ALIGN) * SMEM_ALIGN
-            smem += size * (stages if t in piped else 1)
+        if isinstance(t, (ST, SV)) and t not in piped:
+            smem += aligned((t.rows * t.cols if isinstance(t, ST) else t.length) * t.dtype.itemsize)
     wgmma = target == "sm_90a" and bool(k.options.get("wgmma", True))
-    tma, note = (), ""
+    tma, note, store, persistent = (), "", None, False
     schedule = schedule or k.options.get("schedule", "warp_specialized")
     if schedule not in SCHEDULES:
         raise TileError(f"the CUDA backend has no schedule {schedule!r} ({', '.join(SCHEDULES)})", k.loc)
@@ -179,12 +187,34 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
         if not note:
             tma = _tma_loads(k)
             smem += SMEM_ALIGN   # the ring's mbarriers
+            persistent = bool(k.options.get("persistent", _accumulate_only(k)))
+            store = tma_store(k, warps) if persistent else None
+            if store:   # its staging tile, paid for with pipeline stages where need be (never below 2)
+                smem += aligned(store[0].cols * 16 * warps * 2)
+                while smem + stages * piped_bytes > max_smem and stages > 2:
+                    stages -= 1
+    smem += stages * piped_bytes
     if smem > max_smem:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
                         f"({stages} pipeline stages), more than the {max_smem} a block can have; "
                         f"use smaller tiles or fewer stages", k.loc)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
-                    note=note, persistent=bool(tma) and bool(k.options.get("persistent", _accumulate_only(k))))
+                    note=note, persistent=persistent, store=store[0] if store else None,
+                    store_src=store[1] if store else "")
+
+
+def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
+    """(map, register tile) when the kernel ends by storing a register tile of its consumers to a 2-byte global
+    in whole 128-byte swizzle panels: the persistent epilogue then hands it to TMA through a staging tile and
+    goes on to the next tile's main loop while the copy runs. Each consumer warpgroup stores its 64 rows."""
+    last = k.body[-1] if k.body else None
+    if not (isinstance(last, ir.Op) and last.name == "store" and isinstance(last.dst, GL)
+            and isinstance(last.srcs[0], RT)):
+        return None
+    t, g = last.srcs[0], last.dst
+    if g.dtype.itemsize != 2 or t.rows != 16 * warps or (t.cols * 2) % 128 or len(k.grid) != 2:
+        return None
+    return TmaMap(f"{g.name}_tma", g.name, 64, t.cols, 64, 128, 2), t.name
 
 
 def _loops(stmts):

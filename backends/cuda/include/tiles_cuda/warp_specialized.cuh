@@ -26,6 +26,34 @@ __device__ __forceinline__ bool is_producer() { return threadIdx.x >= TILES_CUDA
 __device__ __forceinline__ bool is_producer_leader() { return threadIdx.x == TILES_CUDA_CONSUMER_THREADS; }
 #endif
 
+// The persistent epilogue's store of a consumer register tile: each warpgroup writes its 64 rows into the
+// staging tile (waiting first until its previous store has read them) and one of its threads hands them to TMA,
+// one copy per swizzle panel; TMA writes only what lies inside the global. The warpgroup goes on to the next
+// tile's main loop while the copy runs. Named barriers 2 + warpgroup (1 is the consumers' block barrier).
+template <typename T, int R, int C, int NW>
+__device__ inline void store_tma(const tma_map* map, st<T, R, C>& staging, const rt<float, R, C, NW>& src, coord idx) {
+    using S = st<T, R, C>;
+    static_assert(R == 16 * NW && S::swizzle_bytes == 128, "a warpgroup stores 64 rows of 128-byte panels");
+    const int group = warp_id() / 4;
+    const bool leader = threadIdx.x % 128 == 0;
+    if (leader) tiles::sm90::tma_store_wait_read();
+    tiles::sm90::named_sync(2 + group, 128);
+    store(staging, src);   // each warp its 16 rows
+    tiles::sm90::fence_async_shared();
+    tiles::sm90::named_sync(2 + group, 128);
+    if (leader) {
+#pragma unroll
+        for (int p = 0; p < C / S::panel_cols; ++p)
+            tiles::sm90::tma_store(map, reinterpret_cast<const char*>(staging.data) + (p * R + 64 * group) * 128,
+                                   idx.c * C + p * S::panel_cols, idx.r * R + 64 * group, idx.d, idx.b);
+        tiles::sm90::tma_store_commit();
+    }
+}
+// Before the block exits: its stores have read the staging tile (shared memory goes with the block).
+__device__ __forceinline__ void store_tma_wait() {
+    if (threadIdx.x % 128 == 0) tiles::sm90::tma_store_wait_read();
+}
+
 // The persistent grid's order over a 2-D grid of tiles: column-major within groups of `group` rows, so that the
 // tiles in flight at once share A rows and B columns in L2 (rows x cols tiles, x the row index).
 struct tile2 {

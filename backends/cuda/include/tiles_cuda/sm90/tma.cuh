@@ -55,6 +55,11 @@ __device__ __forceinline__ void tma_store(const tensor_map* map, const void* src
                  "r"(smem_addr(src)), "r"(c0), "r"(c1)
                  : "memory");
 }
+__device__ __forceinline__ void tma_store(const tensor_map* map, const void* src, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Wait until the committed stores have finished reading shared memory (the tile may then be overwritten).
 __device__ __forceinline__ void tma_store_wait_read() {
