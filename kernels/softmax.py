@@ -125,13 +125,17 @@ def softmax_rows(Y, X, *, TR, K, RPB, staged):
             tl.load(x, xs)
         else:
             tl.load(x, X, (row, 0, 0))
-        tl.mul(x, x, LOG2E)
         tl.bounds_mask(x, x, X.rows, K, -math.inf)   # the tile rows past the row's end weigh nothing
         over_tile(whole, x, tl.row_max, tl.col_max)
+        tl.mul(whole, whole, LOG2E)
+        tl.mul(x, x, LOG2E)                          # with the next: one fused multiply-add per element
         tl.sub_row(x, x, whole)
         tl.exp2(x, x)
         over_tile(whole, x, tl.row_sum, tl.col_sum)
-        tl.div_row(x, x, whole)
+        tl.log2(whole, whole)                        # 1 / sum as exp2(-log2(sum)): one multiply per element
+        tl.mul(whole, whole, -1.0)                   # below instead of a division
+        tl.exp2(whole, whole)
+        tl.mul_row(x, x, whole)
         if staged:
             tl.store(ys, x)
             tl.store(Y, ys, (row, 0, 0))
@@ -148,9 +152,10 @@ def row_plan(rows: int, cols: int) -> dict | None:
     if cols % 16 or cols > ROW_MAX:
         return None
     k = next((k for k in (64, 32) if cols % (64 * k) == 0), 16)
-    # up to 16 rows per block, so that the next rows' loads overlap the compute: long rows leave room for one
-    # block per SM, and a block's first load is exposed once per RPB rows
-    return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, min(16, rows // 256)))
+    # Rows per block: long rows leave room for one block per SM, whose first load is exposed once per RPB rows
+    # (up to 16 per block); short rows have several blocks per SM hide it, and small blocks keep the last wave
+    # of the grid short.
+    return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, min(16, cols // 1024, rows // 256)))
 
 
 def softmax(x, *, backend=None, **config):

@@ -59,20 +59,12 @@ __device__ __forceinline__ void zip(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>&
 }
 
 // ---- the op vocabulary: unary and binary maps on rt and rv ------------------
-// exp2 is the MUFU instruction alone: exp2f adds a range fix-up for results below 2^-126 (subnormal floats,
-// here flushed to 0, far below every tolerance) that costs three more instructions per element, and softmax
-// and attention take one exp2 per element.
-__device__ __forceinline__ float ex2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 #define TC_UNARY(name, expr)                                                      \
     template <typename D, typename S> __device__ inline void name(D& dst, const S& src) { \
         map(dst, src, [](float x) { return expr; });                               \
     }
 TC_UNARY(exp, expf(x))
-TC_UNARY(exp2, ex2_approx(x))
+TC_UNARY(exp2, exp2f(x))
 TC_UNARY(log, logf(x))
 TC_UNARY(log2, log2f(x))
 TC_UNARY(abs, fabsf(x))
