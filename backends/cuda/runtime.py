@@ -30,11 +30,13 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
 # ---- checks (pure Python: testable without a GPU) ------------------------------------------------------------
 
+# Launch overhead: a launch asks each array for its address several times. torch builds its
+# __cuda_array_interface__ dict anew on every access (microseconds each), so its data_ptr() is asked first.
 def pointer(a) -> int:
-    if hasattr(a, "__cuda_array_interface__"):
-        return int(a.__cuda_array_interface__["data"][0])
     if callable(getattr(a, "data_ptr", None)):
         return int(a.data_ptr())
+    if hasattr(a, "__cuda_array_interface__"):
+        return int(a.__cuda_array_interface__["data"][0])
     raise TypeError(f"{type(a).__name__} is not a CUDA array")
 
 
@@ -53,7 +55,7 @@ def device_of(a) -> int | None:
 
 
 def is_cuda_array(a) -> bool:
-    return hasattr(a, "__cuda_array_interface__") or getattr(getattr(a, "device", None), "type", None) == "cuda"
+    return getattr(getattr(a, "device", None), "type", None) == "cuda" or hasattr(a, "__cuda_array_interface__")
 
 
 def check_launch(k: ir.Kernel, args, device: int = 0) -> dict:
@@ -259,6 +261,7 @@ class Runtime:
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.functions: dict = {}
         self.tensor_maps: dict = {}
+        self.streams: dict = {}
         self.prepared: dict = {}   # (id(kernel), schedule) -> (kernel, generated, function)
 
     def function(self, gen: codegen.Generated):
@@ -311,5 +314,8 @@ class Runtime:
             if type(a).__module__.startswith("torch"):
                 import torch
                 ts = torch.cuda.current_stream()
-                return self.cupy.cuda.ExternalStream(ts.cuda_stream, ts.device.index or 0)
+                key = (ts.cuda_stream, ts.device.index or 0)
+                if key not in self.streams:   # one cupy view of each torch stream, not one per launch
+                    self.streams[key] = self.cupy.cuda.ExternalStream(*key)
+                return self.streams[key]
         return self.cupy.cuda.get_current_stream()
