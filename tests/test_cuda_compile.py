@@ -291,6 +291,17 @@ def test_bad_arguments_are_refused(bad, message):
         runtime.check_launch(kernel, gemm_args(**bad), device=0)
 
 
+@pytest.mark.parametrize("bad", [k for k, _ in test_bad_arguments_are_refused.pytestmark[0].args[1]])
+def test_a_remembered_launch_is_only_reused_for_arguments_that_would_pass_the_same_checks(bad):
+    """The runtime skips the checks for a launch whose arguments sign the same as an earlier one's: every
+    argument a check refuses must sign differently from the good one it replaces."""
+    good = gemm_args()
+    assert [runtime.launch_signature(a) for a in good] == [runtime.launch_signature(a) for a in gemm_args()]
+    changed = gemm_args(**bad)
+    assert runtime.launch_signature(changed[1]) != runtime.launch_signature(good[1])
+    assert runtime.launch_signature(0.5) != runtime.launch_signature(0.25) != runtime.launch_signature(1)
+
+
 def test_grid_beyond_cuda_limits_is_refused():
     from tiles.kernels.attention import attention_fwd
     q = FakeDeviceArray((70000, 1, 64, 64), "bf16")          # batch is grid dim z, at most 65535
