@@ -234,3 +234,42 @@ def test_sampled_reference_rows_match_the_full_reference(name, shape, monkeypatc
     for o, full, got in zip(outs, fulls, w.check_outputs(s, args, rows)):
         want = errors(np.take(args[o.index], rows, o.row_axis), np.take(full, rows, o.row_axis))
         assert got[1:3] == pytest.approx(want, rel=1e-9) and want[1] > 0
+
+
+class _DeviceOnTheCpu(registry.Backend):
+    """A 'device' backend that runs the reference interpreter: the device path of compare without a GPU."""
+    name, kind, target, device = "fake-gpu", "device", "sm_90a", "NVIDIA H200"
+
+    def synchronize(self):
+        pass
+
+
+@pytest.mark.parametrize("name, shape", [("softmax", "20x96"), ("attention_bwd", "1x2/1x40x64,causal")])
+def test_device_rows_copy_and_several_libraries(name, shape, monkeypatch):
+    """Our row is checked and timed (every launch of the workload), memory-bound work gets the copy of the same
+    run and its % copy, and each library's row its own ratio; ours is against the fastest library."""
+    w = bench.workload(name)
+    monkeypatch.setattr(bench, "EventClock", bench.HostClock)
+    monkeypatch.setattr(cli, "_COPY", {})
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda vendor, clock: ("copy", bench.Timing(1e-3, 5, 1, "fake"), 4e9))
+    launches = []
+    monkeypatch.setattr(_DeviceOnTheCpu, "launch", lambda self, kfn, args, **c: launches.append(kfn.__name__))
+
+    def library(label, seconds):
+        return lambda s, sets: (label, lambda i: __import__("time").sleep(seconds), lambda: None)
+    monkeypatch.setattr(w, "baselines", lambda vendor: [library("slow", 2e-3), library("fast", 1e-3)])
+    monkeypatch.setattr(w, "check_outputs", lambda s, args, rows=None: [("out", 0.0, 0.0, 1.0)])
+    rows = cli.run_workload(w, [shape], [_DeviceOnTheCpu()], time_it=True, compile_targets=[], seed=0)
+    mine, libs = rows[0], [r for r in rows if r.backend in ("slow", "fast")]
+    assert mine.ok and mine.time_s > 0 and len(libs) == 2
+    assert set(launches) == {k.__name__ for k, _, _ in w.launches(w.parse(shape), w.inputs(w.parse(shape), None))}
+    for lib in libs:
+        assert lib.vs_lib == pytest.approx(lib.time_s / mine.time_s)
+    assert mine.vs_lib == pytest.approx(min(lib.time_s for lib in libs) / mine.time_s)
+    copies = [r for r in rows if r.backend == "copy"]
+    if w.flops(w.parse(shape)):
+        assert not copies and mine.copy_pct is None and mine.tflops > 0
+    else:
+        assert len(copies) == 1 and copies[0].gbs == pytest.approx(4000.0)   # 4 GB in 1 ms
+        assert mine.copy_pct == pytest.approx(100 * mine.gbs / 4000.0)
+        assert libs[0].copy_pct == pytest.approx(100 * libs[0].gbs / 4000.0)
