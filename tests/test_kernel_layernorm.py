@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tiles import dtypes, philox
-from tiles.kernels.layernorm import launch_plan, layernorm
+from tiles import dtypes, philox, toolchains
+from tiles.kernels.layernorm import launch_plan, layernorm, layernorm_rows
 from tiles.testing import assert_close, random_array
 
 
@@ -102,3 +102,15 @@ def test_dropout_mask_is_the_reference_mask(backend):
     assert abs(keep.mean() - (1 - p)) < 0.02
     other = philox.keep_mask(seed, offset + 1, np.arange(rows)[:, None], np.arange(cols)[None, :], p)
     assert (other != keep).mean() > 0.3  # the offset moves the stream
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_one_pass_moves_16_byte_chunks_on_cuda(target):
+    """X and R reach shared memory as 16-byte cp.async copies, H and Y leave it as 16-byte stores."""
+    why = toolchains.cannot_compile(target)
+    if why:
+        pytest.skip(why)
+    plan = launch_plan(16384, 4096)
+    x = random_array((4, 4096 // plan["K"], plan["K"]), "bf16")
+    sass = toolchains.emit(layernorm_rows, [x, x, x, x, x[0], x[0], 1e-5], target, "sass", **plan)
+    assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tiles import dtypes
-from tiles.kernels.rotary import rotary, tables
+from tiles import dtypes, toolchains
+from tiles.kernels.rotary import PAIRS, _constants, rotary, rotary_half, rotary_interleaved, tables
 from tiles.testing import assert_close, random_array
 
 
@@ -50,3 +50,20 @@ def test_rotary_bad_input():
         rotary(q, q, cos[:4], sin[:4], interleaved=True)
     with pytest.raises(ValueError, match="share one dtype"):
         rotary(q, q, cos.astype(np.float32), sin, interleaved=True)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_q_and_k_move_as_16_byte_chunks_on_cuda(target, interleaved):
+    """q and k reach shared memory as 16-byte cp.async copies and leave it as 16-byte stores."""
+    why = toolchains.cannot_compile(target)
+    if why:
+        pytest.skip(why)
+    q = random_array((2, 4, 64, 128), "bf16")
+    t = random_array((64, 64), "bf16")
+    if interleaved:
+        v, tv = q.reshape(2, 4, -1, 2 * PAIRS), t.reshape(-1, PAIRS)
+        sass = toolchains.emit(rotary_interleaved, [v, v, v, v, tv, tv, *_constants(q.dtype)], target, "sass")
+    else:
+        sass = toolchains.emit(rotary_half, [q, q, q, q, t, t], target, "sass", W=64)
+    assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass

@@ -1,8 +1,10 @@
 """Row softmax on every backend against float64."""
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
-from tiles.kernels.softmax import row_plan, softmax
+from tiles import toolchains
+from tiles.kernels.softmax import row_plan, softmax, softmax_rows
 from tiles.testing import assert_close, random_array
 
 
@@ -40,3 +42,16 @@ def test_softmax_one_pass(backend, rows, units, dtype, rows_per_block):
     x = random_array((rows, cols), dtype, scale=8.0)
     y = softmax(x, backend=backend, RPB=rows_per_block)
     assert_close(y, reference_softmax(x), dtype)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_one_pass_moves_16_byte_chunks_on_cuda(target):
+    """Rows reach shared memory as 16-byte cp.async copies and leave it as 16-byte stores (the unaligned
+    fallback of the same functions compiles too, as element-wise accesses)."""
+    why = toolchains.cannot_compile(target)
+    if why:
+        pytest.skip(why)
+    plan = row_plan(16384, 4096)
+    x = random_array((4, 4096 // plan["K"], plan["K"]), "bf16")
+    sass = toolchains.emit(softmax_rows, [x, x], target, "sass", **plan)
+    assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
