@@ -59,12 +59,26 @@ __device__ __forceinline__ void zip(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>&
 }
 
 // ---- the op vocabulary: unary and binary maps on rt and rv ------------------
+// exp2 on sm_90 is the MUFU instruction alone: exp2f adds a fix-up for results below 2^-126 (subnormals, here
+// flushed to 0, far below every tolerance) worth three instructions per element, and attention's softmax, which
+// takes one exp2 per element, is issue-bound there (ncu: issue slots the limit of the generated attention).
+// sm_80 keeps exp2f: there the shorter code schedules into more registers and the attention backward spills
+// (seen in its compile report).
+__device__ __forceinline__ float exp2_fast(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
 #define TC_UNARY(name, expr)                                                      \
     template <typename D, typename S> __device__ inline void name(D& dst, const S& src) { \
         map(dst, src, [](float x) { return expr; });                               \
     }
 TC_UNARY(exp, expf(x))
-TC_UNARY(exp2, exp2f(x))
+TC_UNARY(exp2, exp2_fast(x))
 TC_UNARY(log, logf(x))
 TC_UNARY(log2, log2f(x))
 TC_UNARY(abs, fabsf(x))
