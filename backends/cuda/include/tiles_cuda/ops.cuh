@@ -60,9 +60,8 @@ __device__ __forceinline__ void zip(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>&
 
 // ---- the op vocabulary: unary and binary maps on rt and rv ------------------
 // exp2 on sm_90 is the MUFU instruction alone: exp2f adds a fix-up for results below 2^-126 (subnormals, here
-// flushed to 0, far below every tolerance) worth three instructions per element, and attention's softmax, which
-// takes one exp2 per element, is issue-bound there (ncu: issue slots the limit of the generated attention).
-// sm_80 keeps exp2f: there the shorter code schedules into more registers and the attention backward spills
+// flushed to 0, far below every tolerance) worth three instructions per element, and attention's softmax takes
+// one exp2 per element, competing for issue slots with the wgmma that should overlap it. sm_80 keeps exp2f: there the shorter code schedules into more registers and the attention backward spills
 // (seen in its compile report).
 __device__ __forceinline__ float exp2_fast(float x) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
