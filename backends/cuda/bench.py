@@ -4,13 +4,16 @@
     python -m tiles.backends.cuda.bench --quick    # one size per kernel
     python -m tiles.backends.cuda.bench --json out.json
 
-The kernels timed are the hand-instantiated ones in include/tiles_cuda/sm90/hand/ (device code in *.cuh, written
-only against the sm90 headers; host launchers in *.cu), compiled with nvcc in a subprocess (a compiler crash
-cannot take this process down) into a shared library with a C entry point per kernel, and called through ctypes
-on torch tensors on the current stream; and, with --generated SCHEDULE (repeatable), the generated kernels
-(tiles.kernels.gemm / attention through the cuda backend) under that sm_90a schedule:
+The kernels timed: the generated ones (tiles.kernels.gemm / attention through the cuda backend, as a user
+calls them), under the library's default sm_90a schedule or, with --generated SCHEDULE (repeatable), under the
+schedules named (default, warp_specialized (not persistent), warp_specialized_persistent, wgmma, mma_sync):
 
-    python -m tiles.backends.cuda.bench --quick --generated wgmma --generated warp_specialized
+    python -m tiles.backends.cuda.bench --quick --generated default --generated wgmma
+
+and the hand-instantiated ones in include/tiles_cuda/sm90/hand/ (device code in *.cuh, written only against the
+sm90 headers; host launchers in *.cu), compiled with nvcc in a subprocess (a compiler crash cannot take this
+process down) into a shared library with a C entry point per kernel, and called through ctypes on torch
+tensors on the current stream.
 
 Method: every kernel is checked first (fresh random inputs, outputs poisoned with NaN, float64 references on
 small shapes, cuDNN's output at the benchmark shapes); times are triton.testing.do_bench medians over rotating
@@ -133,8 +136,8 @@ class Sm90Kernels:
 
 
 # The generated kernels' sm_90a schedules, as kernel options (backends/cuda/schedules.py).
-GENERATED = {"mma_sync": dict(schedule="warp", wgmma=False), "wgmma": dict(schedule="warp"),
-             "warp_specialized": dict(schedule="warp_specialized"),
+GENERATED = {"default": {}, "mma_sync": dict(schedule="warp", wgmma=False), "wgmma": dict(schedule="warp"),
+             "warp_specialized": dict(schedule="warp_specialized", persistent=False),
              "warp_specialized_persistent": dict(schedule="warp_specialized", persistent=True)}
 
 
@@ -369,8 +372,9 @@ def main(argv=None) -> int:
     ap.add_argument("--md", type=Path, help="write the rows as a markdown table here")
     ap.add_argument("-D", dest="defines", action="append", default=[],
                     help="a tuning knob for the kernels, e.g. -D TILES_ATTN_BKV=176")
-    ap.add_argument("--generated", action="append", default=[], choices=list(GENERATED), metavar="SCHEDULE",
-                    help=f"also time the generated kernels under this sm_90a schedule ({', '.join(GENERATED)})")
+    ap.add_argument("--generated", action="append", choices=list(GENERATED), metavar="SCHEDULE",
+                    help=f"time the generated kernels under this sm_90a schedule ({', '.join(GENERATED)}; "
+                         f"repeatable; default: the library's default)")
     args = ap.parse_args(argv)
 
     import torch
@@ -384,7 +388,7 @@ def main(argv=None) -> int:
     ker = Sm90Kernels(defines=args.defines)
     log(f"defines: {args.defines}")
     ok = True if args.no_check else run_checks(ker, log)
-    kers = [ker] + [GeneratedKernels(s) for s in args.generated]
+    kers = [ker] + [GeneratedKernels(s) for s in args.generated or ["default"]]
     rows = []
     if args.only in (None, "gemm"):
         for n in GEMM_SIZES[:2] if args.quick else GEMM_SIZES:
