@@ -278,7 +278,7 @@ class _Emitter:
             self.sync()  # no warp may still be reading the tile's old contents
         name = op.name
         st = self.s.store
-        if name == "store" and st and dst.name == st.gl and srcs[0].name == self.s.store_src:
+        if st and op is self.k.body[-1]:   # the epilogue's store (schedules.tma_store)
             w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
         elif name in ("load", "store", "atomic_add"):
             src = srcs[0]
