@@ -26,33 +26,17 @@ __device__ __forceinline__ bool is_producer() { return threadIdx.x >= TILES_CUDA
 __device__ __forceinline__ bool is_producer_leader() { return threadIdx.x == TILES_CUDA_CONSUMER_THREADS; }
 #endif
 
-// Two consumer warpgroups take turns issuing their wgmma (named barriers 4 + warpgroup): one's softmax runs
-// while the other's matrix products do. Left alone they fall into step, both waiting on the tensor cores and
-// then both on the exponentials (measured: the deferred schedule below without turns ran at 0.72x cuDNN).
-#if defined(TILES_CUDA_CONSUMER_THREADS) && TILES_CUDA_CONSUMER_THREADS == 256
-__device__ __forceinline__ void turn_wait() { tiles::sm90::named_sync(4 + warp_id() / 4, 256); }
-__device__ __forceinline__ void turn_pass() { tiles::sm90::named_arrive(5 - warp_id() / 4, 256); }
-#else
-__device__ __forceinline__ void turn_wait() {}
-__device__ __forceinline__ void turn_pass() {}
-#endif
-
 // Consumers, for an attention-shaped body (schedules.Deferred): step j issues its first mma (S_j = Q K_j^T) and
-// then the previous step's last one (O += P_{j-1} V_{j-1}), in its warpgroup's turn; waits for S_j only, runs
-// `early` (the softmax of S_j) while the tensor cores still work on P_{j-1} V_{j-1}, then waits for that too,
-// frees step j-1's stage and runs `late` (rescale O, write P_j). The first step is peeled, so that every path
-// through the loop ends with no group in flight (ptxas serializes wgmma otherwise). The caller fences the last
-// mma's accumulator.
+// then the previous step's last one (O += P_{j-1} V_{j-1}), waits for S_j only, runs `early` (the softmax of
+// S_j) while the tensor cores still work on P_{j-1} V_{j-1}, then waits for that too, frees step j-1's stage and
+// runs `late` (rescale O, write P_j). The first step is peeled, so that every path through the loop ends with
+// no group in flight (ptxas serializes wgmma otherwise). The caller fences the last mma's accumulator.
 template <int STAGES, typename First, typename Last, typename Early, typename Late>
 __device__ inline void consume_deferred(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, First first,
                                         Last last, Early early, Late late) {
     if (n <= 0) return;
-    const bool second = warp_id() >= 4;
-    if (second) turn_pass();   // the first warpgroup issues first
     tiles::sm90::consume(ring, cur);
-    turn_wait();
     first(0, cur.slot);
-    turn_pass();
     mma_wait<0>();
     early(0, cur.slot);
     late(0, cur.slot);
@@ -60,10 +44,8 @@ __device__ inline void consume_deferred(stage_ring<STAGES>& ring, stage_cursor<S
     cur.advance();
     for (int j = 1; j < n; ++j, cur.advance()) {
         tiles::sm90::consume(ring, cur);
-        turn_wait();
         first(j, cur.slot);
         last(j - 1, previous);
-        turn_pass();
         mma_wait<1>();
         early(j, cur.slot);
         mma_wait<0>();
@@ -72,13 +54,10 @@ __device__ inline void consume_deferred(stage_ring<STAGES>& ring, stage_cursor<S
         late(j, cur.slot);
         previous = cur.slot;
     }
-    turn_wait();
     last(n - 1, previous);
-    turn_pass();
     mma_wait<0>();
     __syncwarp();
     tiles::sm90::release(ring, previous);
-    if (!second) turn_wait();   // the second warpgroup's last pass: every arrival is matched
 }
 
 // The persistent epilogue's store of a consumer register tile: each warpgroup writes its 64 rows into the
