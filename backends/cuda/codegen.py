@@ -237,10 +237,6 @@ class _Emitter:
         if not self.s.warp_specialized:   # (there the ring orders the stages, and every other write to shared
             self.sync()                   # memory is followed by a barrier already: op below)
         accumulators = schedules.accumulators(rest) if self.s.warp_specialized else None
-        split = schedules.deferred(rest, self.piped) if self.s.warp_specialized and not accumulators else None
-        if split:
-            self.consume_deferred(lp, loads, split)
-            return
         if accumulators:   # mma groups stay in flight across steps (warp_specialized.cuh)
             w(f"tc::consume_overlapped<STAGES>(ring, cursor, {expr(lp.count)},")
         elif self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)
@@ -264,33 +260,6 @@ class _Emitter:
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")
         # tc::pipeline ends with a barrier; tc::consume does not (warps leave it at their own pace)
         self.barrier_pending = not self.s.warp_specialized
-
-    def consume_deferred(self, lp: ir.Loop, loads, split: schedules.Deferred):
-        """The attention-shaped body as four lambdas (schedules.Deferred): its last mma runs behind the next step's
-        first, and the early ops of that step overlap it."""
-        w, v = self.w, lp.var.name
-        acc = split.last.dst
-        w(f"tc::consume_deferred<STAGES>(ring, cursor, {expr(lp.count)},")
-        w.depth += 1
-        parts = [("the first mma of iteration", split.first, None, "},"),
-                 ("the last mma of iteration", (split.last,), None, "},"),
-                 ("while that runs: the ops that need neither its accumulator nor its A, on iteration",
-                  split.early, split.first[1].dst, "},"),
-                 ("once it is done: the rest of iteration", split.late, acc, "});")]
-        for what, ops, fence, close in parts:
-            with w.block(f"[&](int {v}, int stage) {{  // {what} {v}", close):
-                for t in {op.dst: None for op in loads}:
-                    if any(t in op.srcs for op in ops):
-                        w(f"auto& {t.name} = {t.name}_stages[stage];")
-                if fence is not None:
-                    w(f"tc::mma_fence({fence.name});")
-                self.barrier_pending = True
-                self.in_flight = ops[-1].name == "mma" and fence is None   # the two mma lambdas issue, not wait
-                self.stmts(list(ops))
-                self.in_flight = False
-        w.depth -= 1
-        w(f"tc::mma_fence({acc.name});  // its last mma group is done: it may be read")
-        self.barrier_pending = False
 
     def sync(self):
         if not self.barrier_pending:

@@ -118,49 +118,6 @@ def accumulators(body) -> list | None:
     return list(dict.fromkeys(accs))
 
 
-@dataclass(frozen=True)
-class Deferred:
-    """A pipeline body shaped like attention's, split so that its last mma runs behind the next step's first:
-    `first` (an mma into a tile zeroed just before it, e.g. S = Q K^T), `early` (what needs neither the last mma's
-    accumulator nor its A operand: the softmax), `late` (the rest: rescaling O, writing P, ...), `last` (e.g.
-    O += P V). Step j issues first(j) then last(j-1), runs early(j) while last(j-1) is still on the tensor cores,
-    and late(j) once it is done (include/tiles_cuda/warp_specialized.cuh: consume_deferred)."""
-    first: tuple     # (zero, mma)
-    early: tuple
-    late: tuple
-    last: ir.Op
-
-
-def _touches(op: ir.Op, tiles) -> bool:
-    return op.dst in tiles or any(s in tiles for s in op.srcs)
-
-
-def deferred(body, piped) -> Deferred | None:
-    """The split above, where the body (its loads left out) has that shape: plain ops, none writing to memory;
-    first a zero of a register tile and an mma into it whose B is a pipelined tile and whose A nothing in the body
-    writes; last (not necessarily the last op) an mma accumulating into a register tile from a register A and a
-    pipelined B; no op after it touching that accumulator or A. Else None."""
-    if len(body) < 4 or not all(isinstance(s, ir.Op) for s in body):
-        return None
-    zero, first = body[0], body[1]
-    if not (zero.name == "zero" and first.name == "mma" and first.dst is zero.dst and first.srcs[2] is zero.dst
-            and first.srcs[1] in piped and isinstance(first.srcs[0], (ST, RT))):
-        return None
-    mmas = [i for i, s in enumerate(body) if s.name == "mma"]
-    i = mmas[-1]
-    last = body[i]
-    if i < 2 or last.srcs[2] is not last.dst or not isinstance(last.srcs[0], RT) or last.srcs[1] not in piped:
-        return None
-    acc, a = last.dst, last.srcs[0]
-    held = {acc, a}
-    rest, after = body[2:i], body[i + 1:]
-    if first.dst in held or any(_touches(s, held) for s in after) or \
-            any(isinstance(s.dst, (ST, SV, GL)) for s in body) or any(s.dst is first.srcs[0] for s in body):
-        return None
-    split = next((n for n, s in enumerate(rest) if _touches(s, held)), len(rest))
-    return Deferred((zero, first), tuple(rest[:split]), tuple(rest[split:]) + tuple(after), last)
-
-
 def _accumulate_only(k: ir.Kernel) -> bool:
     piped = pipelined_tiles(k)
     return any(accumulators([s for s in lp.body if not (isinstance(s, ir.Op) and s.name == "load" and s.dst in piped)])

@@ -26,40 +26,6 @@ __device__ __forceinline__ bool is_producer() { return threadIdx.x >= TILES_CUDA
 __device__ __forceinline__ bool is_producer_leader() { return threadIdx.x == TILES_CUDA_CONSUMER_THREADS; }
 #endif
 
-// Consumers, for an attention-shaped body (schedules.Deferred): step j issues its first mma (S_j = Q K_j^T) and
-// then the previous step's last one (O += P_{j-1} V_{j-1}), waits for S_j only, runs `early` (the softmax of
-// S_j) while the tensor cores still work on P_{j-1} V_{j-1}, then waits for that too, frees step j-1's stage and
-// runs `late` (rescale O, write P_j). The first step is peeled, so that every path through the loop ends with
-// no group in flight (ptxas serializes wgmma otherwise). The caller fences the last mma's accumulator.
-template <int STAGES, typename First, typename Last, typename Early, typename Late>
-__device__ inline void consume_deferred(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, First first,
-                                        Last last, Early early, Late late) {
-    if (n <= 0) return;
-    tiles::sm90::consume(ring, cur);
-    first(0, cur.slot);
-    mma_wait<0>();
-    early(0, cur.slot);
-    late(0, cur.slot);
-    int previous = cur.slot;
-    cur.advance();
-    for (int j = 1; j < n; ++j, cur.advance()) {
-        tiles::sm90::consume(ring, cur);
-        first(j, cur.slot);
-        last(j - 1, previous);
-        mma_wait<1>();
-        early(j, cur.slot);
-        mma_wait<0>();
-        __syncwarp();
-        tiles::sm90::release(ring, previous);
-        late(j, cur.slot);
-        previous = cur.slot;
-    }
-    last(n - 1, previous);
-    mma_wait<0>();
-    __syncwarp();
-    tiles::sm90::release(ring, previous);
-}
-
 // The persistent epilogue's store of a consumer register tile: each warpgroup writes its 64 rows into the
 // staging tile (waiting first until its previous store has read them) and one of its threads hands them to TMA,
 // one copy per swizzle panel; TMA writes only what lies inside the global. The warpgroup goes on to the next
