@@ -219,6 +219,7 @@ def test_measure_rotates_inputs_after_warmup():
 @pytest.mark.parametrize("name, shape", [("gemm", "70x50x40,bt"), ("attention", "1x4/2x40x64,causal"),
                                          ("attention_bwd", "1x4/2x40x64,causal"), ("attention_bwd", "2x2x24x64"),
                                          ("softmax", "30x50"), ("softmax", "30x64"), ("rotary", "1x2/1x24x32"),
+                                         ("rotary", "2x2x24x64,interleaved"),
                                          ("layernorm", "40x70"), ("layernorm", "40x96")])
 def test_sampled_reference_rows_match_the_full_reference(name, shape, monkeypatch):
     w = bench.workload(name)

@@ -509,7 +509,8 @@ class Rotary(Workload):
         return out
 
     def row_count(self, s):
-        return s["N"] * s["D"] // 16 if s.get("interleaved") else s["N"]
+        from .kernels.rotary import PAIRS
+        return s["N"] * s["D"] // (2 * PAIRS) if s.get("interleaved") else s["N"]   # rows of the views
 
     def consts(self, s):
         return {} if s.get("interleaved") else {"W": s["D"] // 2}
