@@ -291,3 +291,22 @@ def test_vectors(backend, n):
     y = poisoned((n,), "f32")
     run(backend, vectors, y, x, n=64)
     assert_close(y, np.exp(up(x)), "f32")
+
+
+@tl.kernel
+def past_the_last_depth(Y, X):
+    d, br, bc = tl.grid(2 * X.depth, tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
+    x = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (d, br, bc))   # depth d >= X.depth: past the end of X, so zeros
+    tl.add(x, x, 1.0)
+    tl.store(Y, x, (d, br, bc))
+
+
+@settings(max_examples=2)
+@given(depth=st.integers(1, 3), m=extent, n=extent)
+def test_tiles_past_the_last_depth_read_zeros(backend, depth, m, n):
+    """Bounds cover every dim, not only rows and columns (docs/design.md: loads past the end read zeros)."""
+    x = random_array((depth, m, n), "f32")
+    y = poisoned((2 * depth, m, n), "f32")
+    run(backend, past_the_last_depth, y, x)
+    assert_close(y, np.concatenate([up(x), np.zeros((depth, m, n))]) + 1.0, "f32")

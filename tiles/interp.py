@@ -75,19 +75,20 @@ class _Block:
     # -------------------------------------------------------- memory
 
     def region(self, g: GL, tile, idx):
-        """Index expressions -> (b, d, row slice, col slice) of the global, clipped, and the tile's valid part."""
+        """Index expressions -> (b, d, row slice, col slice) of the global, clipped, the tile's valid part, and
+        whether any of it lies inside (past the last batch or depth nothing does: loads read zeros, stores skip)."""
         idx = [int(self.val(i)) for i in idx]
         idx = [0] * (4 - len(idx)) + idx
         shape = self.g[g].shape
+        b, d, r, c = idx
+        inside = 0 <= b < shape[0] and 0 <= d < shape[1]
         if isinstance(tile, (RV, SV)):
-            b, d, r, c = idx
             c0 = c * tile.length
             n = max(0, min(tile.length, shape[3] - c0))
-            return (b, d, r, slice(c0, c0 + n)), (slice(0, n),), 0 <= r < shape[2]
-        b, d, r, c = idx
+            return (b, d, r, slice(c0, c0 + n)), (slice(0, n),), inside and 0 <= r < shape[2]
         r0, c0 = r * tile.rows, c * tile.cols
         nr, nc = max(0, min(tile.rows, shape[2] - r0)), max(0, min(tile.cols, shape[3] - c0))
-        return (b, d, slice(r0, r0 + nr), slice(c0, c0 + nc)), (slice(0, nr), slice(0, nc)), True
+        return (b, d, slice(r0, r0 + nr), slice(c0, c0 + nc)), (slice(0, nr), slice(0, nc)), inside
 
     def op_load(self, op):
         dst, src = op.dst, op.srcs[0]
