@@ -409,25 +409,37 @@ class GemmFp8(Gemm):
         return _libraries(vendor, setup)
 
 
-class Softmax(Workload):
-    name = "softmax"
+class RowWorkload(Workload):
+    """Work over each of R rows of C elements, by a one-pass kernel that keeps a row on chip where it fits
+    (`plan` gives its constants) and else a two-pass kernel over column blocks."""
     fields = ("R", "C")
-    syntax = "RxC[,bf16|f16]  (softmax over each of R rows of C elements)"
     pattern = r"(?P<R>\d+)x(?P<C>\d+)(?:,(?P<flags>[\w,]+))?"
-    default_shapes = ("16384x4096", "4096x32768")
     small_shapes = ("100x300", "33x1000,f16", "20x96")
 
+    def kernels(self):
+        """(the planning function, the two-pass kernel, the one-pass kernel)."""
+        raise NotImplementedError
+
     def plan(self, s):
-        """The one-pass kernel's constants where the row fits on chip, else None (kernels/softmax.py)."""
-        from .kernels.softmax import row_plan
-        return row_plan(s["R"], s["C"])
+        plan, _, _ = self.kernels()
+        return plan(s["R"], s["C"])
 
     def kernel(self, s):
-        from .kernels import softmax
-        return softmax.softmax_fwd if self.plan(s) is None else softmax.softmax_rows
+        _, two_pass, one_pass = self.kernels()
+        return two_pass if self.plan(s) is None else one_pass
 
     def consts(self, s):
         return self.plan(s) or {}
+
+
+class Softmax(RowWorkload):
+    name = "softmax"
+    syntax = "RxC[,bf16|f16]  (softmax over each of R rows of C elements)"
+    default_shapes = ("16384x4096", "4096x32768")
+
+    def kernels(self):
+        from .kernels import softmax
+        return softmax.row_plan, softmax.softmax_fwd, softmax.softmax_rows
 
     def inputs(self, s, rng):
         return _row_views(self.plan(s), [poisoned((s["R"], s["C"]), s["dtype"]),
@@ -537,25 +549,14 @@ class Rotary(Workload):
         return _eager_and_compiled(vendor, "rotary on q and k", make)
 
 
-class LayerNorm(Workload):
+class LayerNorm(RowWorkload):
     name = "layernorm"
-    fields = ("R", "C")
     syntax = "RxC[,bf16|f16]  (H = residual + X, Y = layernorm(H) * W + B over each of R rows; no dropout)"
-    pattern = Softmax.pattern
     default_shapes = ("16384x4096", "4096x16384")
-    small_shapes = ("100x300", "33x1000,f16", "20x96")
 
-    def plan(self, s):
-        """The one-pass kernel's constants where the row fits on chip, else None (kernels/layernorm.py)."""
-        from .kernels.layernorm import launch_plan
-        return launch_plan(s["R"], s["C"])
-
-    def kernel(self, s):
+    def kernels(self):
         from .kernels import layernorm
-        return layernorm.layernorm_fwd if self.plan(s) is None else layernorm.layernorm_rows
-
-    def consts(self, s):
-        return self.plan(s) or {}
+        return layernorm.launch_plan, layernorm.layernorm_fwd, layernorm.layernorm_rows
 
     def inputs(self, s, rng):
         r, c, dt, plan = s["R"], s["C"], s["dtype"], self.plan(s)
