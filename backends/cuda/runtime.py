@@ -124,7 +124,7 @@ TMA_DIM_LIMIT = 2**32
 
 @dataclass(frozen=True)
 class TensorMapSpec:
-    """What cuTensorMapEncodeTiled is given for one pipelined load: a 4-D map of the global, innermost dim
+    """What cuTensorMapEncodeTiled is given for one tile TMA moves: a 4-D map of the global, innermost dim
     first (cols, rows, depth, batch), whose box is one swizzle panel of the shared tile."""
     dtype: str                      # cuda.bindings CUtensorMapDataType name
     dims: tuple[int, int, int, int]
@@ -133,10 +133,11 @@ class TensorMapSpec:
     swizzle: str                    # CUtensorMapSwizzle name, the shared tile's mode
 
 
-def tensor_map_spec(k: ir.Kernel, load: schedules.TmaMap, dtype: dtypes.DType, shape, strides) -> TensorMapSpec:
-    """The map of `load` over an array of this shape and element strides; a TileError where TMA cannot read it.
+def tensor_map_spec(k: ir.Kernel, tma: schedules.TmaMap, dtype: dtypes.DType, shape, strides) -> TensorMapSpec:
+    """The map of `tma` over an array of this shape and element strides; a TileError where TMA cannot address it.
 
-    Bounds need nothing more: TMA zero-fills the parts of a box outside `dims`, which is what tl.load means."""
+    Bounds need nothing more: TMA zero-fills the parts of a box outside `dims` that it loads, which is what
+    tl.load means, and writes only the parts inside that it stores."""
     shape = (1,) * (4 - len(shape)) + tuple(int(n) for n in shape)
     strides = (0,) * (4 - len(strides)) + tuple(int(s) for s in strides)
     size = dtype.itemsize
@@ -146,15 +147,15 @@ def tensor_map_spec(k: ir.Kernel, load: schedules.TmaMap, dtype: dtypes.DType, s
         # a dim of extent 1 is never stepped over: any stride TMA accepts will do (past the dims below it)
         b = st * size if n > 1 else -(-below // 16) * 16
         if b % 16 or not 0 < b < TMA_STRIDE_LIMIT:
-            raise TileError(f"argument {load.gl}: the warp-specialized schedule reads it with TMA, which needs "
+            raise TileError(f"argument {tma.gl}: the warp-specialized schedule reads it with TMA, which needs "
                             f"strides that are positive multiples of 16 bytes below 2**40; one is {b} bytes "
                             f"(pass a contiguous copy whose rows are a multiple of {16 // size} elements)", k.loc)
         out.append(b)
         below = b * n
     if any(n >= TMA_DIM_LIMIT for n in dims):
-        raise TileError(f"argument {load.gl}: TMA addresses at most 2**32 elements per dim, got {shape}", k.loc)
-    swizzle = f"CU_TENSOR_MAP_{schedules.TMA_SWIZZLE[load.swizzle_bytes]}"
-    return TensorMapSpec(TMA_DTYPES[dtype.name], dims, tuple(out), (load.panel_cols, load.rows, 1, 1), swizzle)
+        raise TileError(f"argument {tma.gl}: TMA addresses at most 2**32 elements per dim, got {shape}", k.loc)
+    swizzle = f"CU_TENSOR_MAP_{schedules.TMA_SWIZZLE[tma.swizzle_bytes]}"
+    return TensorMapSpec(TMA_DTYPES[dtype.name], dims, tuple(out), (tma.panel_cols, tma.rows, 1, 1), swizzle)
 
 
 # CUtensorMap: 128 opaque bytes passed by value. cupy passes a one-element numpy array of a structured dtype
