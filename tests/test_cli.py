@@ -216,6 +216,34 @@ def test_measure_rotates_inputs_after_warmup():
     assert bench.input_sets(1 << 30) == 1 and bench.input_sets(1 << 20) == bench.MAX_SETS
 
 
+def test_event_clock_holds_the_gpu_while_the_host_queues_the_runs():
+    """The spin before the runs covers twice the host time they took to queue the last time, so that no event
+    pair brackets the host's launch overhead; the first time, a guess."""
+    log = []
+
+    class Event:
+        def record(self):
+            log.append(("record", None))
+
+        def synchronize(self):
+            pass
+
+    clock = bench.EventClock.__new__(bench.EventClock)
+    clock._new, clock._ms, clock.name = Event, lambda a, b: 1.0, "fake"
+    clock._spin = lambda cycles: log.append(("spin", cycles / bench.EventClock.CLOCK_HZ))
+    clock.host_s = bench.EventClock.HOST_GUESS_S
+
+    def step(i):   # each launch takes the host 0.5 ms
+        __import__("time").sleep(5e-4)
+    assert clock.times(step, range(4)) == [1e-3] * 4
+    assert log[0] == ("spin", pytest.approx(2 * 4 * bench.EventClock.HOST_GUESS_S + 1e-3))
+    assert [k for k, _ in log[1:]] == ["record"] * 8
+    assert clock.host_s >= 5e-4
+    log.clear()
+    clock.times(step, range(10))
+    assert log[0][0] == "spin" and log[0][1] >= 2 * 10 * 5e-4
+
+
 @pytest.mark.parametrize("name, shape", [("gemm", "70x50x40,bt"), ("attention", "1x4/2x40x64,causal"),
                                          ("attention_bwd", "1x4/2x40x64,causal"), ("attention_bwd", "2x2x24x64"),
                                          ("softmax", "30x50"), ("softmax", "30x64"), ("rotary", "1x2/1x24x32"),

@@ -53,8 +53,15 @@ class HostClock:
 
 class EventClock:
     """GPU time of each run between two events on the default stream (torch's or cupy's: both record on
-    the legacy stream). Runs are queued back to back and read after one synchronize, so the host's launch
-    overhead hides behind the previous run instead of showing as idle GPU time."""
+    the legacy stream). Runs are queued back to back and read after one synchronize. A launch from Python can
+    take the host longer than a short kernel takes the GPU (tens to hundreds of microseconds through the
+    argument checks), and an event pair around a run the host is still launching measures that wait too: so
+    a spin kernel first holds the GPU for twice the host time the runs took to queue last time (the warm-up's
+    median), and the runs then execute back to back behind it."""
+
+    HOST_GUESS_S = 300e-6   # host time per run before one was measured
+    MAX_HOLD_S = 1.0
+    CLOCK_HZ = 2e9          # spin cycles per second (the fastest clock; a slower one holds longer, harmlessly)
 
     def __init__(self):
         try:
@@ -63,21 +70,31 @@ class EventClock:
                 raise ImportError("torch sees no GPU")
             self._new = lambda: torch.cuda.Event(enable_timing=True)
             self._ms = lambda a, b: a.elapsed_time(b)
+            self._spin = torch.cuda._sleep
             self.name = "torch events"
         except ImportError:
             import cupy
             self._new = cupy.cuda.Event
             self._ms = cupy.cuda.get_elapsed_time
+            spin = cupy.RawKernel("extern \"C\" __global__ void tiles_hold(long long n) {"
+                                  " const long long t0 = clock64(); while (clock64() - t0 < n) {} }", "tiles_hold")
+            self._spin = lambda cycles: spin((1,), (1,), (np.int64(cycles),))
             self.name = "cupy events"
+        self.host_s = self.HOST_GUESS_S
 
     def times(self, step, indices) -> list[float]:
-        pairs = []
+        hold = min(self.MAX_HOLD_S, 2.0 * len(indices) * self.host_s + 1e-3)
+        self._spin(int(hold * self.CLOCK_HZ))
+        pairs, host = [], []
         for i in indices:
+            t0 = time.perf_counter()
             a, b = self._new(), self._new()
             a.record()
             step(i)
             b.record()
             pairs.append((a, b))
+            host.append(time.perf_counter() - t0)
+        self.host_s = statistics.median(host)
         pairs[-1][1].synchronize()
         return [self._ms(a, b) / 1e3 for a, b in pairs]
 
