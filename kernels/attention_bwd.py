@@ -32,7 +32,9 @@ LOG2E = 1.4426950408889634
 CONFIGS = {
     "default": dict(BM=64, BN=64),
     "sm_80": dict(BM=64, BN=64, v_shared=True, stages=2, workers=4),
-    "sm_90a": dict(BM=64, BN=64, v_shared=True, stages=2, workers=1),
+    # FlashAttention-3's backward at D=128: 128 kv rows over 2 consumer warpgroups, 64 query rows a step; dQ's
+    # 64 rows split by columns over the two (backends/cuda: rt_cols)
+    "sm_90a": dict(BM=64, BN=128, v_shared=True, stages=2, workers=2),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
     "gfx950": dict(BM=64, BN=64, v_shared=True, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),

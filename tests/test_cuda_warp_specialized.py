@@ -15,6 +15,7 @@ from tiles import dtypes, targets
 from tiles.backends.cuda import codegen, runtime, schedules, toolchain
 from tiles.dsl import TileError
 from tiles.kernels.attention import attention_fwd
+from tiles.kernels.attention_bwd import attention_bwd
 from tiles.kernels.gemm import gemm
 from tiles.kernels.gemm_fp8 import gemm_fp8
 from tiles.kernels.softmax import softmax_fwd
@@ -35,8 +36,17 @@ def trace(kernel: str, **extra):
                                 1.0, 1.0], {}),
         "attention": (attention_fwd, [x4[128], lse, x4[128], x4[128], x4[128], 0.1], dict(D=128, causal=True)),
         "attention_d64": (attention_fwd, [x4[64], lse, x4[64], x4[64], x4[64], 0.1], dict(D=64)),
+        # GQA (2 query heads per kv head): the pipeline loops sit inside a loop over the group's heads
+        "attention_bwd": (attention_bwd, bwd_args(128), dict(D=128, causal=True)),
+        "attention_bwd_d64": (attention_bwd, bwd_args(64), dict(D=64)),
     }[kernel]
     return kfn.trace(args, "sm_90a", **consts, **WS, **extra)
+
+
+def bwd_args(d: int) -> list:
+    x = lambda heads: random_array((1, heads, 256, d), "bf16")  # noqa: E731
+    return [x(1), x(1), np.zeros((1, 2, 256, d), np.float32), x(2), x(1), x(1), x(2),
+            np.zeros((1, 2, 256), np.float32), np.zeros((1, 2, 256), np.float32), 0.1]
 
 
 def generate(k):
@@ -55,7 +65,8 @@ needs_nvrtc = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reaso
 @needs_nvrtc
 @pytest.mark.parametrize("kernel,persistent", [("gemm", False), ("gemm_bt", False), ("gemm_fp8", False),
                                                ("attention", False), ("attention_d64", False), ("gemm", True),
-                                               ("attention", True)])
+                                               ("attention", True), ("attention_bwd", False),
+                                               ("attention_bwd_d64", False)])
 def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     gen, c = compiled(kernel, persistent=persistent)
     s = gen.schedule
@@ -76,6 +87,17 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     producer = loop_with(sass, "UTMALDG", "SYNCS.PHASECHK")
     assert "SYNCS.ARRIVE" in producer and gmma not in producer
     assert sass.count("USETMAXREG") == 2     # producer gives registers up, consumers take them
+    if kernel.startswith("attention_bwd"):
+        # dQ's 64 query rows: each consumer warpgroup its half of the columns (rt_cols), added into the
+        # f32 accumulator two floats per reduction; the producer walks the same loop nest (head, then the
+        # causal kernel's two pipeline loops), the ring's cursor carrying on
+        assert s.col_split == ("dq",) and s.warps == 8
+        assert "REDG.E.ADD.F32x2" in sass and re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
+        assert "tc::rt_cols<float, 64, " in gen.source and "tc::atomic_add(DQacc, dq," in gen.source
+        producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
+        assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src
+        assert producer_src.count("tc::produce<STAGES, STAGE_BYTES>(ring,") == (2 if "causal=True" in gen.source
+                                                                               else 1)
     # readable: the roles and the ring are written out
     gemm_like = kernel.startswith("gemm")   # a body that only accumulates keeps mma groups in flight
     for line in ("tc::regs_release<PRODUCER_REGS>();", "tc::regs_acquire<CONSUMER_REGS>();",
@@ -87,7 +109,8 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     # a persistent GEMM's bf16 epilogue leaves through TMA, overlapping the next tile's main loop
     assert ("UTMASTG" in sass and "tc::store_tma(&C_tma, acc_staging, acc," in gen.source) == \
         (persistent and kernel == "gemm")
-    assert gen.source.count("tc::load_tma(") == len(s.tma) and "tc::load_async" not in gen.source
+    assert gen.source.count("tc::load_tma(") == len(s.tma) * gen.source.count("tc::produce<") and \
+        "tc::load_async" not in gen.source
 
 
 def loop_with(sass: str, *ops: str) -> str:
@@ -106,7 +129,7 @@ def loop_with(sass: str, *ops: str) -> str:
 
 @needs_nvrtc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-@pytest.mark.parametrize("kernel", ["gemm", "attention"])
+@pytest.mark.parametrize("kernel", ["gemm", "attention", "attention_bwd"])
 def test_nvcc_compiles_the_same_source(kernel):
     gen, c = compiled(kernel, "nvcc")
     sass = c.sass()

@@ -138,20 +138,12 @@ class _Emitter:
             sizes = [expr(g) for g in self.k.grid]
             w(f"const int grid[{len(sizes)}] = {{{', '.join(sizes)}}};  // tl.grid: the tiles this grid walks")
             w(f"const int tiles = {' * '.join(f'grid[{i}]' for i in range(len(sizes)))};")
-        lp = next(s for s in self.k.body if isinstance(s, ir.Loop))
-        v = lp.var.name
         with w.block("if (tc::is_producer()) {", "} else {"):
             w("tc::regs_release<PRODUCER_REGS>();")
             with w.block("if (tc::is_producer_leader()) {"):
                 w("tc::stage_cursor<STAGES> cursor;")
                 with self.tiles():
-                    w(f"tc::produce<STAGES, STAGE_BYTES>(ring, cursor, {expr(lp.count)},")
-                    w.depth += 1
-                    with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}",
-                                 "});"):
-                        for op in self.loads(lp):
-                            w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
-                    w.depth -= 1
+                    self.produce(self.k.body)
         w.depth += 1
         w("tc::regs_acquire<CONSUMER_REGS>();")
         w("tc::stage_cursor<STAGES> cursor;")
@@ -165,6 +157,29 @@ class _Emitter:
             w("tc::store_tma_wait();")
         w.depth -= 1
         w("}")
+
+    def produce(self, body):
+        """The producer walks the consumers' loop nest, keeping only what leads to a pipeline loop, and issues
+        each pipeline iteration's loads as TMA into the next ring slot: the slot and its phase carry on from one
+        pipeline loop to the next, exactly as the consumers' cursor does."""
+        w = self.w
+        for lp in body:
+            if not isinstance(lp, ir.Loop) or not any(x.kind == "pipeline" for x in [lp, *schedules.loops(lp.body)]):
+                continue
+            v = lp.var.name
+            if lp.kind == "range":
+                with w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
+                    self.produce(lp.body)
+                continue
+            loads = self.loads(lp)
+            nbytes = sum(schedules.tma_map(op).bytes for op in loads)
+            nbytes = "STAGE_BYTES" if nbytes == self.s.stage_bytes else str(nbytes)
+            w(f"tc::produce<STAGES, {nbytes}>(ring, cursor, {expr(lp.count)},")
+            w.depth += 1
+            with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}", "});"):
+                for op in loads:
+                    w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
+            w.depth -= 1
 
     @contextlib.contextmanager
     def tiles(self):
@@ -205,7 +220,10 @@ class _Emitter:
 
     def declare_regs(self):
         for t in self.k.tiles:
-            if isinstance(t, (RT, RV)):
+            if t.name in self.s.col_split:
+                self.w(f"tc::rt_cols<{ctype(t.dtype)}, {t.rows}, {t.cols}, NUM_WARPS> {t.name};"
+                       f"  // too few rows for every warpgroup: each takes {t.cols * 4 // self.s.warps} of its columns")
+            elif isinstance(t, (RT, RV)):
                 self.w(f"{tile_type(t)} {t.name};")
 
     # ---- statements -----------------------------------------------------------------------------------------

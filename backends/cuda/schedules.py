@@ -68,6 +68,7 @@ class Schedule:
     persistent: bool = False   # warp-specialized: one block per SM walks tl.grid's tiles, the ring running on
     store: TmaMap | None = None   # the epilogue's store through a staging tile and TMA (persistent only)
     store_src: str = ""           # the register tile it stores
+    col_split: tuple[str, ...] = ()   # register tiles of 64 rows whose columns split over the warpgroups (rt_cols)
 
     @property
     def warp_specialized(self) -> bool:
@@ -89,20 +90,53 @@ class Schedule:
         return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
 
 
-def row_tiles(k: ir.Kernel) -> list[int]:
-    """Row counts that the warps split: register tiles and row-axis register vectors."""
-    return [t.rows for t in k.tiles if isinstance(t, RT)] + \
+def row_tiles(k: ir.Kernel, skip=()) -> list[int]:
+    """Row counts that the warps split: register tiles (but those in skip) and row-axis register vectors."""
+    return [t.rows for t in k.tiles if isinstance(t, RT) and t not in skip] + \
            [t.length for t in k.tiles if isinstance(t, RV) and t.axis == "rows"]
+
+
+def ops(stmts):
+    for s in stmts:
+        if isinstance(s, ir.Loop):
+            yield from ops(s.body)
+        else:
+            yield s
+
+
+def col_split(k: ir.Kernel, groups: int) -> list:
+    """sm_90a with wgmma, `groups` consumer warpgroups: the f32 register tiles of exactly 64 rows (too few to give
+    each warpgroup 64) that can be split by columns instead, 32 or more per warpgroup (tc::rt_cols): every op
+    on them is a zero, an mma into them from two bf16 shared tiles, or an atomic_add of them into a global.
+    Attention backward's dQ partial (BM = 64 query rows) is one: its kv rows (BN = 128) split over two
+    warpgroups as FlashAttention-3 does, dQ's head dim over the same two."""
+    if groups < 2:
+        return []
+    out = []
+    body = list(ops(k.body))
+    for t in k.tiles:
+        if not (isinstance(t, RT) and t.dtype.name == "f32" and t.rows == 64 and t.cols % (32 * groups) == 0
+                and t.cols // groups in (32, 64, 128, 192, 256)):
+            continue
+        uses = [op for op in body if op.dst is t or any(x is t for x in op.srcs)]
+        if uses and all(
+                (op.name == "zero" and op.dst is t) or
+                (op.name == "mma" and op.dst is t and op.srcs[2] is t and
+                 all(isinstance(x, ST) and x.dtype.name == "bf16" for x in op.srcs[:2])) or
+                (op.name == "atomic_add" and op.srcs[0] is t and isinstance(op.dst, GL))
+                for op in uses):
+            out.append(t)
+    return out
 
 
 def pipelined_tiles(k: ir.Kernel) -> set:
     """Shared tiles that a pipeline loop loads from global in its own body (they get one slot per stage)."""
-    return {s.dst for lp in _loops(k.body) if lp.kind == "pipeline" for s in lp.body
+    return {s.dst for lp in loops(k.body) if lp.kind == "pipeline" for s in lp.body
             if isinstance(s, ir.Op) and s.name == "load" and isinstance(s.dst, ST) and isinstance(s.srcs[0], GL)}
 
 
 def _pipeline_loads(k: ir.Kernel) -> list[ir.Op]:
-    return [s for lp in _loops(k.body) if lp.kind == "pipeline" for s in lp.body
+    return [s for lp in loops(k.body) if lp.kind == "pipeline" for s in lp.body
             if isinstance(s, ir.Op) and s.name == "load" and s.dst in pipelined_tiles(k)]
 
 
@@ -121,35 +155,41 @@ def accumulators(body) -> list | None:
 def _accumulate_only(k: ir.Kernel) -> bool:
     piped = pipelined_tiles(k)
     return any(accumulators([s for s in lp.body if not (isinstance(s, ir.Op) and s.name == "load" and s.dst in piped)])
-               for lp in _loops(k.body) if lp.kind == "pipeline")
+               for lp in loops(k.body) if lp.kind == "pipeline")
 
 
 def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
-    """Why the warp-specialized schedule cannot take k (None: it can)."""
-    loops = list(_loops(k.body))
-    top = [s for s in k.body if isinstance(s, ir.Loop) and s.kind == "pipeline"]
-    if len(top) != 1 or sum(lp.kind == "pipeline" for lp in loops) != 1:
-        return "it needs exactly one tl.pipeline loop, outside any other loop"
+    """Why the warp-specialized schedule cannot take k (None: it can). Its pipeline loops may sit inside
+    tl.range loops and follow one another: the producer walks the same loop nest (codegen)."""
+    pipes = [lp for lp in loops(k.body) if lp.kind == "pipeline"]
+    if not pipes:
+        return "it has no tl.pipeline loop"
+    if any(inner.kind == "pipeline" for lp in pipes for inner in loops(lp.body)):
+        return "a tl.pipeline loop holds another loop that pipelines"
     if not _pipeline_loads(k):
         return "its pipeline loop loads nothing from global into shared memory"
     if warps % 4:
         return f"its register tiles split over {warps} warps, not whole warpgroups"
+    sources = {}
     for op in _pipeline_loads(k):
         t = op.dst
         if t.dtype.itemsize not in (1, 2) or t.rows > 256:
             return f"TMA here fills 1- or 2-byte tiles of at most 256 rows; {t.name} is {t.type_str()}"
+        if sources.setdefault(t, op.srcs[0]) is not op.srcs[0]:   # one tensor map per pipelined tile
+            return f"its pipelined tile {t.name} is loaded from two globals"
     return None
 
 
+def tma_map(op: ir.Op) -> TmaMap:
+    """The tensor map of a pipelined load (one per pipelined tile: ws_misfit)."""
+    t = op.dst
+    row_bytes = t.cols * t.dtype.itemsize
+    swz = next(b for b in (128, 64, 32) if row_bytes % b == 0)   # st's rule (types.cuh)
+    return TmaMap(f"{t.name}_tma", op.srcs[0].name, t.rows, t.cols, swz // t.dtype.itemsize, swz, t.dtype.itemsize)
+
+
 def _tma_loads(k: ir.Kernel) -> tuple[TmaMap, ...]:
-    out = []
-    for op in _pipeline_loads(k):
-        t = op.dst
-        row_bytes = t.cols * t.dtype.itemsize
-        swz = next(b for b in (128, 64, 32) if row_bytes % b == 0)   # st's rule (types.cuh)
-        out.append(TmaMap(f"{t.name}_tma", op.srcs[0].name, t.rows, t.cols, swz // t.dtype.itemsize, swz,
-                           t.dtype.itemsize))
-    return tuple(out)
+    return tuple(dict.fromkeys(tma_map(op) for op in _pipeline_loads(k)))
 
 
 SCHEDULES = ("warp_specialized", "warp")
@@ -165,10 +205,15 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
         if any(n % 16 for n in extents):
             raise TileError(f"{t.name}: the CUDA backend needs tile extents that are multiples of 16, "
                             f"got {t.type_str()}", k.loc)
-    rows = row_tiles(k) or [16 * want]
+    wgmma = target == "sm_90a" and bool(k.options.get("wgmma", True))
+    split = col_split(k, want // 4) if wgmma and want % 4 == 0 else []
+    rows = row_tiles(k, skip=split) or [16 * want]
     # Each warp needs whole 16-row base tiles of every tile: use fewer warps when a tile is too short.
     warps = next(w for w in range(want, 0, -1) if all(r % (16 * w) == 0 for r in rows))
-    stage_counts = [lp.stages for lp in _loops(k.body) if lp.kind == "pipeline" and lp.stages]
+    if warps != want and split:   # the split tiles were for `want` warps: count them in again
+        split = []
+        warps = next(w for w in range(want, 0, -1) if all(r % (16 * w) == 0 for r in row_tiles(k)))
+    stage_counts = [lp.stages for lp in loops(k.body) if lp.kind == "pipeline" and lp.stages]
     stages = max(stage_counts or [k.options.get("stages", DEFAULT_STAGES)])
     piped = pipelined_tiles(k)
     aligned = lambda n: -(-n // SMEM_ALIGN) * SMEM_ALIGN  # noqa: E731
@@ -177,7 +222,6 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     for t in k.tiles:
         if isinstance(t, (ST, SV)) and t not in piped:
             smem += aligned((t.rows * t.cols if isinstance(t, ST) else t.length) * t.dtype.itemsize)
-    wgmma = target == "sm_90a" and bool(k.options.get("wgmma", True))
     tma, note, store, persistent = (), "", None, False
     schedule = schedule or k.options.get("schedule", "warp_specialized")
     if schedule not in SCHEDULES:
@@ -200,7 +244,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                         f"use smaller tiles or fewer stages", k.loc)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
-                    store_src=store[1] if store else "")
+                    store_src=store[1] if store else "", col_split=tuple(t.name for t in split))
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
@@ -217,8 +261,8 @@ def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
     return TmaMap(f"{g.name}_tma", g.name, 64, t.cols, 64, 128, 2), t.name
 
 
-def _loops(stmts):
+def loops(stmts):
     for s in stmts:
         if isinstance(s, ir.Loop):
             yield s
-            yield from _loops(s.body)
+            yield from loops(s.body)

@@ -4,10 +4,11 @@
 // Taken when the codegen asks for it (TILES_CUDA_WGMMA) and the operands allow: every warp holds 16 rows, so
 // warpgroup g (warps 4g..4g+3) owns rows [64g, 64g+64) of d, exactly one wgmma m64 accumulator, and rt's
 // pair order within a 16-column base tile is wgmma's register order for two 8-column groups, so d's registers
-// are passed as they are. bf16: A comes from a 128-byte-swizzled shared tile stored K-major, or from bf16
-// registers (the m64k16 A fragment is mma.sync's, per warp); B from a 128-byte-swizzled shared tile, K-major
-// (ABt) or MN-major (AB). e4m3: both from 128-byte-swizzled shared tiles, K-major (ABt; fp8 wgmma reads no
-// other layout). Everything else (f16, other fp8 pairs, transposed A, narrow tiles) stays on mma.sync.
+// are passed as they are. bf16: A comes from a 128-byte-swizzled shared tile, K-major (A) or MN-major (At), or
+// from bf16 registers (the m64k16 A fragment is mma.sync's, per warp); B from a 128-byte-swizzled shared tile,
+// K-major (Bt) or MN-major (B). e4m3: both from 128-byte-swizzled shared tiles, K-major (ABt; fp8 wgmma reads
+// no other layout). Everything else (f16, other fp8 pairs, transposed A in registers, narrow tiles) stays on
+// mma.sync.
 #pragma once
 #include "mma.cuh"
 #if defined(TILES_CUDA_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -38,7 +39,8 @@ __host__ __device__ constexpr bool use_wgmma() {
     using acc = rt<float, M, N, NW>;
     using b_tile = st<TB, BR, BC>;
     constexpr bool fp8 = same<TB, fp8e4m3> && same<typename AOp::dtype, fp8e4m3> && B_T && !is_rt_t<AOp>::value;
-    if constexpr (!TC_HAS_WGMMA || A_T || !(fp8 || (same<TB, bf16> && same<typename AOp::dtype, bf16>))) return false;
+    if constexpr (!TC_HAS_WGMMA || !(fp8 || (same<TB, bf16> && same<typename AOp::dtype, bf16>))) return false;
+    else if constexpr (A_T && (fp8 || is_rt_t<AOp>::value)) return false;   // a transposed A: bf16, from shared
     else if constexpr (NW % 4 != 0 || acc::warp_rows != 16 || !wgmma_n<N> || b_tile::swizzle_bytes != 128) return false;
     else if constexpr (is_rt_t<AOp>::value) return true;
     else return AOp::swizzle_bytes == 128;
@@ -46,7 +48,9 @@ __host__ __device__ constexpr bool use_wgmma() {
 
 #if TC_HAS_WGMMA
 // Matrix descriptors (PTX ISA, "Matrix Descriptor Format") for st's 128-byte swizzled panels: 8-row groups
-// 1024 bytes apart (SBO); MN-major panels R*128 bytes apart (LBO); a K step (32 bytes) moves the start 32 bytes.
+// 1024 bytes apart (SBO); MN-major panels R*128 bytes apart (LBO); a K step (32 bytes) moves the start 32 bytes,
+// and so does an MN offset inside a panel (rt_cols' 32-column parts): the hardware swizzles the address it
+// computes, so an offset inside a row reads what lies there.
 __device__ __forceinline__ unsigned long long desc_bits(unsigned addr, unsigned lbo, unsigned sbo) {
     auto f = [](unsigned x) { return (unsigned long long)((x & 0x3FFFF) >> 4); };
     return f(addr) | f(lbo) << 16 | f(sbo) << 32 | 1ull << 62;
@@ -59,7 +63,9 @@ __device__ __forceinline__ unsigned long long desc_kmajor(const st<T, R, C>& t, 
 }
 template <typename T, int R, int C>
 __device__ __forceinline__ unsigned long long desc_mnmajor(const st<T, R, C>& t, int k0, int mn0) {
-    return desc_bits(smem_addr(t.data) + (mn0 / 64) * R * 128 + k0 * 128, R * 128, 1024);
+    constexpr int panel = 128 / int(sizeof(T));
+    return desc_bits(smem_addr(t.data) + (mn0 / panel) * R * 128 + (mn0 % panel) * int(sizeof(T)) + k0 * 128,
+                     R * 128, 1024);
 }
 
 // wgmma wrote d behind the compiler's back: no read of it may move above the wait that made it valid.
@@ -72,7 +78,8 @@ __device__ __forceinline__ void fence_registers(rt<float, M, N, NW>& d) {
 
 // d += a' @ b' (ACCUMULATE) or d = a' @ b' for this warpgroup's 64 rows; issues every k step as one group,
 // then (WAIT) waits for it.
-template <bool B_T, bool WAIT, bool ACCUMULATE, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
+template <bool A_T, bool B_T, bool WAIT, bool ACCUMULATE, int M, int N, int NW, typename AOp, typename TB, int BR,
+          int BC>
 __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b) {
     constexpr int K = B_T ? BC : BR, KS = 32 / int(sizeof(TB));   // the k of one wgmma: 32 bytes of a row
     float* acc = &d.d[0][0][0].x;  // 16-column base tiles in order: wgmma's accumulator registers
@@ -85,11 +92,13 @@ __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const s
             a_frag_rt(af, a, 0, k);
             tiles::sm90::detail::wgmma_op<N>::template rs<B_T ? 0 : 1>(acc, af, bd, ACCUMULATE || k > 0);
         } else {
-            const unsigned long long ad = desc_kmajor(a, (warp_id() / 4) * 64, KS * k);
+            const int m0 = (warp_id() / 4) * 64;   // this warpgroup's rows of a'
+            const unsigned long long ad = A_T ? desc_mnmajor(a, KS * k, m0) : desc_kmajor(a, m0, KS * k);
             if constexpr (same<TB, fp8e4m3>)
                 tiles::sm90::detail::wgmma_op_e4m3<N>::ss(acc, ad, bd, ACCUMULATE || k > 0);
             else
-                tiles::sm90::detail::wgmma_op<N>::template ss<B_T ? 0 : 1>(acc, ad, bd, ACCUMULATE || k > 0);
+                tiles::sm90::detail::wgmma_op<N>::template ss<B_T ? 0 : 1, A_T ? 1 : 0>(acc, ad, bd,
+                                                                                     ACCUMULATE || k > 0);
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -123,7 +132,7 @@ __device__ inline void mma(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR
 #if TC_HAS_WGMMA
     if constexpr (use_wgmma<A_T, B_T, M, N, NW, AOp, TB, BR, BC>()) {
         if constexpr (!fresh) if (&d != &c) d = c;
-        wgmma_block<B_T, same<Mode, wait_t>, !fresh>(d, a, b);
+        wgmma_block<A_T, B_T, same<Mode, wait_t>, !fresh>(d, a, b);
         return;
     }
 #endif
@@ -144,5 +153,90 @@ __device__ inline void mma_AtB(rt<float, M, N, NW>& d, const AOp& a, const st<TB
 template <int M, int N, int NW, typename AOp, typename TB, int BR, int BC, typename C, typename Mode = wait_t>
 __device__ inline void mma_AtBt(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b,
                                 const C& c, Mode = {}) { mma<true, true, Mode>(d, a, b, c); }
+
+// ---- rt_cols: a 64-row f32 tile whose columns are split over the warpgroups (types.cuh) --------------------
+// Each warpgroup computes its columns of d = a' @ b' + c on wgmma m64 with both operands in shared memory: all of
+// a' (its 64 rows), the warpgroup's columns of b'. A transposed a is read MN-major.
+template <bool A_T, bool B_T, typename Mode, int M, int N, int NW, typename TA, int AR, int AC, typename TB, int BR,
+          int BC, typename C>
+__device__ inline void mma(rt_cols<float, M, N, NW>& d, const st<TA, AR, AC>& a, const st<TB, BR, BC>& b,
+                           const C& c) {
+    using D = rt_cols<float, M, N, NW>;
+    constexpr int PC = D::part_cols, K = A_T ? AR : AC;
+    static_assert(same<TA, bf16> && same<TB, bf16> && (PC == 32 || wgmma_n<PC>) && (A_T ? AC : AR) == 64 &&
+                      (B_T ? BC : BR) == K && st<TA, AR, AC>::swizzle_bytes == 128 &&
+                      st<TB, BR, BC>::swizzle_bytes == 128,
+                  "rt_cols: bf16 operands in 128-byte swizzled shared tiles");
+#if TC_HAS_WGMMA
+    constexpr bool fresh = same<C, zeros_t>;
+    if constexpr (!fresh) if (&d != &c) d = c;
+    const int n0 = D::group() * PC;
+    float* acc = &d.part.d[0][0][0].x;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < K / 16; ++k) {
+        const unsigned long long ad = A_T ? desc_mnmajor(a, 16 * k, 0) : desc_kmajor(a, 0, 16 * k);
+        const unsigned long long bd = B_T ? desc_kmajor(b, n0, 16 * k) : desc_mnmajor(b, 16 * k, n0);
+        tiles::sm90::detail::wgmma_op<PC>::template ss<B_T ? 0 : 1, A_T ? 1 : 0>(acc, ad, bd, !fresh || k > 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    if constexpr (same<Mode, wait_t>) {
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        fence_registers(d.part);
+    }
+#else
+    static_assert(M < 0, "rt_cols needs wgmma (sm_90a, TILES_CUDA_WGMMA)");
+#endif
+}
+
+#define TC_RT_COLS_MMA(NAME, A_T, B_T)                                                                         \
+    template <int M, int N, int NW, typename TA, int AR, int AC, typename TB, int BR, int BC, typename C,      \
+              typename Mode = wait_t>                                                                          \
+    __device__ inline void NAME(rt_cols<float, M, N, NW>& d, const st<TA, AR, AC>& a, const st<TB, BR, BC>& b, \
+                                const C& c, Mode = {}) {                                                       \
+        mma<A_T, B_T, Mode>(d, a, b, c);                                                                       \
+    }
+TC_RT_COLS_MMA(mma_AB, false, false)
+TC_RT_COLS_MMA(mma_ABt, false, true)
+TC_RT_COLS_MMA(mma_AtB, true, false)
+TC_RT_COLS_MMA(mma_AtBt, true, true)
+#undef TC_RT_COLS_MMA
+
+template <typename T, int R, int C, int NW>
+__device__ inline void zero(rt_cols<T, R, C, NW>& d) { zero(d.part); }
+
+// Two adjacent f32 added into global memory by one vector reduction (sm_90: red.global.add.v2.f32, half the
+// L2 atomic requests of two scalar ones); g 8-byte aligned.
+__device__ __forceinline__ void red_add2(float* g, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(g), "f"(x), "f"(y) : "memory");
+#else
+    atomicAdd(g, x);
+    atomicAdd(g + 1, y);
+#endif
+}
+
+// f32 accumulation of an rt_cols into global memory (elements past the global's end are skipped): each thread
+// adds its pairs of adjacent columns with one vector reduction.
+template <int R, int C, int NW>
+__device__ inline void atomic_add(const gl<float>& dst, const rt_cols<float, R, C, NW>& src, coord idx) {
+    using D = rt_cols<float, R, C, NW>;
+    if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
+#pragma unroll
+    for (int j = 0; j < D::part_t::width; ++j)
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const int r = idx.r * R + D::row_of(p), c = idx.c * C + D::col_of(j, p);
+            if (r >= dst.rows()) continue;
+            float* g = dst.row_ptr(idx.b, idx.d, r) + c;
+            const pair<float> v = src.part.d[0][j][p];
+            if (c + 1 < dst.cols() && reinterpret_cast<unsigned long long>(g) % 8 == 0) {
+                red_add2(g, v.x, v.y);
+            } else {
+                if (c < dst.cols()) atomicAdd(g, v.x);
+                if (c + 1 < dst.cols()) atomicAdd(g + 1, v.y);
+            }
+        }
+}
 
 }  // namespace tc

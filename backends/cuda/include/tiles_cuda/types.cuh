@@ -102,6 +102,24 @@ template <typename T, int R, int C, int NW> struct rt {
     }
 };
 
+// A register tile of the block with too few rows to give every warpgroup 64 of them (R = 64 rows, NW/4 > 1
+// warpgroups): warpgroup g holds all R rows of columns [g C/G, (g+1) C/G) instead, as one wgmma m64
+// accumulator in rt's layout (its warp w % 4 holds rows [16 (w % 4), 16 (w % 4) + 16)). The codegen gives this
+// type to an f32 tile that only wgmma writes from shared operands and only atomic_add reads
+// (schedules.col_split): attention backward's dQ partial, BM = 64 query rows against two warpgroups' kv rows.
+template <typename T, int R, int C, int NW> struct rt_cols {
+    using dtype = T;
+    static constexpr int rows = R, cols = C, groups = NW / 4, part_cols = C / groups;
+    static_assert(R == 64 && NW % 4 == 0 && C % (16 * groups) == 0, "64 rows, columns split over warpgroups");
+    using part_t = rt<T, 64, part_cols, 4>;
+
+    part_t part;   // this warpgroup's columns
+
+    __device__ static __forceinline__ int group() { return warp_id() / 4; }
+    __device__ static __forceinline__ int row_of(int p) { return (warp_id() % 4) * 16 + lane_id() / 4 + 8 * (p & 1); }
+    __device__ static __forceinline__ int col_of(int j, int p) { return group() * part_cols + part_t::col_of(j, p); }
+};
+
 enum class axis { rows, cols };
 
 // Register vector of the block, stored in the layout that meets a row-layout
