@@ -117,12 +117,32 @@ def test_compiled_once_and_cached_on_disk(tmp_path, monkeypatch):
     from tiles.backends.cuda import runtime
     monkeypatch.setenv("TILES_CACHE", str(tmp_path))
     rt = runtime.Runtime(cuda.target)
-    k = gemm.trace([runtime.DeviceArray(random_array((32, 32), "f16"))] * 3, cuda.target)
-    rt.launch(k, [runtime.DeviceArray(random_array((32, 32), "f16")) for _ in range(3)])
+    rt.launch(gemm, [runtime.DeviceArray(random_array((32, 32), "f16")) for _ in range(3)], {})
     assert len(list((tmp_path / "cuda").glob("*.cubin"))) == 1
     rt2 = runtime.Runtime(cuda.target)   # a new process would find the cubin on disk, not compile again
     monkeypatch.setattr(runtime.toolchain, "compile", lambda *a, **k: pytest.fail("compiled twice"))
-    rt2.launch(k, [runtime.DeviceArray(random_array((32, 32), "f16")) for _ in range(3)])
+    rt2.launch(gemm, [runtime.DeviceArray(random_array((32, 32), "f16")) for _ in range(3)], {})
+
+
+def test_a_remembered_launch_follows_its_arguments_and_constants():
+    """Repeated launches reuse their trace, checks and parameters; a new constant, scalar or array must not."""
+    from tiles.kernels.gemm_fp8 import gemm_fp8, supports_fp8
+    a, b = (to_torch(random_array((64, 64), "bf16"), "bf16") for _ in range(2))
+    ref = up(a) @ up(b)
+    for trans_b, want in ((False, ref), (True, up(a) @ up(b).T), (False, ref)):
+        c = torch.full((64, 64), float("nan"), device="cuda")
+        gemm(c, a, b, trans_b=trans_b)       # same arrays but c, another constant
+        torch.cuda.synchronize()
+        assert_close(up(c), want, "f32")
+    if supports_fp8(cuda.target):
+        a8, b8 = (torch.from_numpy(random_array((64, 64), "fp8e4m3", None, 8.0).view(np.uint8)).cuda()
+                  .view(torch.float8_e4m3fn) for _ in range(2))
+        c = torch.full((64, 64), float("nan"), dtype=torch.bfloat16, device="cuda")
+        for scale in (0.5, 0.25, 0.5):       # same arrays, another scalar
+            c.fill_(float("nan"))
+            gemm_fp8(c, a8, b8, scale, 1.0)
+            torch.cuda.synchronize()
+            assert_close(up(c), up(a8) @ up(b8).T * scale, "bf16")
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="wgmma needs sm_90a")

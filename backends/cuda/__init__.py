@@ -62,9 +62,7 @@ class CudaBackend(Backend):
         if any(isinstance(a, np.ndarray) for a in args):
             # host arrays (a kernel's numpy wrapper): run on device copies, then write every array back
             return self.call(kfn, *args, **overrides)
-        k = kfn.trace(args, self.target, **overrides)
-        self.runtime.launch(k, args)
-        return k
+        return self.runtime.launch(kfn, args, overrides)
 
 
 register(CudaBackend())

@@ -64,11 +64,13 @@ LAUNCH_MEMO = 1024   # launches remembered (the memo starts over past this)
 def launch_signature(a):
     """What a launch's checks and parameters depend on, for one argument: an array's address, shape, strides,
     dtype and device; a scalar's type and value."""
+    if isinstance(a, DeviceArray):   # fixed at its creation
+        return a.signature
     if isinstance(a, (int, float, np.number)):
         return type(a), a
     if not is_cuda_array(a):   # never the same as a device array's: the checks refuse it
         return type(a), id(a)
-    return pointer(a), tuple(a.shape), _strides(a), str(a.dtype), device_of(a)
+    return pointer(a), tuple(a.shape), _strides(a), a.dtype, device_of(a)
 
 
 def check_launch(k: ir.Kernel, args, device: int = 0) -> dict:
@@ -255,12 +257,16 @@ class DeviceArray:
         self.shape, self.itemsize = host.shape, host.dtype.itemsize
         self.strides = self.raw.strides
         self.device = self.raw.device
+        self.signature = (self.raw.data.ptr, self.shape, _strides(self), self.dtype, self.device.id)
 
     @property
     def __cuda_array_interface__(self):
         cai = dict(self.raw.__cuda_array_interface__)
         cai["typestr"] = self.dtype.str
         return cai
+
+    def data_ptr(self) -> int:   # asked first by pointer(): cheaper than building the interface dict
+        return self.raw.data.ptr
 
     def numpy(self) -> np.ndarray:
         return self.raw.get().view(self.dtype)
@@ -276,7 +282,7 @@ class Runtime:
         self.functions: dict = {}
         self.tensor_maps: dict = {}
         self.streams: dict = {}
-        self.launches: dict = {}   # launch_signature of every argument -> plan_launch's result
+        self.launches: dict = {}   # (kernel, constants, device, launch signatures) -> (traced kernel, plan)
         self.prepared: dict = {}   # (id(kernel), schedule) -> (kernel, generated, function)
 
     def function(self, gen: codegen.Generated):
@@ -299,18 +305,29 @@ class Runtime:
             self.prepared[key] = (k, gen, self.function(gen))
         return self.prepared[key][1:]
 
-    def launch(self, k: ir.Kernel, args) -> None:
-        # A launch like an earlier one (same kernel, same addresses, shapes, strides, dtypes and scalars) passed
-        # the same checks and gets the same parameters: reuse them, so that host time stays far below a short
-        # kernel's (a benchmark, a model's step).
-        key = (id(k), self.cupy.cuda.Device().id, tuple(map(launch_signature, args)))
-        if key not in self.launches:
-            if len(self.launches) >= LAUNCH_MEMO:
-                self.launches.clear()
-            self.launches[key] = self.plan_launch(k, args, key[1])
-        fn, grid, threads, params, smem = self.launches[key]
+    def launch(self, kfn, args, overrides: dict) -> ir.Kernel:
+        """Trace kfn for these arguments and constants, check, and launch; returns the traced kernel.
+
+        A launch like an earlier one (same kernel and constants; same addresses, shapes, strides, dtypes, scalars
+        and device) was traced, checked and packed then: all of it is reused, so that host time stays far below
+        a short kernel's (a benchmark, a model's step)."""
+        try:
+            key = (kfn, tuple(overrides.items()), self.cupy.cuda.runtime.getDevice(),
+                   tuple(map(launch_signature, args)))
+            hit = self.launches.get(key)
+        except TypeError:   # an unhashable constant: nothing to remember it by
+            key, hit = None, None
+        if hit is None:
+            k = kfn.trace(args, self.target, **overrides)
+            hit = (k, *self.plan_launch(k, args, self.cupy.cuda.runtime.getDevice()))
+            if key is not None:
+                if len(self.launches) >= LAUNCH_MEMO:
+                    self.launches.clear()
+                self.launches[key] = hit
+        k, fn, grid, threads, params, smem = hit
         with self._stream(args):
             fn(grid, threads, params, shared_mem=smem)
+        return k
 
     def plan_launch(self, k: ir.Kernel, args, device: int):
         """(function, grid, block, parameters, shared memory) of a launch, after every check before it."""
