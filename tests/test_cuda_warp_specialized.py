@@ -147,7 +147,8 @@ def test_register_split_and_ring_bytes():
         # setmaxnreg.inc may only grow a warp's registers past what ptxas gave it at launch (at most the
         # register file over the block's threads), and the two roles together must fit the register file
         assert 65536 // r.threads // 8 * 8 <= r.consumer_regs <= 256 and r.consumer_regs % 8 == 0
-        assert 128 * schedules.PRODUCER_REGS + 32 * warps * r.consumer_regs <= 65536
+        assert 128 * r.producer_regs + 32 * warps * r.consumer_regs <= 65536
+        assert 128 * replace(r, persistent=False).producer_regs + 32 * warps * r.consumer_regs <= 65536
     # stages + staging tile + alignment slack + the mbarrier ring
     assert s.smem_bytes == 3 * (16384 + 32768) + 128 * 256 * 2 + 2 * 1024 <= SMEM
     assert (s.store.map, s.store.gl, s.store.rows, s.store.panel_cols, s.store_src) == ("C_tma", "C", 64, 64, "acc")

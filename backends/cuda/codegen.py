@@ -94,7 +94,7 @@ class _Emitter:
         w(f"constexpr int STAGES = {self.s.stages};")
         if ws:
             w(f"constexpr unsigned STAGE_BYTES = {self.s.stage_bytes};  // TMA bytes that fill one stage")
-            w(f"constexpr int PRODUCER_REGS = {schedules.PRODUCER_REGS}, CONSUMER_REGS = {self.s.consumer_regs};")
+            w(f"constexpr int PRODUCER_REGS = {self.s.producer_regs}, CONSUMER_REGS = {self.s.consumer_regs};")
         w()
         params = []
         for p in k.params:
@@ -229,18 +229,33 @@ class _Emitter:
     # ---- statements -----------------------------------------------------------------------------------------
 
     def stmts(self, body):
-        skip = None
+        units, skip = [], None   # (statement, fresh)
         for s, after in zip(body, list(body[1:]) + [None]):
             if s is skip:
                 continue
-            if isinstance(s, ir.Loop):
-                self.loop(s)
-            elif s.name == "zero" and isinstance(after, ir.Op) and after.name == "mma" and \
-                    after.dst is s.dst and after.srcs[2] is s.dst:
-                self.op(after, fresh=True)   # zero then accumulate: the mma ignores the old contents
+            if isinstance(s, ir.Op) and s.name == "zero" and isinstance(after, ir.Op) and after.name == "mma" \
+                    and after.dst is s.dst and after.srcs[2] is s.dst:
+                units.append((after, True))   # zero then accumulate: the mma ignores the old contents
                 skip = after
             else:
-                self.op(s)
+                units.append((s, False))
+        i = 0
+        while i < len(units):
+            s, fresh = units[i]
+            group = [] if self.in_flight else _independent_mmas(units[i:])
+            if isinstance(s, ir.Loop):
+                self.loop(s)
+            elif len(group) > 1:   # issued back to back, waited for once: the tensor cores run them in a row
+                for op, fr in group:
+                    self.op(op, fresh=fr, wait=False)
+                self.w("tc::mma_wait<0>();")
+                for op, _ in group:
+                    self.w(f"tc::mma_fence({op.dst.name});")
+                i += len(group)
+                continue
+            else:
+                self.op(s, fresh)
+            i += 1
 
     def loop(self, lp: ir.Loop):
         w, v = self.w, lp.var.name
@@ -288,7 +303,7 @@ class _Emitter:
         idx = ["0"] * (4 - len(op.attrs["idx"])) + [expr(i) for i in op.attrs["idx"]]
         return "{" + ", ".join(idx) + "}"
 
-    def op(self, op: ir.Op, fresh: bool = False):
+    def op(self, op: ir.Op, fresh: bool = False, wait: bool = True):
         w = self.w
         dst, srcs = op.dst, op.srcs
         writes_shared = isinstance(dst, (ST, SV))
@@ -305,7 +320,7 @@ class _Emitter:
         elif name == "mma":
             ta, tb = op.attrs["trans_a"], op.attrs["trans_b"]
             args = [dst.name, srcs[0].name, srcs[1].name, "tc::zeros" if fresh else srcs[2].name]
-            args += ["tc::no_wait"] if self.in_flight else []
+            args += ["tc::no_wait"] if self.in_flight or not wait else []
             w(f"tc::mma_{'At' if ta else 'A'}{'Bt' if tb else 'B'}({', '.join(args)});")
         elif name == "zero":
             w(f"tc::zero({dst.name});")
@@ -321,3 +336,18 @@ class _Emitter:
         self.barrier_pending = False
         if writes_shared:
             self.sync()  # the new contents are visible to every warp
+
+
+def _independent_mmas(units) -> list:
+    """The mma ops at the head of units that touch none of one another's results: their wgmma groups may be in
+    flight together (accumulators differ, no operand is another's result)."""
+    group = []
+    for op, fresh in units:
+        if not (isinstance(op, ir.Op) and op.name == "mma"):
+            break
+        done = [g.dst for g, _ in group]
+        if any(op.dst is d or any(x is d for x in op.srcs[:2]) for d in done) or \
+                any(op.dst is x for g, _ in group for x in g.srcs[:2]):
+            break
+        group.append((op, fresh))
+    return group

@@ -204,6 +204,8 @@ TC_RT_COLS_MMA(mma_AtBt, true, true)
 
 template <typename T, int R, int C, int NW>
 __device__ inline void zero(rt_cols<T, R, C, NW>& d) { zero(d.part); }
+template <int R, int C, int NW>
+__device__ __forceinline__ void mma_fence(rt_cols<float, R, C, NW>& d) { mma_fence(d.part); }
 
 // Two adjacent f32 added into global memory by one vector reduction (sm_90: red.global.add.v2.f32, half the
 // L2 atomic requests of two scalar ones); g 8-byte aligned.
