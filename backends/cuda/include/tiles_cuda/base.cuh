@@ -88,8 +88,10 @@ __device__ __forceinline__ void barrier() { __syncthreads(); }
 
 // A block barrier that also publishes shared-memory writes to the async proxy (sm_90: wgmma and TMA read
 // shared memory through it, so ordinary and cp.async writes need fence.proxy.async before the barrier).
+// Only kernels that use the async proxy pay for the fence (MEMBAR + FENCE.VIEW.ASYNC in SASS): those with
+// block-level wgmma (TILES_CUDA_WGMMA) or a TMA producer (TILES_CUDA_CONSUMER_THREADS).
 __device__ __forceinline__ void sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && (defined(TILES_CUDA_WGMMA) || defined(TILES_CUDA_CONSUMER_THREADS))
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
     barrier();
