@@ -8,7 +8,8 @@ Y normalizes H as returned (rounded to its dtype).
 Rows that fit on chip, without dropout (C a multiple of 16, up to ROW_MAX), take one pass, `layernorm_rows`:
 X and R read once, H and Y written once, the least traffic there is. As in kernels/softmax.py the row is
 viewed as a (C/K, K) tile spread over the block's workers, reduced over the whole tile; mean and variance
-come from the row on chip (two sums, no cancellation).
+come from the row on chip (two sums, no cancellation). W and Bias are read once per block, before its rows,
+and stay in registers in their own dtype.
 
 Other rows take two passes over column blocks, `layernorm_fwd`: the first writes H and merges per-block
 means and squared deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel);
@@ -116,8 +117,10 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
     xs = tl.shared(X.dtype, TR, K, name="xs") if staged else None
     rs = tl.shared(R.dtype, TR, K, name="rs") if staged else None
     outs = tl.shared(Y.dtype, TR, K, name="outs") if staged else None   # H, then Y, on their way out
-    x = tl.regs(tl.f32, TR, K, name="x")        # X, then squared deviations, then W and Bias
+    x = tl.regs(tl.f32, TR, K, name="x")        # X, then squared deviations, then W and Bias in f32
     h = tl.regs(tl.f32, TR, K, name="h")
+    w = tl.regs(W.dtype, TR, K, name="w")       # W and Bias: loaded once per block, kept in their own dtype
+    bias = tl.regs(Bias.dtype, TR, K, name="bias")
     hr = tl.regs(H.dtype, TR, K, name="hr")     # h rounded as H stores it
     stat = tl.rvec(tl.f32, TR, name="stat")     # the row's mean, then 1 / its standard deviation
     over_tile = tile_reduction(TR)
@@ -136,6 +139,8 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
         else:
             tl.store(dst, src, (row, 0, 0))
 
+    tl.load(w, W, (0, 0))
+    tl.load(bias, Bias, (0, 0))
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
         load(x, X, xs, row)
@@ -156,9 +161,9 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
         tl.mul(stat, stat, -0.5)
         tl.exp2(stat, stat)
         tl.mul_row(h, h, stat)
-        tl.load(x, W, (0, 0))                         # W and Bias: from L2 after the first rows
+        tl.copy(x, w)
         tl.mul(h, h, x)
-        tl.load(x, Bias, (0, 0))
+        tl.copy(x, bias)
         tl.add(h, h, x)
         store(Y, h, row)
 

@@ -21,11 +21,12 @@ PAIRS = 16  # interleaved: pairs per tile row (32 elements: one K step of every 
 
 # Where `staged`, q and k go global -> shared -> registers and back through shared, so that global memory
 # sees whole 16-byte chunks per lane, and the loads of the next head run ahead of the compute (a pipelined
-# loop over heads). sm_90a keeps the warp schedule: its blocks are small, many per SM.
+# loop over heads). sm_90a keeps the warp schedule: its blocks are small, many per SM; and mma.sync for the
+# interleaved kernel's small products (wgmma=False), so that block barriers need no async-proxy fence.
 CONFIGS = {
     "default": dict(BR=32, staged=False),
     "sm_80": dict(BR=64, staged=True, stages=2, workers=4),
-    "sm_90a": dict(BR=64, staged=True, stages=2, workers=1, schedule="warp"),
+    "sm_90a": dict(BR=64, staged=True, stages=2, workers=1, schedule="warp", wgmma=False),
     "gfx942": dict(BR=64, staged=False, workers=4),
     "gfx950": dict(BR=64, staged=True, stages=2, workers=4),
     "apple": dict(BR=32, staged=False, workers=4),

@@ -73,11 +73,12 @@ def softmax_fwd(Y, X, *, BR, BC):
 # `workers`, which sm_90a counts in warpgroups). Where `staged`, rows go global -> shared -> registers and
 # back through shared, so that global memory sees whole 16-byte chunks per lane (cp.async or direct-to-LDS
 # loads, 16-byte stores) and the loads of the next rows run ahead of the compute. sm_90a keeps the warp
-# schedule: a TMA producer warpgroup would hold the SM for one block of few warps.
+# schedule: a TMA producer warpgroup would hold the SM for one block of few warps; and without wgmma (there is
+# no matrix product here) its block barriers need no async-proxy fence.
 ROW_CONFIGS = {
     "default": dict(staged=False),
     "sm_80": dict(staged=True, stages=2, workers=16),
-    "sm_90a": dict(staged=True, stages=2, workers=4, schedule="warp"),
+    "sm_90a": dict(staged=True, stages=2, workers=4, schedule="warp", wgmma=False),
     "gfx942": dict(staged=False, workers=4),
     "gfx950": dict(staged=True, stages=2, workers=4),
     "apple": dict(staged=False, workers=4),

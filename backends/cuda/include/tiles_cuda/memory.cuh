@@ -15,28 +15,70 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                  "r"(src_bytes));
 }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// ---- global <-> shared: which 16-byte chunks a thread moves ---------------
+// Chunk id = r * (C / E) + c / E, dealt out to the block's threads in turn. When the thread count is a
+// multiple of the chunks per row (every tile the kernels use), a thread keeps one chunk column and steps
+// down the rows: its global address advances by a fixed stride and the column's bounds are settled once,
+// so each chunk costs a few instructions instead of a division and a fresh 64-bit address.
+// sm_80 loads keep the one loop: attention backward sits at its register limit there, and the longer code
+// tips it into spills.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool walk_columns_in_loads = false;
+#else
+constexpr bool walk_columns_in_loads = true;
+#endif
+template <typename T, int R, int C> struct chunk_walk {
+    static constexpr int E = 16 / int(sizeof(T));  // elements per chunk
+    static constexpr int per_row = C / E;
+    static __device__ __forceinline__ bool column_wise() { return block_threads() % per_row == 0; }
+    static __device__ __forceinline__ int col() { return (threadIdx.x % per_row) * E; }
+    static __device__ __forceinline__ int first_row() { return threadIdx.x / per_row; }
+    static __device__ __forceinline__ int row_step() { return block_threads() / per_row; }
+};
+
 // ---- global -> shared -----------------------------------------------------
 // Issues the copy of tile idx of src into dst and returns without waiting.
 template <typename T, int R, int C>
 __device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx) {
-    constexpr int E = 16 / sizeof(T);  // elements per chunk
-    constexpr int chunks_per_row = C / E;
+    using walk = chunk_walk<T, R, C>;
+    constexpr int E = walk::E;
     const int row0 = idx.r * R, col0 = idx.c * C;
     const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
     const bool vec = src.vec_aligned();
-    for (int id = threadIdx.x; id < R * chunks_per_row; id += block_threads()) {
-        const int r = id / chunks_per_row, c = (id % chunks_per_row) * E;
+    if (walk_columns_in_loads && vec && walk::column_wise()) {
+        const int c = walk::col(), step = walk::row_step(), r0 = walk::first_row();
+        // elements of this thread's chunks inside the row (the same for every row it visits)
+        const int n = in_matrix ? imax(0, imin(E, src.cols() - (col0 + c))) : 0;
+        const int rows = src.rows() - row0;
+        const long long jump = step * src.strides[2];
+        const T* g = src.row_ptr(in_matrix ? idx.b : 0, in_matrix ? idx.d : 0, row0 + r0) + col0 + c;
+        if (n == E && rows >= R) {  // the whole tile inside the global: plain copies
+#pragma unroll 1
+            for (int r = r0; r < R; r += step, g += jump) cp_async16(&dst.at(r, c), g);
+            return;
+        }
+        for (int r = r0; r < R; r += step, g += jump) {
+            const bool ok = n > 0 && r < rows;
+            // A fully masked chunk still needs a valid address: use the tensor's base.
+            cp_async16(&dst.at(r, c), ok ? g : src.ptr, ok ? n * int(sizeof(T)) : 0);
+        }
+        return;
+    }
+    for (int id = threadIdx.x; id < R * walk::per_row; id += block_threads()) {
+        const int r = id / walk::per_row, c = (id % walk::per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
         T* s = &dst.at(r, c);
         const bool row_ok = in_matrix && gr < src.rows();
         if (vec) {
             const int n = row_ok ? imax(0, imin(E, src.cols() - gc)) : 0;
-            // A fully masked chunk still needs a valid address: use the tensor's base.
             const T* g = n > 0 ? src.row_ptr(idx.b, idx.d, gr) + gc : src.ptr;
             cp_async16(s, g, n * int(sizeof(T)));
         } else {  // unaligned rows: element by element, synchronously
@@ -57,13 +99,23 @@ __device__ inline void load(st<T, R, C>& dst, const gl<T>& src, coord idx) {
 // ---- shared -> global -----------------------------------------------------
 template <typename T, int R, int C>
 __device__ inline void store(const gl<T>& dst, const st<T, R, C>& src, coord idx) {
-    constexpr int E = 16 / sizeof(T);
-    constexpr int chunks_per_row = C / E;
+    using walk = chunk_walk<T, R, C>;
+    constexpr int E = walk::E;
     const int row0 = idx.r * R, col0 = idx.c * C;
     if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
     const bool vec = dst.vec_aligned();
-    for (int id = threadIdx.x; id < R * chunks_per_row; id += block_threads()) {
-        const int r = id / chunks_per_row, c = (id % chunks_per_row) * E;
+    if (vec && walk::column_wise() && col0 + C <= dst.cols()) {   // whole chunks in every row
+        const int c = walk::col(), step = walk::row_step(), r0 = walk::first_row();
+        const int rows = imin(R, dst.rows() - row0);
+        const long long jump = step * dst.strides[2];
+        T* g = dst.row_ptr(idx.b, idx.d, row0 + r0) + col0 + c;
+#pragma unroll 1
+        for (int r = r0; r < rows; r += step, g += jump)
+            *reinterpret_cast<int4*>(g) = *reinterpret_cast<const int4*>(&src.at(r, c));
+        return;
+    }
+    for (int id = threadIdx.x; id < R * walk::per_row; id += block_threads()) {
+        const int r = id / walk::per_row, c = (id % walk::per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
         if (gr >= dst.rows()) continue;
         T* g = dst.row_ptr(idx.b, idx.d, gr) + gc;

@@ -151,6 +151,8 @@ __device__ inline void row_reduce(rv<T, R, axis::rows, NW>& dst, const rt<U, R, 
 
 // One value per column: within a lane over its rows, over the 8 quads of the
 // warp, then over the warps through shared memory (every warp holds the result).
+// With 8 warps or more, the 8 lanes that hold the same columns (one per quad) split the warps' partials
+// between them and combine them with three shuffles, instead of each reading all NW.
 template <typename Op, typename T, typename U, int R, int C, int NW>
 __device__ inline void col_reduce(rv<T, C, axis::cols, NW>& dst, const rt<U, R, C, NW>& src,
                                   const rv<T, C, axis::cols, NW>* acc) {
@@ -178,9 +180,20 @@ __device__ inline void col_reduce(rv<T, C, axis::cols, NW>& dst, const rt<U, R, 
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const int c = vec::index_of(o, k);
-            float v = partial[0][c];
+            float v;
+            if constexpr (NW % 8 == 0) {
+                const int q = lane_id() / 4;
+                v = partial[q][c];
 #pragma unroll
-            for (int w = 1; w < NW; ++w) v = op(v, partial[w][c]);
+                for (int i = 1; i < NW / 8; ++i) v = op(v, partial[q + 8 * i][c]);
+                v = op(v, __shfl_xor_sync(0xffffffffu, v, 4));
+                v = op(v, __shfl_xor_sync(0xffffffffu, v, 8));
+                v = op(v, __shfl_xor_sync(0xffffffffu, v, 16));
+            } else {
+                v = partial[0][c];
+#pragma unroll
+                for (int w = 1; w < NW; ++w) v = op(v, partial[w][c]);
+            }
             if (acc) v = op(v, to_float(acc->d[o][k]));
             dst.d[o][k] = from_float<T>(v);
         }
