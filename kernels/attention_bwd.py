@@ -111,8 +111,9 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.load(q, Q, (b, h, i, 0))
         tl.load(do, dO, (b, h, i, 0))
         tl.load(lse, LSE, (b, h, i))
-        # the matrix products in two batches of independent ones (S^T and dP^T; dV, dK and dQ), which a backend
-        # may keep in flight together
+        # the matrix products in two batches of independent ones (S^T and dP^T; dQ, dV and dK), which a backend
+        # may keep in flight together, each waited for where its result is first needed: the softmax of S^T
+        # while dP^T is computed, dQ's accumulation while dV and dK are
         tl.zero(s)
         tl.mma_ABt(s, k, q, s)
         if masked:  # -inf where kv row > query row: the complement of causal_mask's kept set, shifted by one
@@ -132,10 +133,10 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.mul(dp, dp, scale)                    # folded here, dK and dQ need no rescale
         tl.copy(ds, dp)
         tl.store(ds_s, ds)
-        tl.mma_AB(dv, p, do, dv)
-        tl.mma_AB(dk, ds, q, dk)
         tl.zero(dq)
         tl.mma_AtB(dq, ds_s, k, dq)
+        tl.mma_AB(dv, p, do, dv)
+        tl.mma_AB(dk, ds, q, dk)
         tl.atomic_add(DQacc, dq, (b, h, i, 0))
 
     n_q = tl.cdiv(Q.rows, BM)

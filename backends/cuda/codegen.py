@@ -239,23 +239,39 @@ class _Emitter:
                 skip = after
             else:
                 units.append((s, False))
+        # Adjacent independent mma ops are issued back to back (the tensor cores run them in a row) and each is
+        # waited for only where a later statement needs it: the ops in between overlap the rest of the batch.
+        pending = []   # mma ops in flight, oldest first (their wgmma groups complete in order)
+
+        def settle(n):   # wait for the oldest n
+            if not n:
+                return
+            self.w(f"tc::mma_wait<{len(pending) - n}>();")
+            for op in pending[:n]:
+                self.w(f"tc::mma_fence({op.dst.name});")
+            del pending[:n]
+
         i = 0
         while i < len(units):
             s, fresh = units[i]
             group = [] if self.in_flight else _independent_mmas(units[i:])
+            if pending and (isinstance(s, ir.Loop) or s.name == "mma"):
+                settle(len(pending))   # (a block-level mma waits for every group of its warpgroup)
+            elif pending:
+                settle(max((j + 1 for j, m in enumerate(pending) if _needs(s, m)), default=0))
             if isinstance(s, ir.Loop):
                 self.loop(s)
-            elif len(group) > 1:   # issued back to back, waited for once: the tensor cores run them in a row
+            elif len(group) > 1:
                 for op, fr in group:
                     self.op(op, fresh=fr, wait=False)
-                self.w("tc::mma_wait<0>();")
-                for op, _ in group:
-                    self.w(f"tc::mma_fence({op.dst.name});")
+                pending = [op for op, _ in group]
                 i += len(group)
                 continue
             else:
                 self.op(s, fresh)
             i += 1
+        if pending:
+            settle(len(pending))
 
     def loop(self, lp: ir.Loop):
         w, v = self.w, lp.var.name
@@ -336,6 +352,11 @@ class _Emitter:
         self.barrier_pending = False
         if writes_shared:
             self.sync()  # the new contents are visible to every warp
+
+
+def _needs(s: ir.Op, m: ir.Op) -> bool:
+    """Whether s must wait for mma m: it touches m's result or overwrites one of m's operands."""
+    return any(x is m.dst for x in (s.dst, *s.srcs)) or any(s.dst is x for x in m.srcs[:2])
 
 
 def _independent_mmas(units) -> list:
