@@ -74,11 +74,13 @@ def softmax_fwd(Y, X, *, BR, BC):
 # back through shared, so that global memory sees whole 16-byte chunks per lane (cp.async or direct-to-LDS
 # loads, 16-byte stores) and the loads of the next rows run ahead of the compute. sm_90a keeps the warp
 # schedule: a TMA producer warpgroup would hold the SM for one block of few warps; and without wgmma (there is
-# no matrix product here) its block barriers need no async-proxy fence.
+# no matrix product here) its block barriers need no async-proxy fence. It takes up to 32 warps: a row of
+# 512 tile rows or more fills one block per SM, whose warps wait through each row's reductions and barriers
+# together, so more of them keep more work in flight (at 64 registers per lane, the most 32 warps may have).
 ROW_CONFIGS = {
     "default": dict(staged=False),
     "sm_80": dict(staged=True, stages=2, workers=16),
-    "sm_90a": dict(staged=True, stages=2, workers=4, schedule="warp", wgmma=False),
+    "sm_90a": dict(staged=True, stages=2, workers=8, schedule="warp", wgmma=False),
     "gfx942": dict(staged=False, workers=4),
     "gfx950": dict(staged=True, stages=2, workers=4),
     "apple": dict(staged=False, workers=4),
@@ -144,7 +146,7 @@ def softmax_rows(Y, X, *, TR, K, RPB, staged):
             tl.store(Y, x, (row, 0, 0))
 
 
-ROW_MAX = 32768   # the longest row held on chip: 128 f32 registers per lane at 16 warps
+ROW_MAX = 32768   # the longest row held on chip: 128 f32 registers per lane at 16 warps (sm_80), 64 at 32
 
 
 def row_plan(rows: int, cols: int) -> dict | None:
