@@ -222,8 +222,8 @@ def test_default_schedule_is_warp_specialized_where_tma_can_read_the_arrays(m, n
     b = to_torch(random_array((k, n), "bf16"), "bf16")
     c = torch.full((m, n), float("nan"), device="cuda")
     from tiles.backends.cuda import runtime
-    rt, traced = runtime.Runtime(cuda.target), gemm.trace([c, a, b], cuda.target)
-    rt.launch(traced, [c, a, b])
+    rt = runtime.Runtime(cuda.target)
+    traced = rt.launch(gemm, [c, a, b], {})
     torch.cuda.synchronize()
     assert_close(up(c), up(a) @ up(b), "f32", tol=1e-5)
     # TMA steps over a row only where there are several: then its pitch must be a multiple of 16 bytes

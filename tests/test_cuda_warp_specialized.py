@@ -92,6 +92,10 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         # f32 accumulator two floats per reduction; the producer walks the same loop nest (head, then the
         # causal kernel's two pipeline loops), the ring's cursor carrying on
         assert s.col_split == ("dq",) and s.warps == 8
+        # the mma batches are waited for only as far as the next op needs: S^T before its softmax, dP^T after
+        # it (one group may stay in flight); dQ before its atomics, dV and dK after them (two)
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x2" in sass
+        assert "tc::mma_wait<1>();\n" in gen.source and "tc::mma_wait<2>();\n" in gen.source
         assert "REDG.E.ADD.F32x2" in sass and re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
         assert "tc::rt_cols<float, 64, " in gen.source and "tc::atomic_add(DQacc, dq," in gen.source
         producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
