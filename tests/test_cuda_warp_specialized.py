@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import tiles as tl
 from tiles import dtypes, targets
 from tiles.backends.cuda import codegen, runtime, schedules, toolchain
 from tiles.dsl import TileError
@@ -242,3 +243,31 @@ def test_encoding_marshals_every_argument_for_the_driver(dtype, cols):
         assert not isinstance(e, (TypeError, ValueError)) and "driver" in str(e), e
         return
     assert m.shape == (1,) and m.dtype == runtime.TENSOR_MAP
+
+
+@tl.kernel
+def nested_pipelines(C, A, *, BM=64, BK=64):
+    """Sums column blocks of A's rows in a pipeline loop inside another pipeline loop: a shape the producer's walk
+    does not take (the outer loop's slot would stay taken while the inner one cycles the ring)."""
+    bm = tl.grid(tl.cdiv(A.rows, BM))
+    a = tl.shared(A.dtype, BM, BK)
+    b = tl.shared(A.dtype, BM, BK)
+    acc = tl.regs(tl.f32, BM, BK)
+    x = tl.regs(tl.f32, BM, BK)
+    tl.zero(acc)
+    for i in tl.pipeline(2, name="i"):
+        tl.load(b, A, (bm, i))
+        tl.load(x, b)
+        tl.add(acc, acc, x)
+        for j in tl.pipeline(tl.cdiv(A.cols, BK), name="j"):
+            tl.load(a, A, (bm, j))
+            tl.load(x, a)
+            tl.add(acc, acc, x)
+    tl.store(C, acc, (bm, 0))
+
+
+def test_nested_pipeline_loops_keep_the_warp_schedule():
+    x = random_array((128, 256), "bf16")
+    k = nested_pipelines.trace([np.zeros((128, 64), np.float32), x], "sm_90a", workers=1, **WS)
+    s = schedules.plan(k, "sm_90a", SMEM)
+    assert not s.warp_specialized and "holds another loop that pipelines" in s.note
