@@ -55,3 +55,17 @@ def test_one_pass_moves_16_byte_chunks_on_cuda(target):
     x = random_array((4, 4096 // plan["K"], plan["K"]), "bf16")
     sass = toolchains.emit(softmax_rows, [x, x], target, "sass", **plan)
     assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
+
+
+def test_row_barriers_skip_the_async_proxy_fence_without_wgmma():
+    """On sm_90a the row kernel's barriers are plain (no wgmma or TMA reads its shared tiles); asking for wgmma
+    brings the fence back (MEMBAR + FENCE.VIEW.ASYNC before each barrier)."""
+    why = toolchains.cannot_compile("sm_90a")
+    if why:
+        pytest.skip(why)
+    plan = row_plan(16384, 4096)
+    x = random_array((4, 4096 // plan["K"], plan["K"]), "bf16")
+    plain = toolchains.emit(softmax_rows, [x, x], "sm_90a", "sass", **plan)
+    fenced = toolchains.emit(softmax_rows, [x, x], "sm_90a", "sass", wgmma=True, **plan)
+    assert "BAR.SYNC" in plain and "FENCE.VIEW.ASYNC" not in plain and "MEMBAR" not in plain
+    assert "FENCE.VIEW.ASYNC" in fenced
