@@ -89,6 +89,37 @@ def test_pipeline_staged_tiles_are_load_only():
 
 
 @tl.kernel
+def bad_swap(Y, X, *, case):
+    tl.grid(1)
+    x = tl.regs(tl.f32, 16, 32)
+    if case == "odd":
+        x = tl.regs(tl.f32, 16, 15)
+        tl.swap_pairs(x, x)  # odd columns
+    elif case == "shape":
+        tl.swap_pairs(tl.regs(tl.f32, 16, 16), x)
+    elif case == "dtype":
+        tl.swap_pairs(tl.regs(tl.bf16, 16, 32), x)
+    elif case == "shared":
+        tl.swap_pairs(x, tl.shared(tl.f32, 16, 32))
+    else:
+        tl.swap_pairs(tl.rvec(tl.f32, 32, axis="cols"), tl.rvec(tl.f32, 32, axis="cols"))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("odd", r"swap_pairs: column count \(pairs of columns are exchanged\): expected even, got 15"),
+    ("shape", r"swap_pairs: source shape: expected 16x16, got 16x32"),
+    ("dtype", r"swap_pairs: source dtype \(no conversion: tl.copy converts\): expected bf16, got f32"),
+    ("shared", r"swap_pairs: source kind: expected rt, got st"),
+    ("vector", r"swap_pairs: destination kind: expected rt, got rv"),
+])
+def test_swap_pairs_refusals(case, message):
+    with pytest.raises(tl.TileError, match=message) as e:
+        bad_swap.trace([poisoned((4, 4), "f32")] * 2, case=case)
+    if case == "odd":
+        assert f"test_verify.py:{line_of(bad_swap, '# odd columns')}" in str(e.value)
+
+
+@tl.kernel
 def no_grid(Y):
     tl.regs(tl.f32, 16, 16)
 

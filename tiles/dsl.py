@@ -199,6 +199,11 @@ def copy(dst, src):
     _op("copy", dst, src)
 
 
+def swap_pairs(dst, src):
+    """dst[:, 2j] = src[:, 2j + 1] and dst[:, 2j + 1] = src[:, 2j]: each column pair exchanged (dst may be src)."""
+    _op("swap_pairs", dst, src)
+
+
 def _scalar_or_tile(x):
     return x if isinstance(x, (RT, RV, ST, SV, GL)) else ir.as_expr(x)
 

@@ -133,6 +133,12 @@ class _Block:
     def op_copy(self, op):
         self.put(op.dst, self.t[op.srcs[0]])
 
+    def op_swap_pairs(self, op):
+        src = self.t[op.srcs[0]]
+        out = np.empty_like(src)
+        out[:, 0::2], out[:, 1::2] = src[:, 1::2], src[:, 0::2]
+        self.put(op.dst, out)
+
     def op_causal_mask(self, op):
         src, row0, col0, fill = (self.val(x) for x in op.srcs)
         i, j = np.indices(op.dst.shape)

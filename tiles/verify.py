@@ -145,6 +145,15 @@ def _rule_copy(c, op):
         c.expect(src.axis == dst.axis, "vector axis", dst.axis, src.axis)
 
 
+def _rule_swap_pairs(c, op):
+    dst, src = op.dst, op.srcs[0]
+    c.kind(dst, ("rt",), "destination")
+    c.kind(src, ("rt",), "source")
+    c.same_shape(src, dst, "source")
+    c.expect(src.dtype == dst.dtype, "source dtype (no conversion: tl.copy converts)", dst.dtype, src.dtype)
+    c.expect(dst.cols % 2 == 0, "column count (pairs of columns are exchanged)", "even", dst.cols)
+
+
 def _rule_map(c, op):
     dst = op.dst
     c.kind(dst, ("rt", "rv"), "destination")
@@ -201,7 +210,7 @@ def _rule_dropout(c, op):
 
 
 _RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "mma": _rule_mma,
-          "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy,
+          "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy, "swap_pairs": _rule_swap_pairs,
           "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout}
 _RULES.update({f"{a}_{r}": _rule_reduce for a in ("row", "col") for r in ir.REDUCE})
 _RULES.update({f"{b}_{a}": _rule_broadcast for a in ("row", "col") for b in ir.BROADCAST})
