@@ -199,6 +199,63 @@ def test_copy_converts(backend, dtype, m, n):
     assert_close(y[1], rounded, dtype, tol=0.0, what="through shared")
 
 
+def swapped(x, n_pad):
+    """float64 column pairs of x exchanged; x padded with zero columns to n_pad first (loads past the end read 0)."""
+    z = np.zeros((x.shape[0], n_pad))
+    z[:, :x.shape[1]] = x
+    out = np.empty_like(z)
+    out[:, 0::2], out[:, 1::2] = z[:, 1::2], z[:, 0::2]
+    return out[:, :x.shape[1]]
+
+
+@tl.kernel
+def swaps(Y, X):
+    """Y[0]: the pairs of x exchanged into another tile; Y[1]: in place. Tiles of Y's dtype."""
+    br, bc = grid2(X)
+    x = tl.regs(Y.dtype, BR, BC)
+    y = tl.regs(Y.dtype, BR, BC)
+    tl.load(x, X, (br, bc))
+    tl.swap_pairs(y, x)
+    tl.store(Y, y, (0, br, bc))
+    tl.swap_pairs(x, x)
+    tl.store(Y, x, (1, br, bc))
+
+
+@settings(max_examples=4)
+@given(m=extent, n=extent, dtype=st.sampled_from(["f32", "bf16", "f16"]))
+def test_swap_pairs(backend, m, n, dtype):
+    x = random_array((m, n), "f32")
+    y = poisoned((2, m, n), dtype)
+    run(backend, swaps, y, x)
+    ref = swapped(dtypes.of(dtype).round(up(x)), -(-n // 2) * 2)
+    assert_close(y[0], ref, dtype, tol=0.0, what="swap_pairs")
+    assert_close(y[1], ref, dtype, tol=0.0, what="swap_pairs in place")
+
+
+@tl.kernel
+def swaps_operand(C, A, I):
+    """C = swap_pairs(a) @ I: the exchange on a register tile that is an MMA's A operand (its own layout on CDNA)."""
+    br, bc = tl.grid(tl.cdiv(A.rows, BR), tl.cdiv(A.cols, 32))
+    a = tl.regs(A.dtype, BR, 32)
+    eye = tl.shared(A.dtype, 32, 32)
+    c = tl.regs(tl.f32, BR, 32)
+    tl.load(a, A, (br, bc))
+    tl.load(eye, I, (0, 0))
+    tl.swap_pairs(a, a)
+    tl.zero(c)
+    tl.mma_AB(c, a, eye, c)
+    tl.store(C, c, (br, bc))
+
+
+@settings(max_examples=3)
+@given(m=extent, n=extent, dtype=st.sampled_from(["bf16", "f16"]))
+def test_swap_pairs_of_an_mma_operand(backend, m, n, dtype):
+    a = random_array((m, n), dtype)
+    c = poisoned((m, n), "f32")
+    run(backend, swaps_operand, c, a, np.eye(32).astype(a.dtype))
+    assert_close(c, swapped(up(a), -(-n // 2) * 2), "f32", tol=0.0, what="swap_pairs of an mma operand")
+
+
 @tl.kernel
 def fills(Y, X, *, value):
     br, bc = grid2(X)

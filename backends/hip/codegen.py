@@ -402,6 +402,9 @@ class _Emitter:
         if name == "copy":
             self._same_layout(op, allow_change=True)
             return f"copy({self.n(d)}, {self.n(srcs[0])});{line}"
+        if name == "swap_pairs":
+            self._same_layout(op)
+            return f"swap_pairs({self.n(d)}, {self.n(srcs[0])});{line}"
         if name in _UNARY or name in _BINARY:
             self._same_layout(op)
             return f"{name}({self.n(d)}, {', '.join(val(x) for x in srcs)});{line}"

@@ -340,6 +340,8 @@ class _Gen:
             self.w(f"convert({self.ref(op.dst)}, {self.ref(op.srcs[0])}{tail});")
         elif name in _UNARY or name in _BINARY:
             self.op_map(op)
+        elif name == "swap_pairs":
+            self.w(f"swap_pairs({self.ref(op.dst)}, {self.ref(op.srcs[0])}, self);")
         elif name[4:] in _REDUCE and name[:4] in ("row_", "col_"):
             src, acc = op.srcs
             args = [self.ref(op.dst), self.ref(src)] + ([self.ref(acc)] if acc is not None else [])

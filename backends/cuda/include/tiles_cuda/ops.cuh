@@ -120,6 +120,24 @@ __device__ inline void copy(rt<T, R, C, NW>& dst, const st<U, R, C>& src) { load
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void copy(st<T, R, C>& dst, const rt<U, R, C, NW>& src) { store(dst, src); }
 
+// ---- column-pair exchange ------------------------------------------------------------
+// dst[:, 2j] = src[:, 2j+1], dst[:, 2j+1] = src[:, 2j]. Each pair<T> of the fragment holds columns 2t and 2t+1
+// of one row (types.cuh), so the exchange stays in the lane: two register moves, or one PRMT for 16-bit pairs,
+// which the compiler folds into the instructions that read the result. dst may be src.
+template <typename T, int R, int C, int NW>
+__device__ inline void swap_pairs(rt<T, R, C, NW>& dst, const rt<T, R, C, NW>& src) {
+    using tile = rt<T, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const pair<T> v = src.d[i][j][p];
+                dst.d[i][j][p] = pair<T>{v.y, v.x};
+            }
+}
+
 // ---- reductions -----------------------------------------------------------------
 struct sum_op { __device__ float operator()(float a, float b) const { return a + b; } };
 struct max_op { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };

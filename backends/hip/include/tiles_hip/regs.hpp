@@ -58,6 +58,31 @@ TILES_BINARY(add) TILES_BINARY(sub) TILES_BINARY(mul) TILES_BINARY(div) TILES_BI
 #undef TILES_UNARY
 #undef TILES_BINARY
 
+// ---------------------------------------------------------------- column-pair exchange
+// dst[:, 2j] = src[:, 2j+1], dst[:, 2j+1] = src[:, 2j]; dst may be src. In the accumulator layout a lane holds
+// one column (l % M), so the neighbour column of every element sits in lane l ^ 1 at the same register: one
+// DPP quad_perm move per element. In the A-operand layout a lane holds runs of E consecutive columns that
+// start at even columns, so the pair is two registers of the lane.
+template <class T, int R, int C, class L> TILES_DEV void swap_pairs(rt<T, R, C, L>& dst, const rt<T, R, C, L>& src) {
+  using X = rt<T, R, C, L>;
+  TILES_UNROLL for (int m = 0; m < X::FM; ++m) TILES_UNROLL for (int n = 0; n < X::FN; ++n) {
+    if constexpr (L::COL_BY_LANE) {
+      static_assert(L::FC % 2 == 0, "column pairs must not straddle fragments");
+      TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+        const uint32_t bits = __builtin_bit_cast(uint32_t, cvt<T>::to(src.v[m][n][e]));  // exact for every T
+        dst.v[m][n][e] = cvt<T>::from(__builtin_bit_cast(float, arch::butterfly<1>(bits)));
+      }
+    } else {
+      static_assert(L::RUN % 2 == 0, "a lane's column runs must hold whole pairs");
+      TILES_UNROLL for (int e = 0; e < X::E; e += 2) {
+        const T a = src.v[m][n][e], b = src.v[m][n][e + 1];
+        dst.v[m][n][e] = b;
+        dst.v[m][n][e + 1] = a;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- reductions
 // Butterfly over lane bits [LO, HI): afterwards every lane of a group holds the group's result.
 template <int LO, int HI, class F> TILES_DEV float lane_reduce(float x, F f) {

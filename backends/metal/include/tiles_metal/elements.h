@@ -82,6 +82,20 @@ inline void map_positions(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src
     }
 }
 
+// dst[:, 2j] = src[:, 2j+1], dst[:, 2j+1] = src[:, 2j]; dst may be src. A lane's two elements are columns
+// elem_col(l) and elem_col(l) + 1 with elem_col(l) even, in both position modes: one column pair, exchanged
+// in the lane.
+template <typename T, int R, int C>
+inline void swap_pairs(thread rt<T, R, C>& dst, const thread rt<T, R, C>& src, const thread block& b) {
+    for (int i = 0; i < R / BASE; ++i) {
+        for (int j = 0; j < C / BASE; ++j) {
+            float x0, x1;
+            get_elements(src.m[i][j], b, x0, x1);
+            set_elements(dst.m[i][j], b, x1, x0);
+        }
+    }
+}
+
 // One matrix converted to another element type (rounding to nearest even), element by element at known
 // positions: matrices of different element types need not share a lane layout.
 template <typename T, typename U>
