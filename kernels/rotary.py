@@ -6,10 +6,10 @@ Each pair rotates by its position's angle: (a, b) -> (a cos - b sin, b cos + a s
 q (B, H, N, D) and k (B, H_kv, N, D) go through one launch: a block owns BR positions of one batch
 entry, loads their cos and sin once and rotates every head of q and of k with them.
 
-The IR has no column permutation and no strided load, so the interleaved kernel views each run of 32
-elements (16 pairs) as one tile row and swaps the pairs on the tensor cores: x @ P with P the signed pair
-swap, cos and sin spread to both members of their pair by @ E. Both products have one nonzero term per
-output, so they are exact.
+The IR has no strided load, so the interleaved kernel views each run of 32 elements (16 pairs) as one
+tile row: tl.swap_pairs exchanges each pair's members in registers, and cos and sin reach both members of
+their pair through a product with a 0/1 spread matrix (signed for sin), once per block. Those products have
+one nonzero term per output, so they are exact.
 """
 from __future__ import annotations
 
@@ -97,36 +97,35 @@ def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged):
 
 
 @tl.kernel(configs=CONFIGS)
-def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Swap, Spread, *, BR, staged):
-    """Q, K: (B, H, N*D/32, 32) views; Cos, Sin: (N*D/32, 16) views; Swap, Spread: 32x32 (see `_constants`)."""
+def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Spread, SignedSpread, *, BR, staged):
+    """Q, K: (B, H, N*D/32, 32) views; Cos, Sin: (N*D/32, 16) views; Spread, SignedSpread: 32x32 (`_constants`)."""
     br, b = tl.grid(tl.cdiv(Q.rows, BR), Q.batch)
     _checks(QO, KO, Q, K, Cos, Sin)
     tl.check_eq(Q.cols, 2 * PAIRS)
     tl.check_eq(Cos.cols, PAIRS)
     tl.check_eq(Cos.rows, Q.rows)
     io = _Staging(staged, Q.dtype, BR, 2 * PAIRS, 1)
-    swap = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="swap")
     spread = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="spread")
+    spread_signed = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="spread_signed")
     half = tl.regs(Q.dtype, BR, 2 * PAIRS, name="half")  # cos or sin, one per pair (columns 16.. read as 0)
     c = tl.regs(tl.f32, BR, 2 * PAIRS, name="c")
     s = tl.regs(tl.f32, BR, 2 * PAIRS, name="s")
     xin = tl.regs(Q.dtype, BR, 2 * PAIRS, name="xin")
     x = tl.regs(tl.f32, BR, 2 * PAIRS, name="x")
     xs = tl.regs(tl.f32, BR, 2 * PAIRS, name="xs")
-    tl.load(swap, Swap, (0, 0))
     tl.load(spread, Spread, (0, 0))
+    tl.load(spread_signed, SignedSpread, (0, 0))
     tl.load(half, Cos, (br, 0))
     tl.zero(c)
-    tl.mma_AB(c, half, spread, c)           # c[:, 2i] = c[:, 2i+1] = cos_i
+    tl.mma_AB(c, half, spread, c)         # c[:, 2i] = c[:, 2i+1] = cos_i
     tl.load(half, Sin, (br, 0))
     tl.zero(s)
-    tl.mma_AB(s, half, spread, s)
+    tl.mma_AB(s, half, spread_signed, s)  # s[:, 2i] = -sin_i, s[:, 2i+1] = sin_i
     for OUT, X in ((QO, Q), (KO, K)):
         for h in tl.pipeline(X.depth, name="h"):
             io.load(xin, X, (b, h, br, 0))
             tl.copy(x, xin)
-            tl.zero(xs)
-            tl.mma_AB(xs, xin, swap, xs)    # xs[:, 2i] = -x[:, 2i+1], xs[:, 2i+1] = x[:, 2i]
+            tl.swap_pairs(xs, x)            # xs[:, 2i] = x[:, 2i+1], xs[:, 2i+1] = x[:, 2i]
             tl.mul(x, x, c)
             tl.mul(xs, xs, s)
             tl.add(x, x, xs)
@@ -134,14 +133,13 @@ def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Swap, Spread, *, BR, staged):
 
 
 def _constants(dtype) -> tuple[np.ndarray, np.ndarray]:
-    """The signed pair swap (x @ swap) and the pair spread (v @ spread, v's first PAIRS columns used)."""
+    """The pair spread (v @ spread, v's first PAIRS columns used) and the same with the first member negated."""
     n = 2 * PAIRS
-    swap, spread = np.zeros((n, n)), np.zeros((n, n))
+    spread, signed = np.zeros((n, n)), np.zeros((n, n))
     for i in range(PAIRS):
-        swap[2 * i + 1, 2 * i] = -1.0
-        swap[2 * i, 2 * i + 1] = 1.0
         spread[i, 2 * i] = spread[i, 2 * i + 1] = 1.0
-    return swap.astype(dtype), spread.astype(dtype)
+        signed[i, 2 * i], signed[i, 2 * i + 1] = -1.0, 1.0
+    return spread.astype(dtype), signed.astype(dtype)
 
 
 def rotary(q, k, cos, sin, *, interleaved=False, backend=None, **config):

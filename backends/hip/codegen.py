@@ -84,7 +84,7 @@ class _Emitter:
         self.plan = schedules.plan(k, target, self.lds_bytes)
         self.m = self.plan.mfma_m
         self.layout = self._layouts()
-        self.mfma_count = {}   # MFMA instruction -> count per iteration of the last pipelined loop
+        self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
 
     # ------------------------------------------------------------ names and types
     def n(self, t) -> str:
@@ -212,7 +212,7 @@ class _Emitter:
         w.depth -= 1
         w("}")
         lds = self.lds_bytes(p.stages)
-        if not self.mfma_count:   # no pipelined loop: the MMAs of the whole body
+        if self.mfma_count is None:   # no pipelined loop: the MMAs of the whole body
             self.count_mfma(k.body)
         return Generated(k.name, w.text(), k, self.target, p, lds, params, self.mfma_count)
 
