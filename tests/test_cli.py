@@ -96,6 +96,29 @@ def test_compare_skips_what_the_cpu_cannot_afford(capsys):
     assert "too much for CPU execution" in row_of(out, "attention", "1x1x4096x128", "reference")
 
 
+def test_compare_set_overrides_the_main_kernels_configuration(capsys):
+    """--set reaches the main kernel (its rows are checked and compiled with it), names itself in the shape
+    column, and refuses a name that is neither a constant nor an option rather than ignoring it."""
+    threads = {}
+    for extra in ([], ["--set", "workers=1", "schedule='warp'"]):
+        rc, out = tiles(capsys, "compare", "gemm", "--shapes", "70x40x50", "--backends", "reference",
+                        "--targets", "sm_90a", *extra)
+        assert rc == 0, out
+        shape = ("70x40x50", "[workers=1,schedule=warp]") if extra else ("70x40x50",)
+        assert " ok " in row_of(out, "gemm", *shape, "reference")
+        threads[bool(extra)] = int(re.search(r"(\d+) thr", row_of(out, "gemm", *shape, "cuda")).group(1))
+    assert threads[True] < threads[False]
+    rc, out = tiles(capsys, "compare", "gemm", "--shapes", "70x40x50", "--backends", "reference", "--no-compile",
+                    "--set", "BMM=64")
+    assert rc == 1 and "'BMM' is neither a constant (BM, BN, BK, trans_b) nor a launch option" in out
+    w = bench.workload("attention_bwd")
+    s = {**w.parse("1x2x80x64"), "set": {"BN": 32}}
+    runs = w.runs(s, w.inputs(s, np.random.default_rng(0)))
+    assert [c.get("BN") for k, _, c in runs] == [None if k is not w.kernel(s) else 32 for k, _, _ in runs]
+    with pytest.raises(SystemExit, match="NAME=VALUE"):
+        cli.main(["compare", "gemm", "--set", "BM"])
+
+
 def test_compare_bad_input(capsys):
     assert cli.main(["compare", "gemm", "--shapes", "64x64"]) == 2
     assert "bad shape '64x64'; expected MxNxK" in capsys.readouterr().err

@@ -209,9 +209,15 @@ class Workload:
         of `args` unless a workload needs several (attention backward)."""
         return [(self.kernel(s), args, self.consts(s))]
 
+    def runs(self, s: dict, args: list) -> list[tuple]:
+        """launches(), with the main kernel's constants and options overridden by s["set"] (`tiles compare
+        --set`): a configuration other than the kernel's own, timed and checked like it."""
+        main, extra = self.kernel(s), s.get("set") or {}
+        return [(k, a, {**c, **extra} if k is main else c) for k, a, c in self.launches(s, args)]
+
     def main(self, s: dict, args: list) -> tuple:
         """The launch of `kernel(s)`: what `inspect` and the compile-only rows describe."""
-        return next(x for x in self.launches(s, args) if x[0] is self.kernel(s))
+        return next(x for x in self.runs(s, args) if x[0] is self.kernel(s))
 
     def flops(self, s: dict) -> float | None:
         """FLOPs of one run: compute-bound workloads report TFLOP/s and % of the matrix peak."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import importlib
 import math
@@ -132,7 +133,7 @@ def run_cpu(w: bench.Workload, s: dict, label: str, b: registry.Backend, host) -
         return row
     args = [a.copy() if isinstance(a, np.ndarray) else a for a in host()]
     try:
-        for kfn, a, consts in w.launches(s, args):
+        for kfn, a, consts in w.runs(s, args):
             run_on(b, kfn, *a, **consts)
     except Exception as e:  # noqa: BLE001 - a backend that cannot run a kernel is a failed row, not a crash
         return _failed(row, e)
@@ -150,7 +151,7 @@ def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host
     try:
         args = [a.copy() if isinstance(a, np.ndarray) else a for a in host]
         sample = w.sample_rows(s, rng)
-        for kfn, a, consts in w.launches(s, args):
+        for kfn, a, consts in w.runs(s, args):
             run_on(b, kfn, *a, **consts)
         _checked(row, w.check_outputs(s, args, sample))
         if sample is not None:
@@ -205,7 +206,7 @@ def _time_ours(w: bench.Workload, s: dict, b: registry.Backend, host: list, rng,
     """Our kernel over n_sets device input sets (freed on return, before the library allocates its own)."""
     sets = [[b.asarray(a) if isinstance(a, np.ndarray) else a for a in (host if i == 0 else w.inputs(s, rng))]
             for i in range(n_sets)]
-    launches = [w.launches(s, args) for args in sets]
+    launches = [w.runs(s, args) for args in sets]
 
     def step(i):
         for kfn, a, consts in launches[i]:
@@ -235,9 +236,15 @@ def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev, copy: Row
 
 
 def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.Backend], *, time_it: bool,
-                 compile_targets: list[str], seed: int | None = None, desc: str = "") -> list[Row]:
+                 compile_targets: list[str], seed: int | None = None, desc: str = "",
+                 overrides: dict | None = None) -> list[Row]:
+    """overrides: constants and options of the main kernel instead of its configuration's (`--set`); the rows'
+    shape column names them."""
     rng = np.random.default_rng(seed)
     parsed = [(text, w.parse(text)) for text in shapes]
+    if overrides:
+        tag = " [" + ",".join(f"{k}={v}" for k, v in overrides.items()) + "]"
+        parsed = [(text + tag, {**s, "set": overrides}) for text, s in parsed]
     prog = Progress(len(parsed) * (len(backends) + len(compile_targets)), desc or w.name)
     rows: list[Row] = []
     try:
@@ -319,6 +326,17 @@ def _summary(rows: list[Row]) -> str:
     return f"{ok} checked ok, {failed} FAILED, {skipped} skipped (see notes)"
 
 
+def _setting(text: str) -> tuple[str, object]:
+    """--set NAME=VALUE: VALUE as a Python literal (64, True, "warp"), else as the string it is."""
+    name, eq, value = text.partition("=")
+    if not (eq and name.isidentifier()):
+        raise SystemExit(f"tiles compare: --set takes NAME=VALUE, got {text!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
+
+
 def cmd_compare(a) -> int:
     if a.merge:
         rows = report.merge(a.merge)
@@ -338,7 +356,8 @@ def cmd_compare(a) -> int:
         else:
             compile_targets = [t for t in (a.targets.split(",") if a.targets else targets.TARGETS)
                                if t not in on_device]
-        rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets, seed=a.seed)
+        rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets, seed=a.seed,
+                            overrides=dict(map(_setting, a.set or [])))
         for r in rows:
             r.machine = report.machine()
     print(report.table(rows))
@@ -494,6 +513,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--merge", nargs="+", metavar="FILE", help="join saved rows from several machines instead")
     c.add_argument("--plot", metavar="FILE.png", help="grouped bars of %% of peak (needs matplotlib)")
     c.add_argument("--seed", type=int)
+    c.add_argument("--set", nargs="+", metavar="NAME=VALUE",
+                   help="the main kernel's constants or launch options instead of its configuration's "
+                        "(e.g. RPB=2 workers=2 schedule=warp)")
     c.set_defaults(fn=cmd_compare)
 
     i = sub.add_parser("inspect", help="static resources across targets, or the generated source/assembly")

@@ -290,6 +290,10 @@ class ArgSpec:
         return (self.kind, self.dtype.name, self.rank)
 
 
+# What backends read from Kernel.options (docs/design.md, "Configurations")
+OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma")
+
+
 class KernelFn:
     """A traceable kernel. configs maps a target name (or "default") to constants and launch options."""
 
@@ -308,6 +312,9 @@ class KernelFn:
         consts = {k: v for k, v in self.const_defaults.items() if v is not inspect.Parameter.empty}
         options = {}
         for k, v in merged.items():
+            if k not in self.const_defaults and k not in OPTIONS:   # a typo must not be ignored silently
+                raise TypeError(f"{self.__name__}: {k!r} is neither a constant ({', '.join(self.const_defaults)}) "
+                                f"nor a launch option ({', '.join(OPTIONS)})")
             (consts if k in self.const_defaults else options)[k] = v
         missing = [k for k in self.const_defaults if k not in consts]
         if missing:
