@@ -98,6 +98,12 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x2" in sass
         assert "tc::mma_wait<1>();\n" in gen.source and "tc::mma_wait<2>();\n" in gen.source
         assert "REDG.E.ADD.F32x2" in sass and re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
+        # a tile wholly inside the global takes one test and then the unchecked path (memory.cuh): a second copy
+        # of dQ's reductions (each thread's 4 per 16 of its warpgroup's columns) next to the checked one for
+        # edge tiles, and LSE and Delta as 8-byte pairs (their 64 floats: 8 per thread each)
+        per_thread = 4 * (128 if kernel == "attention_bwd" else 64) // 2 // 16
+        assert consumer.count("REDG.E.ADD.F32x2.") >= 2 * per_thread
+        assert len(re.findall(r"LDG\.E\.64[. ]", consumer)) >= 16
         assert "tc::rt_cols<float, 64, " in gen.source and "tc::atomic_add(DQacc, dq," in gen.source
         producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
         assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src

@@ -57,6 +57,20 @@ def test_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal,
     assert_close(dv, ref_dv, dtype, what="dV")
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_whole_and_edge_blocks(backend, causal):
+    """150 rows: whole query and kv blocks (the backends' unchecked global accesses) and a ragged last one."""
+    q, do = (random_array((1, 2, 150, 64), "bf16") for _ in range(2))
+    k, v = (random_array((1, 1, 150, 64), "bf16") for _ in range(2))
+    o, lse, _, _, _ = reference_attention_grads(q, k, v, do, causal, 0.125)
+    o = dtypes.of("bf16").round(o).astype(q.dtype)
+    _, _, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, causal, 0.125, o)
+    dq, dk, dv = attention_backward(q, k, v, o, lse.astype(np.float32), do, causal=causal, backend=backend)
+    assert_close(dq, ref_dq, "bf16", what="dQ")
+    assert_close(dk, ref_dk, "bf16", what="dK")
+    assert_close(dv, ref_dv, "bf16", what="dV")
+
+
 def test_attention_backward_bad_input():
     q = random_array((1, 3, 8, 64), "bf16")
     k = random_array((1, 2, 8, 64), "bf16")

@@ -35,6 +35,9 @@ constexpr bool walk_columns_in_loads = false;
 #else
 constexpr bool walk_columns_in_loads = true;
 #endif
+// The unchecked whole-tile paths of atomic_add(rt) and load(rv, gl) below are sm_90+ only for the same reason:
+// on sm_80 their second copy of the code took attention backward's spills from 60 to 96 bytes (D 128, offline).
+constexpr bool unchecked_whole_tiles = walk_columns_in_loads;
 template <typename T, int R, int C> struct chunk_walk {
     static constexpr int E = 16 / int(sizeof(T));  // elements per chunk
     static constexpr int per_row = C / E;
@@ -295,19 +298,67 @@ __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord
     write_in_bounds(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
-// f32 accumulation into global memory: several blocks may add into one tile.
+// Two adjacent f32 added into global memory by one vector reduction (sm_90: red.global.add.v2.f32, half the
+// L2 atomic requests of two scalar ones); g 8-byte aligned.
+__device__ __forceinline__ void red_add2(float* g, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(g), "f"(x), "f"(y) : "memory");
+#else
+    atomicAdd(g, x);
+    atomicAdd(g + 1, y);
+#endif
+}
+
+// f32 accumulation into global memory: several blocks may add into one tile. A whole tile inside the global
+// takes one test, then every pair goes at a constant offset from the thread's first pair (one row stride per
+// 8 rows): a vector reduction each, no per-element checks. Edge tiles go element by element.
 template <int R, int C, int NW>
 __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW>& src, coord idx) {
+    using tile = rt<float, R, C, NW>;
+    if (unchecked_whole_tiles && whole_tile<float, R, C>(dst, idx)) {
+        float* g = dst.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(0, 0)) + idx.c * C + tile::col_of(0, 0);
+        const long long row8 = 8 * dst.strides[2];
+#pragma unroll
+        for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+            for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+                for (int p = 0; p < 4; ++p)
+                    red_add2(g + (2 * i + (p & 1)) * row8 + j * 16 + 8 * (p >> 1), src.d[i][j][p].x,
+                             src.d[i][j][p].y);
+        return;
+    }
     write_in_bounds(dst, src, idx, [](float* g, float v) { atomicAdd(g, v); });
 }
 
 // ---- global <-> register vectors ------------------------------------------
 // A vector lies along the global's last dim: idx.c counts vectors, (b, d, r) pick the row.
+// A whole vector inside the row loads without per-element checks, at constant offsets from the lane's first
+// element; a column vector's lane holds pairs of neighbours (k = 0, 1 and 2, 3): one access each, which needs
+// pair alignment (else the checked path).
 template <typename T, typename U, int N, axis A, int NW>
 __device__ inline void load(rv<T, N, A, NW>& dst, const gl<U>& src, coord idx) {
     using vec = rv<T, N, A, NW>;
     const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
     const U* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) : src.ptr;
+    if (unchecked_whole_tiles && row_ok && (idx.c + 1) * N <= src.cols() &&
+        (A == axis::rows || pairs_aligned(src))) {
+        const U* g0 = g + idx.c * N + vec::index_of(0, 0);
+#pragma unroll
+        for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+            for (int k = 0; k < vec::inner; ++k) {
+                if constexpr (A == axis::cols) {
+                    if (k % 2) continue;
+                    const pair<U> v = *reinterpret_cast<const pair<U>*>(g0 + vec::offset_of(o, k));
+                    dst.d[o][k] = from_float<T>(to_float(v.x));
+                    dst.d[o][k + 1] = from_float<T>(to_float(v.y));
+                } else {
+                    dst.d[o][k] = from_float<T>(to_float(g0[vec::offset_of(o, k)]));
+                }
+            }
+        return;
+    }
 #pragma unroll
     for (int o = 0; o < vec::outer; ++o)
 #pragma unroll

@@ -207,22 +207,22 @@ __device__ inline void zero(rt_cols<T, R, C, NW>& d) { zero(d.part); }
 template <int R, int C, int NW>
 __device__ __forceinline__ void mma_fence(rt_cols<float, R, C, NW>& d) { mma_fence(d.part); }
 
-// Two adjacent f32 added into global memory by one vector reduction (sm_90: red.global.add.v2.f32, half the
-// L2 atomic requests of two scalar ones); g 8-byte aligned.
-__device__ __forceinline__ void red_add2(float* g, float x, float y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(g), "f"(x), "f"(y) : "memory");
-#else
-    atomicAdd(g, x);
-    atomicAdd(g + 1, y);
-#endif
-}
-
-// f32 accumulation of an rt_cols into global memory (elements past the global's end are skipped): each thread
-// adds its pairs of adjacent columns with one vector reduction.
+// f32 accumulation of an rt_cols into global memory: each thread adds its pairs of adjacent columns with one
+// vector reduction. A whole tile inside the global takes one test and then constant offsets from the thread's
+// first pair (atomic_add of an rt, memory.cuh); edge tiles skip the elements past the global's end.
 template <int R, int C, int NW>
 __device__ inline void atomic_add(const gl<float>& dst, const rt_cols<float, R, C, NW>& src, coord idx) {
     using D = rt_cols<float, R, C, NW>;
+    if (whole_tile<float, R, C>(dst, idx)) {
+        float* g = dst.row_ptr(idx.b, idx.d, idx.r * R + D::row_of(0)) + idx.c * C + D::col_of(0, 0);
+        const long long row8 = 8 * dst.strides[2];
+#pragma unroll
+        for (int j = 0; j < D::part_t::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p)
+                red_add2(g + (p & 1) * row8 + j * 16 + 8 * (p >> 1), src.part.d[0][j][p].x, src.part.d[0][j][p].y);
+        return;
+    }
     if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
 #pragma unroll
     for (int j = 0; j < D::part_t::width; ++j)

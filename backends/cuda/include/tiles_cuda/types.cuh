@@ -139,12 +139,16 @@ template <typename T, int N, axis A, int NW> struct rv {
 
     T d[outer][inner];
 
+    // How far element (o, k) lies from the lane's first one (o = k = 0): the same for every lane.
+    __host__ __device__ static constexpr int offset_of(int o, int k) {
+        return A == axis::rows ? o * 16 + 8 * k : o * 16 + (k & 1) + 8 * (k >> 1);
+    }
     // The vector index of element (o, k) held by this lane.
     __device__ static __forceinline__ int index_of(int o, int k) {
         if constexpr (A == axis::rows)
-            return warp_id() * slice + o * 16 + lane_id() / 4 + 8 * k;
+            return warp_id() * slice + lane_id() / 4 + offset_of(o, k);
         else
-            return o * 16 + 2 * (lane_id() % 4) + (k & 1) + 8 * (k >> 1);
+            return 2 * (lane_id() % 4) + offset_of(o, k);
     }
 };
 
