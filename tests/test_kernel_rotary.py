@@ -1,9 +1,9 @@
 """Rotary embedding (half-split and interleaved) on every backend against float64."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
-from tiles import dtypes, toolchains
+from tiles import dtypes, ir, toolchains
 from tiles.kernels.rotary import PAIRS, _constants, rotary, rotary_half, rotary_interleaved, tables
 from tiles.testing import assert_close, random_array
 
@@ -23,6 +23,7 @@ def reference_rotary(x, cos, sin, interleaved):
 @given(batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.sampled_from([1, 2]),
        n=st.integers(1, 100), d=st.sampled_from([64, 128]), interleaved=st.booleans(),
        dtype=st.sampled_from(["bf16", "f16"]))
+@example(batch=1, kv_heads=1, group=2, n=37, d=64, interleaved=True, dtype="bf16")  # every backend, ragged rows
 def test_rotary(backend, batch, kv_heads, group, n, d, interleaved, dtype):
     q = random_array((batch, kv_heads * group, n, d), dtype)
     k = random_array((batch, kv_heads, n, d), dtype)
@@ -30,6 +31,19 @@ def test_rotary(backend, batch, kv_heads, group, n, d, interleaved, dtype):
     qo, ko = rotary(q, k, cos, sin, interleaved=interleaved, backend=backend)
     assert_close(qo, reference_rotary(q, cos, sin, interleaved), dtype, what="q")
     assert_close(ko, reference_rotary(k, cos, sin, interleaved), dtype, what="k")
+
+
+def test_interleaved_head_loop_exchanges_pairs_without_a_product():
+    """tl.swap_pairs exchanges the pairs: the loops over heads hold no mma (cos and sin are spread once per block)."""
+    q = random_array((1, 2, 8, 2 * PAIRS), "bf16")
+    t = random_array((8, PAIRS), "bf16")
+    k = rotary_interleaved.trace([q, q, q, q, t, t, *_constants(q.dtype)])
+    loops = [s for s in k.body if isinstance(s, ir.Loop)]
+    assert len(loops) == 2
+    for loop in loops:
+        names = [op.name for op, _ in ir.walk(loop.body)]
+        assert "mma" not in names and names.count("swap_pairs") == 1, names
+    assert sum(op.name == "mma" for op, _ in k.walk()) == 2
 
 
 def test_rotary_conventions_differ():
