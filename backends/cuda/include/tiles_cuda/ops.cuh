@@ -122,8 +122,8 @@ __device__ inline void copy(st<T, R, C>& dst, const rt<U, R, C, NW>& src) { stor
 
 // ---- column-pair exchange ------------------------------------------------------------
 // dst[:, 2j] = src[:, 2j+1], dst[:, 2j+1] = src[:, 2j]. Each pair<T> of the fragment holds columns 2t and 2t+1
-// of one row (types.cuh), so the exchange stays in the lane: two register moves, or one PRMT for 16-bit pairs,
-// which the compiler folds into the instructions that read the result. dst may be src.
+// of one row (types.cuh), so the exchange stays in the lane: for f32 the compiler only renames registers (no
+// instruction of its own in interleaved rotary's SASS), a 16-bit pair at most one byte permute. dst may be src.
 template <typename T, int R, int C, int NW>
 __device__ inline void swap_pairs(rt<T, R, C, NW>& dst, const rt<T, R, C, NW>& src) {
     using tile = rt<T, R, C, NW>;
