@@ -34,6 +34,9 @@ template <typename X, typename Y> struct cond_t<false, X, Y> { using type = Y; }
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x % WARP; }
 __device__ __forceinline__ int warp_id() { return threadIdx.x / WARP; }
+// The warpgroup (4 warps) of this thread, broadcast from lane 0 so that the compiler knows every lane holds the
+// same value: what is derived from it (wgmma's shared-memory descriptors) can live in uniform registers.
+__device__ __forceinline__ int warpgroup_id() { return __shfl_sync(0xffffffffu, warp_id() / 4, 0); }
 
 // Every conversion goes through float: round to nearest even, saturating for
 // fp8 (the constructors of the fp8 types use __NV_SATFINITE).

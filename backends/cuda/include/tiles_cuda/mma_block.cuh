@@ -68,6 +68,20 @@ __device__ __forceinline__ unsigned long long desc_mnmajor(const st<T, R, C>& t,
                      R * 128, 1024);
 }
 
+// The bytes a k offset k0 moves an operand's start: across 128-byte panels and inside one (K-major), or down
+// the rows (MN-major). Multiples of 16.
+template <bool K_MAJOR, typename T, int R>
+__host__ __device__ constexpr unsigned k_bytes(int k0) {
+    constexpr int panel = 128 / int(sizeof(T));
+    return K_MAJOR ? (k0 / panel) * R * 128 + (k0 % panel) * int(sizeof(T)) : k0 * 128;
+}
+// Descriptor d moved by `bytes`: only the start address field (bits 0-13, address / 16) changes, and the sum
+// stays inside it (shared addresses are below 2^18), so a k step costs one 32-bit add on the low word and the
+// high word (stride, swizzle mode) is built once per operand instead of once per wgmma.
+__device__ __forceinline__ unsigned long long desc_add(unsigned long long d, unsigned bytes) {
+    return (d & ~0xFFFFFFFFull) | unsigned(unsigned(d) + (bytes >> 4));
+}
+
 // wgmma wrote d behind the compiler's back: no read of it may move above the wait that made it valid.
 template <int M, int N, int NW>
 __device__ __forceinline__ void fence_registers(rt<float, M, N, NW>& d) {
@@ -83,17 +97,25 @@ template <bool A_T, bool B_T, bool WAIT, bool ACCUMULATE, int M, int N, int NW, 
 __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const st<TB, BR, BC>& b) {
     constexpr int K = B_T ? BC : BR, KS = 32 / int(sizeof(TB));   // the k of one wgmma: 32 bytes of a row
     float* acc = &d.d[0][0][0].x;  // 16-column base tiles in order: wgmma's accumulator registers
+    const unsigned long long bd0 = B_T ? desc_kmajor(b, 0, 0) : desc_mnmajor(b, 0, 0);
+    unsigned long long ad0 = 0;
+    if constexpr (!is_rt_t<AOp>::value) {
+        // this warpgroup's rows of a' (warp_id, not warpgroup_id: with the uniform broadcast here too, attention
+        // backward spilled 12 bytes under nvcc, causal D 128)
+        const int m0 = (warp_id() / 4) * 64;
+        ad0 = A_T ? desc_mnmajor(a, 0, m0) : desc_kmajor(a, m0, 0);
+    }
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k = 0; k < K / KS; ++k) {
-        const unsigned long long bd = B_T ? desc_kmajor(b, 0, KS * k) : desc_mnmajor(b, KS * k, 0);
+        const unsigned long long bd = desc_add(bd0, k_bytes<B_T, TB, BR>(KS * k));
         if constexpr (is_rt_t<AOp>::value) {
             unsigned af[4];
             a_frag_rt(af, a, 0, k);
             tiles::sm90::detail::wgmma_op<N>::template rs<B_T ? 0 : 1>(acc, af, bd, ACCUMULATE || k > 0);
         } else {
-            const int m0 = (warp_id() / 4) * 64;   // this warpgroup's rows of a'
-            const unsigned long long ad = A_T ? desc_mnmajor(a, KS * k, m0) : desc_kmajor(a, m0, KS * k);
+            const unsigned long long ad =
+                desc_add(ad0, k_bytes<!A_T, typename AOp::dtype, AOp::rows>(KS * k));
             if constexpr (same<TB, fp8e4m3>)
                 tiles::sm90::detail::wgmma_op_e4m3<N>::ss(acc, ad, bd, ACCUMULATE || k > 0);
             else
@@ -170,13 +192,15 @@ __device__ inline void mma(rt_cols<float, M, N, NW>& d, const st<TA, AR, AC>& a,
 #if TC_HAS_WGMMA
     constexpr bool fresh = same<C, zeros_t>;
     if constexpr (!fresh) if (&d != &c) d = c;
-    const int n0 = D::group() * PC;
+    const int n0 = warpgroup_id() * PC;
     float* acc = &d.part.d[0][0][0].x;
+    const unsigned long long ad0 = A_T ? desc_mnmajor(a, 0, 0) : desc_kmajor(a, 0, 0);
+    const unsigned long long bd0 = B_T ? desc_kmajor(b, n0, 0) : desc_mnmajor(b, 0, n0);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k = 0; k < K / 16; ++k) {
-        const unsigned long long ad = A_T ? desc_mnmajor(a, 16 * k, 0) : desc_kmajor(a, 0, 16 * k);
-        const unsigned long long bd = B_T ? desc_kmajor(b, n0, 16 * k) : desc_mnmajor(b, 16 * k, n0);
+        const unsigned long long ad = desc_add(ad0, k_bytes<!A_T, TA, AR>(16 * k));
+        const unsigned long long bd = desc_add(bd0, k_bytes<B_T, TB, BR>(16 * k));
         tiles::sm90::detail::wgmma_op<PC>::template ss<B_T ? 0 : 1, A_T ? 1 : 0>(acc, ad, bd, !fresh || k > 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");

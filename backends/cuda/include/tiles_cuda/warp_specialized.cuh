@@ -112,6 +112,9 @@ template <int STAGES, typename Compute>
 __device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n,
                                           Compute compute) {
     int previous = -1;
+    // one step per iteration: ptxas unrolls a short body otherwise, and in the fp8 GEMM it then serialized every
+    // wgmma (C7514: the injected waits of the two copies meet the accumulator)
+#pragma unroll 1
     for (int k = 0; k < n; ++k, cur.advance()) {
         tiles::sm90::consume(ring, cur);
         compute(k, cur.slot);
