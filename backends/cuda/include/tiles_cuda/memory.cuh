@@ -230,34 +230,24 @@ template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     using tile = rt<T, R, C, NW>;
     if (whole_tile<U, R, C>(src, idx)) {
-#pragma unroll
-        for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-            for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-                for (int p = 0; p < 4; ++p) {
-                    const U* g = src.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
-                    const pair<U> v = *reinterpret_cast<const pair<U>*>(g + tile::col_of(j, p));
-                    dst.d[i][j][p] = make_pair<T>(to_float(v.x), to_float(v.y));
-                }
+        tile::each([&](int i, int j, int p) {
+            const U* g = src.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
+            const pair<U> v = *reinterpret_cast<const pair<U>*>(g + tile::col_of(j, p));
+            dst.d[i][j][p] = make_pair<T>(to_float(v.x), to_float(v.y));
+        });
         return;
     }
     const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
-                float x = 0.f, y = 0.f;
-                if (in_matrix && r < src.rows()) {
-                    const U* g = src.row_ptr(idx.b, idx.d, r);
-                    if (c < src.cols()) x = to_float(g[c]);
-                    if (c + 1 < src.cols()) y = to_float(g[c + 1]);
-                }
-                dst.d[i][j][p] = make_pair<T>(x, y);
-            }
+    tile::each([&](int i, int j, int p) {
+        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+        float x = 0.f, y = 0.f;
+        if (in_matrix && r < src.rows()) {
+            const U* g = src.row_ptr(idx.b, idx.d, r);
+            if (c < src.cols()) x = to_float(g[c]);
+            if (c + 1 < src.cols()) y = to_float(g[c + 1]);
+        }
+        dst.d[i][j][p] = make_pair<T>(x, y);
+    });
 }
 
 // Every element of a register tile that lands inside the global, as write(address, value).
@@ -265,34 +255,24 @@ template <typename T, typename U, int R, int C, int NW, typename W>
 __device__ __forceinline__ void write_in_bounds(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx, W write) {
     using tile = rt<U, R, C, NW>;
     if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
-                if (r >= dst.rows()) continue;
-                T* g = dst.row_ptr(idx.b, idx.d, r);
-                if (c < dst.cols()) write(g + c, to_float(src.d[i][j][p].x));
-                if (c + 1 < dst.cols()) write(g + c + 1, to_float(src.d[i][j][p].y));
-            }
+    tile::each([&](int i, int j, int p) {
+        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+        if (r >= dst.rows()) return;
+        T* g = dst.row_ptr(idx.b, idx.d, r);
+        if (c < dst.cols()) write(g + c, to_float(src.d[i][j][p].x));
+        if (c + 1 < dst.cols()) write(g + c + 1, to_float(src.d[i][j][p].y));
+    });
 }
 
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
     using tile = rt<U, R, C, NW>;
     if (whole_tile<T, R, C>(dst, idx)) {  // one access per pair, as in load(rt, gl) above
-#pragma unroll
-        for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-            for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-                for (int p = 0; p < 4; ++p) {
-                    T* g = dst.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
-                    *reinterpret_cast<pair<T>*>(g + tile::col_of(j, p)) =
-                        make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
-                }
+        tile::each([&](int i, int j, int p) {
+            T* g = dst.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
+            *reinterpret_cast<pair<T>*>(g + tile::col_of(j, p)) =
+                make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+        });
         return;
     }
     write_in_bounds(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
@@ -318,14 +298,10 @@ __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW
     if (unchecked_whole_tiles && whole_tile<float, R, C>(dst, idx)) {
         float* g = dst.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(0, 0)) + idx.c * C + tile::col_of(0, 0);
         const long long row8 = 8 * dst.strides[2];
-#pragma unroll
-        for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-            for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-                for (int p = 0; p < 4; ++p)
-                    red_add2(g + (2 * i + (p & 1)) * row8 + j * 16 + 8 * (p >> 1), src.d[i][j][p].x,
-                             src.d[i][j][p].y);
+        tile::each([&](int i, int j, int p) {
+            red_add2(g + (2 * i + (p & 1)) * row8 + j * 16 + 8 * (p >> 1), src.d[i][j][p].x,
+                     src.d[i][j][p].y);
+        });
         return;
     }
     write_in_bounds(dst, src, idx, [](float* g, float v) { atomicAdd(g, v); });

@@ -14,16 +14,11 @@ namespace tc {
 template <typename T, typename U, int R, int C, int NW, typename F>
 __device__ __forceinline__ void map_rc(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
     using tile = rt<T, R, C, NW>;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const int r = tile::row_of(i, p), c = tile::col_of(j, p);
-                dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), r, c),
-                                              f(to_float(src.d[i][j][p].y), r, c + 1));
-            }
+    tile::each([&](int i, int j, int p) {
+        const int r = tile::row_of(i, p), c = tile::col_of(j, p);
+        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), r, c),
+                                      f(to_float(src.d[i][j][p].y), r, c + 1));
+    });
 }
 template <typename T, typename U, int R, int C, int NW, typename F>
 __device__ __forceinline__ void map(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
@@ -40,14 +35,10 @@ __device__ __forceinline__ void map(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>&
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void zip(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& a, const rt<V, R, C, NW>& b, F f) {
     using tile = rt<T, R, C, NW>;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p)
-                dst.d[i][j][p] = make_pair<T>(f(to_float(a.d[i][j][p].x), to_float(b.d[i][j][p].x)),
-                                              f(to_float(a.d[i][j][p].y), to_float(b.d[i][j][p].y)));
+    tile::each([&](int i, int j, int p) {
+        dst.d[i][j][p] = make_pair<T>(f(to_float(a.d[i][j][p].x), to_float(b.d[i][j][p].x)),
+                                      f(to_float(a.d[i][j][p].y), to_float(b.d[i][j][p].y)));
+    });
 }
 template <typename T, typename U, typename V, int N, axis A, int NW, typename F>
 __device__ __forceinline__ void zip(rv<T, N, A, NW>& dst, const rv<U, N, A, NW>& a, const rv<V, N, A, NW>& b, F f) {
@@ -127,15 +118,10 @@ __device__ inline void copy(st<T, R, C>& dst, const rt<U, R, C, NW>& src) { stor
 template <typename T, int R, int C, int NW>
 __device__ inline void swap_pairs(rt<T, R, C, NW>& dst, const rt<T, R, C, NW>& src) {
     using tile = rt<T, R, C, NW>;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const pair<T> v = src.d[i][j][p];
-                dst.d[i][j][p] = pair<T>{v.y, v.x};
-            }
+    tile::each([&](int i, int j, int p) {
+        const pair<T> v = src.d[i][j][p];
+        dst.d[i][j][p] = pair<T>{v.y, v.x};
+    });
 }
 
 // ---- reductions -----------------------------------------------------------------
@@ -238,30 +224,20 @@ template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void with_row(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src,
                                          const rv<V, R, axis::rows, NW>& v, F f) {
     using tile = rt<T, R, C, NW>;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const float y = to_float(v.d[i][p & 1]);
-                dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), y), f(to_float(src.d[i][j][p].y), y));
-            }
+    tile::each([&](int i, int j, int p) {
+        const float y = to_float(v.d[i][p & 1]);
+        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), y), f(to_float(src.d[i][j][p].y), y));
+    });
 }
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src,
                                          const rv<V, C, axis::cols, NW>& v, F f) {
     using tile = rt<T, R, C, NW>;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const int k = 2 * (p >> 1);  // cols 2t, 2t+1 (+8 for p >= 2)
-                dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), to_float(v.d[j][k])),
-                                              f(to_float(src.d[i][j][p].y), to_float(v.d[j][k + 1])));
-            }
+    tile::each([&](int i, int j, int p) {
+        const int k = 2 * (p >> 1);  // cols 2t, 2t+1 (+8 for p >= 2)
+        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), to_float(v.d[j][k])),
+                                      f(to_float(src.d[i][j][p].y), to_float(v.d[j][k + 1])));
+    });
 }
 #define TC_BROADCAST(name, kind, expr)                                                  \
     template <typename D, typename S, typename V>                                       \

@@ -100,6 +100,17 @@ template <typename T, int R, int C, int NW> struct rt {
     __device__ static __forceinline__ int col_of(int j, int p) {
         return j * 16 + 2 * (lane_id() % 4) + 8 * (p >> 1);
     }
+    // f(i, j, p) for every pair the lane holds: base tile (i, j), pair p. Unrolled, so that d[i][j][p] stays
+    // in registers (a runtime index would put the tile in local memory).
+    template <typename F>
+    __device__ static __forceinline__ void each(F&& f) {
+#pragma unroll
+        for (int i = 0; i < height; ++i)
+#pragma unroll
+            for (int j = 0; j < width; ++j)
+#pragma unroll
+                for (int p = 0; p < 4; ++p) f(i, j, p);
+    }
 };
 
 // A register tile of the block with too few rows to give every warpgroup 64 of them (R = 64 rows, NW/4 > 1
