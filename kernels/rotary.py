@@ -107,7 +107,7 @@ def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Spread, SignedSpread, *, BR, stag
     io = _Staging(staged, Q.dtype, BR, 2 * PAIRS, 1)
     spread = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="spread")
     spread_signed = tl.shared(Q.dtype, 2 * PAIRS, 2 * PAIRS, name="spread_signed")
-    half = tl.regs(Q.dtype, BR, 2 * PAIRS, name="half")  # cos or sin, one per pair (columns 16.. read as 0)
+    table = tl.regs(Q.dtype, BR, 2 * PAIRS, name="table")  # cos or sin, one per pair (columns 16.. read as 0)
     c = tl.regs(tl.f32, BR, 2 * PAIRS, name="c")
     s = tl.regs(tl.f32, BR, 2 * PAIRS, name="s")
     xin = tl.regs(Q.dtype, BR, 2 * PAIRS, name="xin")
@@ -115,12 +115,12 @@ def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Spread, SignedSpread, *, BR, stag
     xs = tl.regs(tl.f32, BR, 2 * PAIRS, name="xs")
     tl.load(spread, Spread, (0, 0))
     tl.load(spread_signed, SignedSpread, (0, 0))
-    tl.load(half, Cos, (br, 0))
+    tl.load(table, Cos, (br, 0))
     tl.zero(c)
-    tl.mma_AB(c, half, spread, c)         # c[:, 2i] = c[:, 2i+1] = cos_i
-    tl.load(half, Sin, (br, 0))
+    tl.mma_AB(c, table, spread, c)         # c[:, 2i] = c[:, 2i+1] = cos_i
+    tl.load(table, Sin, (br, 0))
     tl.zero(s)
-    tl.mma_AB(s, half, spread_signed, s)  # s[:, 2i] = -sin_i, s[:, 2i+1] = sin_i
+    tl.mma_AB(s, table, spread_signed, s)  # s[:, 2i] = -sin_i, s[:, 2i+1] = sin_i
     for OUT, X in ((QO, Q), (KO, K)):
         for h in tl.pipeline(X.depth, name="h"):
             io.load(xin, X, (b, h, br, 0))

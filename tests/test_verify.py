@@ -124,6 +124,29 @@ def no_grid(Y):
     tl.regs(tl.f32, 16, 16)
 
 
+def named(name):
+    @tl.kernel
+    def k(Y, X):
+        tl.grid(1)
+        x = tl.regs(tl.f32, 16, 16, name=name)  # the name
+        tl.load(x, X, (0, 0))
+        tl.store(Y, x, (0, 0))
+    return k
+
+
+@pytest.mark.parametrize("name", ["signed", "half", "kernel", "2x", "a-b", "__x"])
+def test_tile_names_the_generated_languages_cannot_take_are_refused(name):
+    k = named(name)
+    with pytest.raises(tl.TileError, match=f"tile name '{name}' cannot name a variable") as e:
+        k.trace([poisoned((16, 16), "f32"), random_array((16, 16), "f32")])
+    assert f"test_verify.py:{line_of(k, '# the name')}" in str(e.value)
+
+
+def test_a_tile_named_like_an_argument_gets_its_own_name():
+    k = named("X").trace([poisoned((16, 16), "f32"), random_array((16, 16), "f32")])
+    assert [t.name for t in k.tiles] == ["X1"]
+
+
 def test_grid_required():
     with pytest.raises(tl.TileError, match="never calls tl.grid"):
         no_grid.trace([poisoned((4, 4), "f32")])

@@ -35,6 +35,18 @@ def _loc() -> ir.Loc | None:
     return None
 
 
+# Words of C++ (CUDA, HIP) and the Metal Shading Language that a tile's name may not be
+RESERVED = frozenset("""
+    alignas alignof and asm auto bool break case catch char char16_t char32_t char8_t class concept const consteval
+    constexpr constinit const_cast continue decltype default delete do double dynamic_cast else enum explicit export
+    extern false float for friend goto half if inline int long mutable namespace new noexcept not nullptr operator
+    or private protected public register reinterpret_cast requires return short signed sizeof static static_assert
+    static_cast struct switch template this thread_local throw true try typedef typeid typename union unsigned using
+    virtual void volatile wchar_t while xor
+    bfloat constant device fragment half kernel thread threadgroup threadgroup_imageblock uchar uint ushort vertex
+""".split())
+
+
 class _Builder:
     def __init__(self):
         self.tiles, self.body, self.checks, self.grid = [], [], [], None
@@ -42,6 +54,10 @@ class _Builder:
         self.names: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
+        """A tile's name in the generated source: base, or base1, base2, ... when taken."""
+        if not base.isidentifier() or base in RESERVED or base.startswith("__"):
+            raise TileError(f"tile name {base!r} cannot name a variable in the C++ and MSL the backends generate "
+                            "(not an identifier, or a keyword there); choose another", _loc())
         n = self.names.get(base, 0)
         self.names[base] = n + 1
         return base if n == 0 else f"{base}{n}"
@@ -344,6 +360,7 @@ class KernelFn:
             else:
                 params.append(ir.ScalarArg(name, s.dtype))
         b = _Builder()
+        b.names.update((p.name, 1) for p in params)   # a tile named like an argument gets a suffix
         if getattr(_state, "builder", None) is not None:
             raise TileError("kernels cannot be traced inside another kernel")
         _state.builder = b
