@@ -197,9 +197,14 @@ __device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
     for (int i = 0; i < tile::height; ++i)
 #pragma unroll
         for (int j = 0; j < tile::width; ++j) {
+            // the tile's own pairs when the types match, no round trip through float (sm_90: on sm_80 attention
+            // backward's spills went from 60 to 80 bytes without it)
             pair<T> q[4];
 #pragma unroll
-            for (int p = 0; p < 4; ++p) q[p] = make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+            for (int p = 0; p < 4; ++p) {
+                if constexpr (same<T, U> && has_stmatrix) q[p] = src.d[i][j][p];
+                else q[p] = make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+            }
             if constexpr (has_stmatrix && sizeof(T) == 2) {
                 const int r = warp_id() * tile::warp_rows + i * 16 + lane_id() % 16;
                 const int c = j * 16 + (lane_id() / 16) * 8;
