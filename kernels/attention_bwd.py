@@ -128,9 +128,12 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.sub_col(s, s, lse)
         tl.exp2(s, s)
         tl.copy(p, s)
+        # dS^T = P^T * (dP^T scale - Delta scale): scale folded here (dK and dQ need no rescale), onto the vector
+        # Delta rather than the tile, so that the tile's multiply and subtract fuse (one FMA per element)
+        tl.mul(delta, delta, scale)
+        tl.mul(dp, dp, scale)
         tl.sub_col(dp, dp, delta)
         tl.mul(dp, dp, s)
-        tl.mul(dp, dp, scale)                    # folded here, dK and dQ need no rescale
         tl.copy(ds, dp)
         tl.store(ds_s, ds)
         tl.zero(dq)
