@@ -238,6 +238,24 @@ def test_disk_cache_compiles_once(tmp_path, monkeypatch):
     p2 = runtime.cached_cubin(src, "sm_80", driver="13000")
     p3 = runtime.cached_cubin(src, "sm_80", driver="13010")   # a new driver: compiled again
     assert p1 == p2 != p3 and len(calls) == 2 and p1.read_bytes()[:4] == b"\x7fELF"
+    # other header contents (another tiles version), same source: compiled again, never the old cubin
+    monkeypatch.setattr(toolchain, "headers_digest", lambda: "other headers")
+    assert runtime.cached_cubin(src, "sm_80", driver="13000") not in (p1, p3) and len(calls) == 3
+
+
+def test_headers_digest_follows_every_header(tmp_path, monkeypatch):
+    import shutil
+    shutil.copytree(toolchain.HEADERS, tmp_path / "include")
+    monkeypatch.setattr(toolchain, "HEADERS", tmp_path / "include")
+    digests = []
+    for edit in (None, "tiles_cuda/memory.cuh", "tiles_cuda/philox.h", "tiles_cuda/sm90/wgmma_ops.cuh"):
+        if edit:
+            with open(tmp_path / "include" / edit, "a") as f:
+                f.write("// edited\n")
+        toolchain.headers_digest.cache_clear()
+        digests.append(toolchain.headers_digest())
+    toolchain.headers_digest.cache_clear()
+    assert len(set(digests)) == 4
 
 
 # ---- checks before a launch, on stand-ins for device arrays ----------------------------------------------------

@@ -2,8 +2,9 @@
 
 The cubin comes from toolchain.compile (NVRTC in a child process: a compiler crash is an exception here) and
 is cached on disk under ~/.cache/tiles/cuda (TILES_CACHE overrides ~/.cache/tiles), keyed by the source, the
-compile options, and the compiler and driver versions. Kernels launch on cupy arrays, torch CUDA tensors or
-any __cuda_array_interface__ object, on the caller's current stream (torch's when a torch tensor is passed).
+header library's contents, the compile options, and the compiler and driver versions. Kernels launch on cupy
+arrays, torch CUDA tensors or any __cuda_array_interface__ object, on the caller's current stream (torch's
+when a torch tensor is passed).
 Every argument is checked before the launch (check_launch), so bad input never reaches the GPU.
 """
 from __future__ import annotations
@@ -200,9 +201,11 @@ def cache_dir() -> Path:
 
 
 def cached_cubin(source: str, target: str, driver: str) -> Path:
-    """The cubin of source for target, compiled once per (source, options, compiler and driver versions)."""
+    """The cubin of source for target, compiled once per (source, header library, options, compiler and driver
+    versions)."""
     opts = toolchain.options(target, "nvrtc")
-    key = hashlib.sha256(json.dumps([source, opts, toolchain.versions(), driver]).encode()).hexdigest()[:32]
+    key = hashlib.sha256(json.dumps([source, toolchain.headers_digest(), opts, toolchain.versions(),
+                                     driver]).encode()).hexdigest()[:32]
     path = cache_dir() / f"{key}.cubin"
     if not path.is_file():
         c = toolchain.compile(source, target)

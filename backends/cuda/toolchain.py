@@ -8,6 +8,7 @@ the SASS (cuobjdump, which needs nvdisasm: both ship as wheels).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -123,6 +124,17 @@ def versions() -> dict:
 
 
 # ---- compiling -----------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def headers_digest() -> str:
+    """The header library's contents, digested once per process: part of every cached cubin's key, so that a
+    cubin built against other headers (an older tiles) is never loaded."""
+    h = hashlib.sha256()
+    for p in sorted(HEADERS.rglob("*")):
+        if p.is_file() and p.suffix in (".cuh", ".h"):
+            h.update(str(p.relative_to(HEADERS)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
 
 def options(target: str, compiler: str) -> list[str]:
     if target not in TARGETS:
