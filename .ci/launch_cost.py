@@ -2,8 +2,12 @@
 
 Launches of a tiny GEMM are queued back to back without synchronizing, so the host, not the GPU, sets the
 pace: wall time / launches is what one launch costs the caller (the launch memo, parameters, cupy's
-cuLaunchKernel). Run by `.ci/gpu host` on a GPU machine; prints one line per way of calling.
+cuLaunchKernel). Run by `.ci/gpu host` on a GPU machine; prints one line per way of calling, and with
+--profile where the host time of the torch-tensor launches goes (cProfile, the costliest functions).
 """
+import cProfile
+import pstats
+import sys
 import time
 
 import numpy as np
@@ -34,3 +38,7 @@ dev = [cuda.asarray(h) for h in host]
 print(f"gemm 64x64x64, tiles, torch tensors:     {per_launch_us(lambda: gemm(c, a, b)):6.1f} us per launch")
 print(f"gemm 64x64x64, tiles, tiles DeviceArrays: {per_launch_us(lambda: cuda.launch(gemm, dev)):6.1f} us per launch")
 print(f"gemm 64x64x64, torch.matmul (cuBLAS):     {per_launch_us(lambda: torch.matmul(a, b, out=c)):6.1f} us per launch")
+
+if "--profile" in sys.argv:
+    cProfile.run("for _ in range(N): gemm(c, a, b)", "/tmp/launch.prof")
+    pstats.Stats("/tmp/launch.prof").sort_stats("tottime").print_stats(25)

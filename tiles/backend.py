@@ -6,6 +6,7 @@ cheaply: heavy imports (cupy, hip-python, PyObjC) happen in `available()` or at 
 """
 from __future__ import annotations
 
+import functools
 import importlib
 
 import numpy as np
@@ -63,6 +64,7 @@ def register(b: Backend) -> Backend:
     return b
 
 
+@functools.cache
 def _discover():
     for v in _VENDORS:
         importlib.import_module(f"tiles.backends.{v}")
@@ -87,7 +89,8 @@ def get(name: str) -> Backend:
 def for_arrays(args) -> Backend:
     """The backend where the arrays live: CUDA arrays (cupy, torch) -> cuda, numpy -> reference."""
     for a in args:
-        if hasattr(a, "__cuda_array_interface__") or getattr(getattr(a, "device", None), "type", None) == "cuda":
+        # the device's type first: torch builds its __cuda_array_interface__ anew on every access
+        if getattr(getattr(a, "device", None), "type", None) == "cuda" or hasattr(a, "__cuda_array_interface__"):
             return get("cuda")
     return get("reference")
 
