@@ -86,13 +86,14 @@ def get(name: str) -> Backend:
     return _REGISTRY[name]
 
 
+def is_cuda_array(a) -> bool:
+    # the device's type first: torch builds its __cuda_array_interface__ anew on every access
+    return getattr(getattr(a, "device", None), "type", None) == "cuda" or hasattr(a, "__cuda_array_interface__")
+
+
 def for_arrays(args) -> Backend:
     """The backend where the arrays live: CUDA arrays (cupy, torch) -> cuda, numpy -> reference."""
-    for a in args:
-        # the device's type first: torch builds its __cuda_array_interface__ anew on every access
-        if getattr(getattr(a, "device", None), "type", None) == "cuda" or hasattr(a, "__cuda_array_interface__"):
-            return get("cuda")
-    return get("reference")
+    return get("cuda") if any(map(is_cuda_array, args)) else get("reference")
 
 
 def resolve(backend, args=()) -> Backend:

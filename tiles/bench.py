@@ -299,7 +299,7 @@ class Gemm(Workload):
     def baselines(self, vendor):
         def setup(s, sets, framework):
             t, dev = framework
-            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            dt = _torch_dtype(t, s)
             ab = [(t.randn(s["M"], s["K"], dtype=dt, device=dev),
                    t.randn(s["N"], s["K"], dtype=dt, device=dev) if s.get("bt")
                    else t.randn(s["K"], s["N"], dtype=dt, device=dev)) for _ in range(sets)]
@@ -359,7 +359,7 @@ class Attention(Workload):
     def baselines(self, vendor):
         def setup(s, sets, framework):
             t, dev = framework
-            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            dt = _torch_dtype(t, s)
             b, h, hk, n, d = s["B"], s["H"], s["Hkv"], s["N"], s["D"]
             qkv = [(t.randn(b, h, n, d, dtype=dt, device=dev), t.randn(b, hk, n, d, dtype=dt, device=dev),
                     t.randn(b, hk, n, d, dtype=dt, device=dev)) for _ in range(sets)]
@@ -485,7 +485,7 @@ class Softmax(RowWorkload):
 
     def baselines(self, vendor):
         def make(s, sets, t, dev):
-            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            dt = _torch_dtype(t, s)
             return (lambda x: t.softmax(x, -1)), [(t.randn(s["R"], s["C"], dtype=dt, device=dev),)
                                                    for _ in range(sets)]
         return _eager_and_compiled(vendor, "softmax", make)
@@ -556,7 +556,7 @@ class Rotary(Workload):
 
     def baselines(self, vendor):
         def make(s, sets, t, dev):
-            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            dt = _torch_dtype(t, s)
             b, h, hk, n, d = s["B"], s["H"], s["Hkv"], s["N"], s["D"]
             cos, sin = t.randn(n, d // 2, dtype=dt, device=dev), t.randn(n, d // 2, dtype=dt, device=dev)
 
@@ -611,7 +611,7 @@ class LayerNorm(RowWorkload):
 
     def baselines(self, vendor):
         def make(s, sets, t, dev):
-            dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+            dt = _torch_dtype(t, s)
             r, c = s["R"], s["C"]
             w, b = t.randn(c, dtype=dt, device=dev), t.randn(c, dtype=dt, device=dev)
 
@@ -696,7 +696,7 @@ class AttentionBwd(Attention):
         def setup(backend):
             def run(s, sets, framework):
                 t, dev = framework
-                dt = getattr(t, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
+                dt = _torch_dtype(t, s)
                 b, h, hk, n, d = s["B"], s["H"], s["Hkv"], s["N"], s["D"]
                 sdpa = t.nn.functional.scaled_dot_product_attention
                 graphs = []
@@ -751,6 +751,11 @@ def _eager_and_compiled(vendor: str, what: str, make) -> list:
             return f"torch{'.compile' if compiled else ' eager'} ({what})", lambda i: fn(*argsets[i])
         return run
     return _libraries(vendor, setup(False), setup(True))
+
+
+def _torch_dtype(torch, s: dict):
+    """The torch dtype of a shape's 16-bit dtype."""
+    return getattr(torch, {"bf16": "bfloat16", "f16": "float16"}[s["dtype"]])
 
 
 def _libraries(vendor: str, *setups) -> list:

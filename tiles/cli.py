@@ -403,11 +403,11 @@ def cmd_inspect(a) -> int:
     from . import toolchains as tc
     w = bench.workload(a.kernel)
     s = w.parse(a.shape or w.small_shapes[0])
-    host = w.inputs(s, np.random.default_rng(0))   # tracing reads only dtypes and ranks
+    # the main kernel's launch; tracing reads only dtypes and ranks of its arguments
+    kfn, args, consts = w.main(s, w.inputs(s, np.random.default_rng(0)))
     if a.emit:
         if not a.target:
             raise ValueError(f"--emit {a.emit} needs --target (one of {', '.join(targets.TARGETS)})")
-        kfn, args, consts = w.main(s, host)
         print(tc.emit(kfn, args, targets.target(a.target).name, a.emit, **consts))
         return 0
     names = [t.strip() for t in a.targets.split(",") if t.strip()]
@@ -420,7 +420,6 @@ def cmd_inspect(a) -> int:
     for t in names:
         prog.doing(f"compile {t}")
         try:
-            kfn, args, consts = w.main(s, host)
             st = tc.static(kfn, args, t, **consts)
             rows.append((t, st.compiler, str(st.threads), st.registers,
                          "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,

@@ -364,11 +364,7 @@ def _independent_mmas(units) -> list:
     flight together (accumulators differ, no operand is another's result)."""
     group = []
     for op, fresh in units:
-        if not (isinstance(op, ir.Op) and op.name == "mma"):
-            break
-        done = [g.dst for g, _ in group]
-        if any(op.dst is d or any(x is d for x in op.srcs[:2]) for d in done) or \
-                any(op.dst is x for g, _ in group for x in g.srcs[:2]):
+        if not (isinstance(op, ir.Op) and op.name == "mma") or any(_needs(op, g) for g, _ in group):
             break
         group.append((op, fresh))
     return group

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from tiles import dtypes, ir
-from tiles.backend import _strides, check_args
+from tiles.backend import _strides, check_args, is_cuda_array
 from tiles.dsl import TileError
 from tiles.types import GL
 
@@ -55,10 +55,6 @@ def device_of(a) -> int | None:
     return -1                      # somewhere else (a torch CPU tensor, ...)
 
 
-def is_cuda_array(a) -> bool:
-    return getattr(getattr(a, "device", None), "type", None) == "cuda" or hasattr(a, "__cuda_array_interface__")
-
-
 def torch_stream(device: int) -> int:
     """torch's current stream on a device, as a raw pointer: through the call torch's own compiled code makes
     where torch has it (torch.cuda.current_stream builds a Stream object: ~40 us per launch on the H200's host)."""
@@ -79,6 +75,10 @@ def launch_signature(a):
         return type(a), a
     if not is_cuda_array(a):   # never the same as a device array's: the checks refuse it
         return type(a), id(a)
+    return array_signature(a)
+
+
+def array_signature(a) -> tuple:
     return pointer(a), tuple(a.shape), _strides(a), a.dtype, device_of(a)
 
 
@@ -268,7 +268,7 @@ class DeviceArray:
         self.shape, self.itemsize = host.shape, host.dtype.itemsize
         self.strides = self.raw.strides
         self.device = self.raw.device
-        self.signature = (self.raw.data.ptr, self.shape, _strides(self), self.dtype, self.device.id)
+        self.signature = array_signature(self)
 
     @property
     def __cuda_array_interface__(self):
@@ -322,21 +322,21 @@ class Runtime:
         A launch like an earlier one (same kernel and constants; same addresses, shapes, strides, dtypes, scalars
         and device) was traced, checked and packed then: all of it is reused, so that host time stays far below
         a short kernel's (a benchmark, a model's step)."""
+        device = self.cupy.cuda.runtime.getDevice()
         try:
-            key = (kfn, tuple(overrides.items()), self.cupy.cuda.runtime.getDevice(),
-                   tuple(map(launch_signature, args)))
+            key = (kfn, tuple(overrides.items()), device, tuple(map(launch_signature, args)))
             hit = self.launches.get(key)
         except TypeError:   # an unhashable constant: nothing to remember it by
             key, hit = None, None
         if hit is None:
             k = kfn.trace(args, self.target, **overrides)
-            hit = (k, *self.plan_launch(k, args, self.cupy.cuda.runtime.getDevice()))
+            hit = (k, *self.plan_launch(k, args, device))
             if key is not None:
                 if len(self.launches) >= LAUNCH_MEMO:
                     self.launches.clear()
                 self.launches[key] = hit
         k, fn, grid, threads, params, smem = hit
-        with self._stream(args):
+        with self._stream(args, device):
             fn(grid, threads, params, shared_mem=smem)
         return k
 
@@ -363,12 +363,11 @@ class Runtime:
             self.tensor_maps[key] = encode_tensor_map(spec, address)
         return self.tensor_maps[key]
 
-    def _stream(self, args):
+    def _stream(self, args, device: int):
         """torch's current stream when a torch tensor is among the arguments, else cupy's."""
         for a in args:
             if type(a).__module__.startswith("torch"):
-                dev = self.cupy.cuda.runtime.getDevice()
-                key = (torch_stream(dev), dev)
+                key = (torch_stream(device), device)
                 if key not in self.streams:   # one cupy view of each torch stream, not one per launch
                     self.streams[key] = self.cupy.cuda.ExternalStream(*key)
                 return self.streams[key]
