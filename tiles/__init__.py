@@ -12,9 +12,9 @@
 """
 from .dsl import (TileError, abs, add, add_col, add_row, atomic_add, bounds_mask, causal_mask, cdiv, check_eq, col_max,
                   col_min, col_sum, copy, div, div_col, div_row, dropout, exp, exp2, fill, grid, kernel, load, log,
-                  log2, max, maximum, min, minimum, mma_AB, mma_ABt, mma_AtB, mma_AtBt, mul, mul_col, mul_row, neg,
-                  pipeline, range, regs, row_max, row_min, row_sum, rvec, shared, shared_vec, store, sub, sub_col,
-                  sub_row, swap_pairs, zero)
+                  log2, logsumexp2, max, maximum, min, minimum, mma_AB, mma_ABt, mma_AtB, mma_AtBt, mul, mul_col,
+                  mul_row, neg, pipeline, range, regs, row_max, row_min, row_sum, rvec, shared, shared_vec, store, sub,
+                  sub_col, sub_row, swap_pairs, zero)
 from .dtypes import DType, bf16, f16, f32, fp8e4m3, fp8e5m2, i32
 
 __version__ = "0.1.0"

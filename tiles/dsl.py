@@ -260,6 +260,13 @@ add_row, sub_row, mul_row, div_row = (_broadcast(f"{b}_row") for b in ir.BROADCA
 add_col, sub_col, mul_col, div_col = (_broadcast(f"{b}_col") for b in ir.BROADCAST)
 
 
+def logsumexp2(dst, m, s):
+    """Every element of dst <- log2(sum_j s[j] * 2**m[j]) over the whole vectors m and s: the merge of
+    online-softmax partials (m a max, s the sum of 2**(x - m) under it) into one log-sum-exp2, computed as
+    M + log2(sum_j s[j] * 2**(m[j] - M)) with M = max m; a pair whose m is -inf adds nothing."""
+    _op("logsumexp2", dst, m, s)
+
+
 def causal_mask(dst, src, row0, col0, fill):
     """dst[i, j] = src[i, j] where col0 + j <= row0 + i, else fill."""
     _op("causal_mask", dst, src, ir.as_expr(row0), ir.as_expr(col0), ir.as_expr(fill))

@@ -156,6 +156,13 @@ class _Block:
         scale = np.float32(1) / (np.float32(1) - np.float32(p))  # in float32, as the devices compute it
         self.put(op.dst, np.where(keep, src * np.float64(scale), 0.0))
 
+    def op_logsumexp2(self, op):
+        m, s = (self.t[x] for x in op.srcs)
+        top = np.max(m)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            terms = np.where(m == -np.inf, 0.0, s * np.exp2(m - top))
+            self.put(op.dst, top + np.log2(np.sum(terms)))
+
     def generic(self, op):
         name = op.name
         with np.errstate(all="ignore"):

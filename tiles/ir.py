@@ -207,7 +207,7 @@ BINARY = ("add", "sub", "mul", "div", "max", "min")
 REDUCE = ("max", "min", "sum")
 BROADCAST = ("add", "sub", "mul", "div")
 OPS = (("load", "store", "atomic_add", "mma", "zero", "fill", "copy", "swap_pairs", "causal_mask", "bounds_mask",
-        "dropout")
+        "dropout", "logsumexp2")
        + UNARY + BINARY
        + tuple(f"row_{r}" for r in REDUCE) + tuple(f"col_{r}" for r in REDUCE)
        + tuple(f"{b}_row" for b in BROADCAST) + tuple(f"{b}_col" for b in BROADCAST))

@@ -182,6 +182,16 @@ def _rule_reduce(c, op):
                  f"{acc.length} along {acc.axis}")
 
 
+def _rule_logsumexp2(c, op):
+    dst, (m, s) = op.dst, op.srcs
+    for x, what in ((dst, "destination"), (m, "m (the maxima)"), (s, "s (the sums)")):
+        c.kind(x, ("rv",), what)
+        c.expect(x.dtype == dtypes.f32, f"{what} dtype", "f32", x.dtype)
+    for x, what in ((m, "m"), (s, "s")):
+        c.expect((x.length, x.axis) == (dst.length, dst.axis), what,
+                 f"{dst.length} along {dst.axis} (as the destination)", f"{x.length} along {x.axis}")
+
+
 def _rule_broadcast(c, op):
     dst, (src, vec) = op.dst, op.srcs
     c.kind(src, ("rt",), "source")
@@ -211,7 +221,8 @@ def _rule_dropout(c, op):
 
 _RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "mma": _rule_mma,
           "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy, "swap_pairs": _rule_swap_pairs,
-          "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout}
+          "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout,
+          "logsumexp2": _rule_logsumexp2}
 _RULES.update({f"{a}_{r}": _rule_reduce for a in ("row", "col") for r in ir.REDUCE})
 _RULES.update({f"{b}_{a}": _rule_broadcast for a in ("row", "col") for b in ir.BROADCAST})
 _rule_map_names = ir.UNARY + ir.BINARY

@@ -219,6 +219,56 @@ TC_REDUCE(col_min, col, min_op)
 TC_REDUCE(col_sum, col, sum_op)
 #undef TC_REDUCE
 
+// ---- log-sum-exp2 of (max, sum) pairs -------------------------------------------------
+// (m, s) <- (m, s) merged with (m2, s2): the larger max, each sum rescaled to it. fminf(NaN, 0) is 0, so two
+// empty pairs (-inf, 0) merge into one without a NaN.
+__device__ __forceinline__ void merge_max_sum(float& m, float& s, float m2, float s2) {
+    const float top = fmaxf(m, m2);
+    s = s * exp2_fast(fminf(m - top, 0.f)) + s2 * exp2_fast(fminf(m2 - top, 0.f));
+    m = top;
+}
+
+// Every element of dst <- log2(sum_j s[j] 2^m[j]) over the whole vectors (pairs with s[j] = 0 count as empty, so
+// that they cannot pull the max up): each lane merges the pairs it holds, then the lanes holding the vector's
+// other elements by shuffles, then a rows vector's warps through shared memory, the max and the sum in one
+// exchange. The row softmax's second cross-warp reduction, saved (kernels/softmax.py).
+template <int N, axis A, int NW>
+__device__ inline void logsumexp2(rv<float, N, A, NW>& dst, const rv<float, N, A, NW>& m,
+                                  const rv<float, N, A, NW>& s) {
+    using vec = rv<float, N, A, NW>;
+    float top = -INFINITY, sum = 0.f;
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k)
+            merge_max_sum(top, sum, s.d[o][k] > 0.f ? m.d[o][k] : -INFINITY, s.d[o][k]);
+    // lane 4g+t: the rows of a rows vector change with g (lane bits 2-4), the columns of a cols vector with t
+    constexpr int first = A == axis::rows ? 4 : 1, end = A == axis::rows ? 32 : 4;
+#pragma unroll
+    for (int x = first; x < end; x *= 2)
+        merge_max_sum(top, sum, __shfl_xor_sync(0xffffffffu, top, x), __shfl_xor_sync(0xffffffffu, sum, x));
+    if constexpr (A == axis::rows && NW > 1) {   // a cols vector is whole in every warp
+        static_assert(NW <= 32, "a block has at most 32 warps");
+        constexpr int lanes = NW <= 2 ? 2 : NW <= 4 ? 4 : NW <= 8 ? 8 : NW <= 16 ? 16 : 32;
+        __shared__ float2 partial[NW];
+        if (lane_id() == 0) partial[warp_id()] = make_float2(top, sum);
+        barrier();
+        const int w = lane_id() % lanes;   // lane w takes warp w's pair; a butterfly merges them
+        const float2 p = w < NW ? partial[w] : make_float2(-INFINITY, 0.f);
+        top = p.x;
+        sum = p.y;
+#pragma unroll
+        for (int x = 1; x < lanes; x *= 2)
+            merge_max_sum(top, sum, __shfl_xor_sync(0xffffffffu, top, x), __shfl_xor_sync(0xffffffffu, sum, x));
+        barrier();   // partial may be reused by the next call
+    }
+    const float lse = top + log2f(sum);
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k) dst.d[o][k] = lse;
+}
+
 // ---- broadcasts: each row i with v[i], each column j with v[j] --------------------
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void with_row(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src,
