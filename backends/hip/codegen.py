@@ -143,9 +143,11 @@ class _Emitter:
         return -(-n * t.dtype.bits // 8 // 16) * 16
 
     def _scratch_bytes(self) -> int:
-        cols = [op.srcs[0].cols for op, _ in self.k.walk() if op.name.startswith("col_")]
+        """LDS of the exchanges across waves: a float per column and wave (column reductions), a (max, sum)
+        pair per wave (logsumexp2 of row vectors)."""
+        floats = [op.srcs[0].cols if op.name.startswith("col_") else 2 for op, _ in self.k.walk() if _exchanges(op)]
         waves = int(self.k.options.get("workers", schedules.WAVES[self.k.options.get("schedule", "plain")]))
-        return 4 * waves * max(cols) if cols else 0
+        return 4 * waves * max(floats) if floats else 0
 
     def _swizzle(self, t: ST) -> str:
         """Swizzle for the MFMA operand read the tile serves. Tiles read down their columns (B of mma_AB, A of
@@ -241,7 +243,7 @@ class _Emitter:
                     w(f"const {self.st_type(t)} {self.n(t)} = st_at<{self.st_type(t)}>({off});")
                     off += size
         if self._scratch_bytes():
-            w(f"float* const red_scratch = (float*)(arch::lds_base() + {off});  // column reductions across waves")
+            w(f"float* const red_scratch = (float*)(arch::lds_base() + {off});  // reductions across waves")
         for t in self.k.tiles:
             if isinstance(t, (RT, RV)):
                 w(self.tile_decl(t))
@@ -414,6 +416,10 @@ class _Emitter:
         if name.startswith("col_"):
             acc = f"&{self.n(srcs[1])}" if srcs[1] is not None else "nullptr"
             return f"{name}<WAVES>({self.n(d)}, {self.n(srcs[0])}, {acc}, red_scratch);{line}"
+        if name == "logsumexp2":
+            self._same_layout(op)
+            scratch = "red_scratch" if _exchanges(op) else "nullptr"   # a column vector is whole in every wave
+            return f"logsumexp2<WAVES>({self.n(d)}, {self.n(srcs[0])}, {self.n(srcs[1])}, {scratch});{line}"
         if name.endswith("_row") or name.endswith("_col"):
             self._same_layout(op)
             return f"{name}({self.n(d)}, {self.n(srcs[0])}, {self.n(srcs[1])});{line}"
@@ -436,6 +442,11 @@ class _Emitter:
                             "accumulator layout; on CDNA copy it into a separate tile first", op.loc)
 
 
+def _exchanges(op: ir.Op) -> bool:
+    """Ops that combine the waves' values through red_scratch, between two barriers of their own."""
+    return op.name.startswith("col_") or (op.name == "logsumexp2" and op.dst.axis == "rows")
+
+
 def _effects(op: ir.Op):
     """(shared tiles read, shared tiles written) by one op."""
     reads, writes = set(), set()
@@ -444,7 +455,7 @@ def _effects(op: ir.Op):
             reads.add(s)
     if isinstance(op.dst, (ST, SV)):
         writes.add(op.dst)
-    if op.name.startswith("col_"):
+    if _exchanges(op):
         reads.add("scratch")
         writes.add("scratch")
     return reads, writes
@@ -460,7 +471,7 @@ class _BarrierPlan:
 
     def _step(self, op) -> bool:
         r, wr = _effects(op)
-        if op.name.startswith("col_"):   # the header's column reduction brackets itself with barriers
+        if _exchanges(op):   # the header brackets these with barriers of their own
             self.reads, self.writes = set(), set()
             return False
         need = bool(r & self.writes) or bool(wr & (self.reads | self.writes))

@@ -159,6 +159,61 @@ template <class V> struct same { using type = V; };  // keeps `acc` out of templ
 TILES_REDUCE(sum, op_add) TILES_REDUCE(max, op_max) TILES_REDUCE(min, op_min)
 #undef TILES_REDUCE
 
+// ---------------------------------------------------------------- log-sum-exp2 of (max, sum) pairs
+// (m, s) <- (m, s) merged with (m2, s2): the larger max, each sum rescaled to it. fminf(NaN, 0) is 0, so two
+// empty pairs (-inf, 0) merge into one without a NaN.
+TILES_DEV void merge_max_sum(float& m, float& s, float m2, float s2) {
+  const float top = __builtin_fmaxf(m, m2);
+  s = s * __builtin_exp2f(__builtin_fminf(m - top, 0.0f)) + s2 * __builtin_exp2f(__builtin_fminf(m2 - top, 0.0f));
+  m = top;
+}
+// The butterfly of lane_reduce over lane bits [LO, HI), on pairs.
+template <int LO, int HI> TILES_DEV void lane_merge(float& m, float& s) {
+  if constexpr (LO < HI) {
+    const float m2 = __builtin_bit_cast(float, arch::butterfly<LO>(__builtin_bit_cast(uint32_t, m)));
+    const float s2 = __builtin_bit_cast(float, arch::butterfly<LO>(__builtin_bit_cast(uint32_t, s)));
+    merge_max_sum(m, s, m2, s2);
+    lane_merge<LO * 2, HI>(m, s);
+  }
+}
+// The lane's pairs merged (s = 0 counts as empty, so that it cannot pull the max up), then the lanes' over
+// lane bits [LO, HI): those that hold the vector's other elements.
+template <int LO, int HI, class V> TILES_DEV void merge_lanes(float& top, float& sum, const V& m, const V& s) {
+  top = -__builtin_inff();
+  sum = 0.0f;
+  constexpr int n = sizeof(m.v) / sizeof(float);
+  TILES_UNROLL for (int i = 0; i < n; ++i) {
+    const float si = ((const float*)s.v)[i];
+    merge_max_sum(top, sum, si > 0.0f ? ((const float*)m.v)[i] : -__builtin_inff(), si);
+  }
+  lane_merge<LO, HI>(top, sum);
+}
+template <class V> TILES_DEV void fill_lse(V& dst, float top, float sum) { fill(dst, top + __builtin_log2f(sum)); }
+// Every element of dst <- log2(sum_j s[j] 2^m[j]) over the whole vectors. A row vector is split over the waves:
+// after the lanes, the waves' pairs meet in `scratch` (2 floats a wave), the max and the sum in one exchange;
+// the two barriers make the op block-wide. A column vector is whole in every wave.
+template <int WAVES, class L, int R>
+TILES_DEV void logsumexp2(rv<float, R, L>& dst, const rv<float, R, L>& m, const rv<float, R, L>& s, float* scratch) {
+  float top, sum;
+  merge_lanes<L::COL_LO, L::COL_HI>(top, sum, m, s);   // lanes of one column hold the other rows
+  if (arch::lane_id() == 0) {
+    scratch[2 * arch::wave_id()] = top;
+    scratch[2 * arch::wave_id() + 1] = sum;
+  }
+  arch::barrier();
+  top = -__builtin_inff();
+  sum = 0.0f;
+  for (int w = 0; w < WAVES; ++w) merge_max_sum(top, sum, scratch[2 * w], scratch[2 * w + 1]);
+  arch::barrier();  // scratch may be reused right after
+  fill_lse(dst, top, sum);
+}
+template <int WAVES, class L, int C>
+TILES_DEV void logsumexp2(cv<float, C, L>& dst, const cv<float, C, L>& m, const cv<float, C, L>& s, float*) {
+  float top, sum;
+  merge_lanes<L::ROW_LO, L::ROW_HI>(top, sum, m, s);   // lanes of one row hold the other columns
+  fill_lse(dst, top, sum);
+}
+
 // ---------------------------------------------------------------- broadcasts
 template <class F, class D, class T, int R, int C, class L, class V>
 TILES_DEV void row_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f) {
