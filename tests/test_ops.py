@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tiles as tl
-from tiles import dtypes, targets
+from tiles import TileError, dtypes, targets
 from tiles.testing import assert_close, poisoned, random_array, run
 
 BR, BC = 32, 64
@@ -119,6 +119,49 @@ def test_reduce(backend, axis, m, n):
         r = f(up(x), axis=1 if axis == "rows" else 0)
         assert_close(out[2 * i], r, "f32", what=f"{op}")
         assert_close(out[2 * i + 1], combine(r, up(acc[0])), "f32", what=f"{op} with accumulator")
+
+
+@tl.kernel
+def merge_pairs(Out, M, S, *, axis):
+    """One vector of (max, sum) pairs, 64 long: a rows vector splits over the workers, a cols one does not."""
+    tl.grid(1)
+    m = tl.rvec(tl.f32, 64, axis=axis, name="m")
+    s = tl.rvec(tl.f32, 64, axis=axis, name="s")
+    lse = tl.rvec(tl.f32, 64, axis=axis, name="lse")
+    tl.load(m, M, (0, 0))
+    tl.load(s, S, (0, 0))
+    tl.logsumexp2(lse, m, s)
+    tl.store(Out, lse, (0, 0))
+
+
+@pytest.mark.parametrize("axis", ["rows", "cols"])
+@settings(max_examples=4)
+@given(n=st.integers(2, 64), scale=st.sampled_from([1.0, 100.0]), empty=st.integers(0, 63))
+def test_logsumexp2(backend, axis, n, scale, empty):
+    """Maxima far apart (2**m alone overflows f32 at scale 100), one empty pair (-inf, 0) among them; the
+    elements past n read as (0, 0), which must not count either."""
+    m = random_array((1, n), "f32", scale=scale)
+    s = np.abs(random_array((1, n), "f32")) + np.float32(0.5)
+    m[0, empty % n], s[0, empty % n] = -np.inf, 0.0
+    out = poisoned((1, 64), "f32")
+    run(backend, merge_pairs, out, m, s, axis=axis)
+    keep = np.arange(n) != empty % n
+    top = up(m[0][keep]).max()
+    ref = top + np.log2(np.sum(up(s[0][keep]) * np.exp2(up(m[0][keep]) - top)))
+    assert_close(out[0], np.full(64, ref), "f32")
+
+
+def test_logsumexp2_refuses_vectors_of_another_shape():
+    @tl.kernel
+    def mixed(Out, M):
+        tl.grid(1)
+        m = tl.rvec(tl.f32, 64, axis="rows")
+        s = tl.rvec(tl.f32, 64, axis="cols")
+        tl.load(m, M, (0, 0))
+        tl.logsumexp2(m, m, s)
+
+    with pytest.raises(TileError, match=r"test_ops.py:\d+: tl.logsumexp2\(m, m, s\)\n.*s: expected 64 along rows"):
+        mixed.trace([np.zeros((1, 64), np.float32)] * 2)
 
 
 @tl.kernel

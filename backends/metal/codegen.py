@@ -188,7 +188,7 @@ class _Gen:
         w(f"// {p.workers} simdgroups of 32 lanes split the rows of every register tile"
           + (f"; pipelined loops: {loops}." if loops else "."))
         w(f"// Threadgroup memory: {p.smem_bytes} bytes (tiles, then {p.workers} x 256 B of per-simdgroup scratch"
-          + (f", then {4 * p.exchange_floats} B for column reductions)." if p.exchange_floats else ")."))
+          + (f", then {4 * p.exchange_floats} B for the exchanges across simdgroups)." if p.exchange_floats else ")."))
         w('#include "tiles_metal/tiles.h"')
         w("using namespace tiles_metal;")
         w()
@@ -349,6 +349,12 @@ class _Gen:
                 args.append("exchange")
                 state = (frozenset(), frozenset())  # col_reduce synchronizes the whole threadgroup itself
             self.w(f"{'row' if name.startswith('row_') else 'col'}_reduce<{_REDUCE[name[4:]]}>({', '.join(args)}, self);")
+        elif name == "logsumexp2":
+            args = [self.ref(x) for x in (op.dst, *op.srcs)]
+            if op.dst.axis == "rows":   # split over the simdgroups: they meet in the exchange
+                args.append("exchange")
+                state = (frozenset(), frozenset())  # logsumexp2 synchronizes the whole threadgroup itself
+            self.w(f"logsumexp2({', '.join(args)}, self);")
         elif name.endswith(("_row", "_col")):
             src, vec = op.srcs
             self.same_dtype(op, src)

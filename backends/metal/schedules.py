@@ -11,8 +11,8 @@ double-buffered threadgroup loop.
   read one step earlier). Metal has no asynchronous global->threadgroup copy, so the overlap comes from other
   simdgroups computing while one waits on its loads, and from one barrier per step instead of two.
 * Threadgroup memory is a single arena (``[[threadgroup(0)]]``): the tiles, then the simdgroups' 8x8 scratch
-  (see tiles_metal/elements.h), then the exchange area of column reductions. If the copies do not fit the
-  device's 32 KB, the stages are lowered (down to a plain loop) before anything is rejected.
+  (see tiles_metal/elements.h), then the exchange area of column reductions and logsumexp2. If the copies do not
+  fit the device's 32 KB, the stages are lowered (down to a plain loop) before anything is rejected.
 """
 from __future__ import annotations
 
@@ -95,8 +95,11 @@ def plan(k: ir.Kernel, target: str = "apple") -> Plan:
     for lp in loops:
         for op in staged_loads(lp):
             p.staged[op.dst] = lp
-    col_cols = [op.srcs[0].cols for op, _ in k.walk() if op.name.startswith("col_")]
-    p.exchange_floats = p.workers * max(col_cols, default=0)
+    # the exchange: a float per column and simdgroup (column reductions), a (max, sum) pair per simdgroup
+    # (logsumexp2 of row vectors)
+    floats = [op.srcs[0].cols if op.name.startswith("col_") else 2 for op, _ in k.walk()
+              if op.name.startswith("col_") or (op.name == "logsumexp2" and op.dst.axis == "rows")]
+    p.exchange_floats = p.workers * max(floats, default=0)
     # Lower the deepest pipelines first until the arena fits.
     while True:
         p.stages = {lp: want_stages[lp] for lp in loops}

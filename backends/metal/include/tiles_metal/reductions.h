@@ -85,6 +85,54 @@ inline void col_reduce(thread rv<V, C>& dst, const thread rt<T, R, C>& src, cons
     col_reduce<Op>(dst, src, acc, true, exchange, b);
 }
 
+// (m, s) <- (m, s) merged with (m2, s2): the larger max, each sum rescaled to it. The pair that holds the max keeps
+// its sum as is: no exp2((-inf) - (-inf)) when two empty pairs (-inf, 0) meet (NaN, whose handling fast math leaves
+// open).
+inline void merge_max_sum(thread float& m, thread float& s, float m2, float s2) {
+    const float top = metal::max(m, m2);
+    s = (m == top ? s : s * metal::exp2(m - top)) + (m2 == top ? s2 : s2 * metal::exp2(m2 - top));
+    m = top;
+}
+
+// The simdgroup's pairs merged (every lane holds all of them; s = 0 counts as empty, so that it cannot pull the
+// max up).
+template <int N>
+inline void merge_own(thread float& top, thread float& sum, const thread rv<float, N>& m,
+                      const thread rv<float, N>& s) {
+    top = -INFINITY;
+    sum = 0.0f;
+    for (int i = 0; i < N; ++i) merge_max_sum(top, sum, s.v[i] > 0.0f ? m.v[i] : -INFINITY, s.v[i]);
+}
+
+// Every element of dst <- log2(sum_j s[j] 2^m[j]) over the whole vectors: a column vector, whole in every simdgroup.
+template <int N>
+inline void logsumexp2(thread rv<float, N>& dst, const thread rv<float, N>& m, const thread rv<float, N>& s,
+                       const thread block& b) {
+    float top, sum;
+    merge_own(top, sum, m, s);
+    for (int i = 0; i < N; ++i) dst.v[i] = top + metal::log2(sum);
+}
+
+// The same for a row vector, split over the simdgroups: their pairs meet in `exchange` (2 floats a simdgroup), the
+// max and the sum in one exchange. Called by the whole threadgroup.
+template <int N>
+inline void logsumexp2(thread rv<float, N>& dst, const thread rv<float, N>& m, const thread rv<float, N>& s,
+                       threadgroup float* exchange, const thread block& b) {
+    float top, sum;
+    merge_own(top, sum, m, s);
+    if (b.lane == 0) {
+        exchange[2 * b.sg] = top;
+        exchange[2 * b.sg + 1] = sum;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    top = -INFINITY;
+    sum = 0.0f;
+    for (int g = 0; g < b.nthreads / SIMD; ++g) merge_max_sum(top, sum, exchange[2 * g], exchange[2 * g + 1]);
+    // the exchange may be reused by the next reduction only after every thread has read it
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int i = 0; i < N; ++i) dst.v[i] = top + metal::log2(sum);
+}
+
 // Positional functors for map_positions.
 template <typename Op, typename V>
 struct with_row {
