@@ -1,6 +1,7 @@
 """The CUDA backend without a GPU: every shipped kernel compiles for sm_80 and sm_90a with NVRTC, with no
 spills and tensor-core instructions in its SASS; compiler failures and crashes surface as exceptions; the
 checks before a launch refuse bad arguments with clear messages."""
+import ctypes
 import functools
 import re
 import shutil
@@ -292,6 +293,44 @@ def test_good_arguments_pass_and_pack():
     assert [int(x) for x in params[:8]] == [1 << 20, 1, 1, 64, 48, 0, 0, 48]
     assert [x.dtype for x in params[:8]] == [np.uint64] + [np.int32] * 4 + [np.int64] * 3
     assert len(params) == 24
+
+
+class FakeDriver:
+    """cuLaunchKernel as the driver sees it: reads every parameter back through the pointer array."""
+
+    def __init__(self, sizes, result=0):
+        self.sizes, self.result, self.calls = sizes, result, []
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        table = (ctypes.c_uint64 * len(self.sizes)).from_address(params)
+        values = [ctypes.string_at(table[i], n) for i, n in enumerate(self.sizes)]
+        self.calls.append(((f, gx, gy, gz, bx, by, bz, smem, stream, extra), values))
+        return self.result
+
+    def cuGetErrorName(self, err, out):
+        out._obj.value = b"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+        return 0
+
+
+def test_launch_packs_parameters_once_for_the_driver(monkeypatch):
+    args = gemm_args()
+    params = runtime.pack(gemm.trace(args, "sm_90a"), args)
+    tmap = np.arange(16, dtype="<u8").view(runtime.TENSOR_MAP)   # a struct parameter, 128 bytes
+    launch = runtime.Launch(0xF00, (3, 2), (128,), 4096, params + [tmap])
+    sizes = [p.dtype.itemsize for p in params] + [128]
+    fake = FakeDriver(sizes)
+    monkeypatch.setattr(runtime, "driver", lambda: fake)
+    assert launch(stream=0x57) == launch(stream=0x58) == 0   # the same packed parameters, another stream
+    (call1, values1), (call2, values2) = fake.calls
+    assert call1 == (0xF00, 3, 2, 1, 128, 1, 1, 4096, 0x57, None) and call2[8] == 0x58
+    assert values1 == values2 == [p.tobytes() for p in params] + [tmap.tobytes()]
+
+
+def test_launch_errors_name_the_driver_error(monkeypatch):
+    fake = FakeDriver([4], result=701)
+    monkeypatch.setattr(runtime, "driver", lambda: fake)
+    with pytest.raises(RuntimeError, match=r"cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES \(701\)"):
+        runtime.check(runtime.Launch(1, (1,), (32,), 0, [np.int32(7)])(stream=0), "cuLaunchKernel")
 
 
 @pytest.mark.parametrize("bad,message", [
