@@ -2,9 +2,10 @@
 
 Rows that fit on chip (C a multiple of 16, up to ROW_MAX) take one pass, `softmax_rows`: X is read once and
 Y written once, the least traffic there is. The row is viewed as a (C/K, K) tile, so that its elements
-spread over every worker of the block (a register tile splits its rows over the workers); the row's max
-and sum then combine over the whole tile in two steps: within each tile row (row_max / row_sum), then over
-the tile rows, through a narrow (TR, 16) tile whose column reduction crosses the workers.
+spread over every worker of the block (a register tile splits its rows over the workers). Each tile row
+takes its own max m and sum s of 2^(x - m), within its worker; `tl.logsumexp2` then merges the tile rows'
+(m, s) pairs into the row's log-sum-exp2 in one exchange across the workers, and each element becomes
+2^(x - m) * 2^(m - lse).
 
 Other rows take two passes over column blocks, `softmax_fwd`: the first keeps a running max and a running
 sum rescaled as the max grows (the online softmax of attention), the second reads the row again and
@@ -19,6 +20,7 @@ import numpy as np
 import tiles as tl
 
 LOG2E = 1.4426950408889634
+F32_LOWEST = float(np.finfo(np.float32).min)
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -89,7 +91,8 @@ ROW_CONFIGS = {
 def tile_reduction(TR: int):
     """reduce(whole, x, reduce_rows, reduce_cols): every element of the rows vector `whole` <- the reduction
     of the whole TR-row tile x: within each tile row, then across the tile rows (and so the workers) through
-    a narrow TR x 16 tile whose column reduction crosses them. For the one-pass row kernels."""
+    a narrow TR x 16 tile whose column reduction crosses them. For layernorm's one-pass kernel (softmax_rows
+    merges its max and sum in one exchange, tl.logsumexp2)."""
     t = tl.regs(tl.f32, TR, 16, name="t")          # one value per tile row, spread over 16 columns
     part = tl.rvec(tl.f32, TR, name="part")
     cross = tl.rvec(tl.f32, 16, axis="cols", name="cross")
@@ -117,8 +120,9 @@ def softmax_rows(Y, X, *, TR, K, RPB, staged):
     xs = tl.shared(X.dtype, TR, K, name="xs") if staged else None
     ys = tl.shared(Y.dtype, TR, K, name="ys") if staged else None
     x = tl.regs(tl.f32, TR, K, name="x")
-    whole = tl.rvec(tl.f32, TR, name="whole")   # the row's max, then its sum, in every tile row
-    over_tile = tile_reduction(TR)
+    m = tl.rvec(tl.f32, TR, name="m")       # each tile row's max (log2 domain), then its scale 2^(m - lse)
+    s = tl.rvec(tl.f32, TR, name="s")       # each tile row's sum of 2^(x - m)
+    lse = tl.rvec(tl.f32, TR, name="lse")   # the whole row's log2 of the sum of 2^x, in every element
 
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
@@ -128,16 +132,17 @@ def softmax_rows(Y, X, *, TR, K, RPB, staged):
         else:
             tl.load(x, X, (row, 0, 0))
         tl.bounds_mask(x, x, X.rows, K, -math.inf)   # the tile rows past the row's end weigh nothing
-        over_tile(whole, x, tl.row_max, tl.col_max)
-        tl.mul(whole, whole, LOG2E)
+        tl.row_max(m, x)
+        tl.mul(m, m, LOG2E)
+        tl.max(m, m, F32_LOWEST)                     # a tile row of -inf alone: 2^(x - m) is then 0, not NaN
         tl.mul(x, x, LOG2E)                          # with the next: one fused multiply-add per element
-        tl.sub_row(x, x, whole)
+        tl.sub_row(x, x, m)
         tl.exp2(x, x)
-        over_tile(whole, x, tl.row_sum, tl.col_sum)
-        tl.log2(whole, whole)                        # 1 / sum as exp2(-log2(sum)): one multiply per element
-        tl.mul(whole, whole, -1.0)                   # below instead of a division
-        tl.exp2(whole, whole)
-        tl.mul_row(x, x, whole)
+        tl.row_sum(s, x)
+        tl.logsumexp2(lse, m, s)                     # the one exchange across the workers
+        tl.sub(m, m, lse)
+        tl.exp2(m, m)
+        tl.mul_row(x, x, m)
         if staged:
             tl.store(ys, x)
             tl.store(Y, ys, (row, 0, 0))
@@ -158,7 +163,13 @@ def row_plan(rows: int, cols: int, cols_per_rpb: int = 2048) -> dict | None:
     # first load is exposed once per RPB rows (up to 16 per block); short rows have several blocks per SM hide
     # it, and small blocks keep the last wave of the grid short and the resident blocks out of step. Measured
     # on the H200 (2026-11-30): softmax 16384x4096 took 71.9 / 74.9 / 79.2 / 85.3 us at RPB 2 / 4 / 8 / 16.
-    return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, min(16, cols // cols_per_rpb, rows // 256)))
+    rpb = min(16, cols // cols_per_rpb, rows // 256)
+    if cols > ROW_MAX // 2:
+        # A block's stages fill an SM's shared memory, so the grid should not outnumber the SMs: up to 32 rows a
+        # block, 4096 rows in 128 blocks, one wave on the H200's 132 SMs instead of two of 256 (2026-11-30:
+        # 4096x32768 in 148.3 us at RPB 32 against 153.8 at 16).
+        rpb = min(32, rows // 128)
+    return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, rpb))
 
 
 def softmax(x, *, backend=None, **config):

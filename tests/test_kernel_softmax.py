@@ -44,6 +44,20 @@ def test_softmax_one_pass(backend, rows, units, dtype, rows_per_block):
     assert_close(y, reference_softmax(x), dtype)
 
 
+@settings(max_examples=3)
+@given(rows=st.integers(1, 20), units=st.integers(2, 40), dtype=st.sampled_from(["bf16", "f32"]))
+def test_softmax_one_pass_with_minus_infinity(backend, rows, units, dtype):
+    """-inf inputs (a mask applied before the softmax) weigh nothing, also where a whole tile row of the one-pass
+    kernel holds nothing else: that row's max is -inf, and its pair must not turn the row's sum into NaN."""
+    cols = 16 * units
+    x = random_array((rows, cols), dtype, scale=8.0)
+    x[:, : cols // 2] = -np.inf
+    x[:, -1] = -np.inf
+    y = softmax(x, backend=backend)
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert_close(y, reference_softmax(x), dtype)
+
+
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_one_pass_moves_16_byte_chunks_on_cuda(target):
     """Rows reach shared memory as 16-byte cp.async copies and leave it as 16-byte stores (the unaligned
