@@ -166,8 +166,9 @@ def row_plan(rows: int, cols: int, cols_per_rpb: int = 2048) -> dict | None:
     rpb = min(16, cols // cols_per_rpb, rows // 256)
     if cols > ROW_MAX // 2:
         # A block's stages fill an SM's shared memory, so the grid should not outnumber the SMs: up to 32 rows a
-        # block, 4096 rows in 128 blocks, one wave on the H200's 132 SMs instead of two of 256 (2026-11-30:
-        # 4096x32768 in 148.3 us at RPB 32 against 153.8 at 16).
+        # block, 4096 rows in 128 blocks, one wave on the H200's 132 SMs instead of two of 256. On the H200
+        # (2026-11-30, 4096x32768) a 3-stage variant took 148.3 us at RPB 32 against 153.8 at 16; this kernel
+        # 148.6 against 148.7, the same (docs/benchmarks.md).
         rpb = min(32, rows // 128)
     return dict(TR=-(-cols // k // 64) * 64, K=k, RPB=max(1, rpb))
 
