@@ -4,7 +4,8 @@ half-split (GPT-NeoX): pair i is (x[i], x[i + D/2]); interleaved (GPT-J): pair i
 Each pair rotates by its position's angle: (a, b) -> (a cos - b sin, b cos + a sin).
 
 q (B, H, N, D) and k (B, H_kv, N, D) go through one launch: a block owns BR positions of one batch
-entry, loads their cos and sin once and rotates every head of q and of k with them.
+entry, loads their cos and sin once and rotates its heads of q and of k with them: all of them, or with
+HG > 1 one of HG groups of consecutive heads (more, shorter blocks: see `_grid`).
 
 The IR has no strided load, so the interleaved kernel views each run of 32 elements (16 pairs) as one
 tile row: tl.swap_pairs exchanges each pair's members in registers, and cos and sin reach both members of
@@ -31,6 +32,23 @@ CONFIGS = {
     "gfx950": dict(BR=64, staged=True, stages=2, workers=4),
     "apple": dict(BR=32, staged=False, workers=4),
 }
+
+
+def _grid(Q, BR, HG):
+    """(position block, batch entry, head group or None): the block's place in the grid. With HG > 1 the
+    heads are split over HG groups of blocks, so that a device whose resident blocks the grid fills unevenly
+    (B16 N4096 at BR 64: 1024 blocks on the H200's 528 slots, 1.94 waves) idles less in the last wave."""
+    br, b, *g = tl.grid(tl.cdiv(Q.rows, BR), Q.batch, *([HG] if HG > 1 else []))
+    return br, b, (g[0] if g else None)
+
+
+def _heads(X, g, HG):
+    """(the loop over this block's heads of X, head index of its step h). A group past the last head (HG not
+    dividing the heads) reads zeros and writes nothing: loads past a global's end read 0, stores skip."""
+    if g is None:
+        return tl.pipeline(X.depth, name="h"), lambda h: h
+    per = tl.cdiv(X.depth, HG)
+    return tl.pipeline(per, name="h"), lambda h: g * per + h
 
 
 def _checks(QO, KO, Q, K, Cos, Sin):
@@ -66,9 +84,9 @@ class _Staging:
 
 
 @tl.kernel(configs=CONFIGS)
-def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged):
+def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged, HG=1):
     """Q, K: (B, H, N, 2W); Cos, Sin: (N, W)."""
-    br, b = tl.grid(tl.cdiv(Q.rows, BR), Q.batch)
+    br, b, g = _grid(Q, BR, HG)
     _checks(QO, KO, Q, K, Cos, Sin)
     tl.check_eq(Q.cols, 2 * W)
     tl.check_eq(Cos.cols, W)
@@ -83,7 +101,9 @@ def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged):
     tl.load(c, Cos, (br, 0))
     tl.load(s, Sin, (br, 0))
     for OUT, X in ((QO, Q), (KO, K)):
-        for h in tl.pipeline(X.depth, name="h"):
+        loop, head = _heads(X, g, HG)
+        for h in loop:
+            h = head(h)
             io.load(x1, X, (b, h, br, 0), 0)   # first half of the head dim
             io.load(x2, X, (b, h, br, 1), 1)   # second half
             tl.mul(o1, x1, c)
@@ -97,9 +117,9 @@ def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged):
 
 
 @tl.kernel(configs=CONFIGS)
-def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Spread, SignedSpread, *, BR, staged):
+def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Spread, SignedSpread, *, BR, staged, HG=1):
     """Q, K: (B, H, N*D/32, 32) views; Cos, Sin: (N*D/32, 16) views; Spread, SignedSpread: 32x32 (`_constants`)."""
-    br, b = tl.grid(tl.cdiv(Q.rows, BR), Q.batch)
+    br, b, g = _grid(Q, BR, HG)
     _checks(QO, KO, Q, K, Cos, Sin)
     tl.check_eq(Q.cols, 2 * PAIRS)
     tl.check_eq(Cos.cols, PAIRS)
@@ -122,7 +142,9 @@ def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Spread, SignedSpread, *, BR, stag
     tl.zero(s)
     tl.mma_AB(s, table, spread_signed, s)  # s[:, 2i] = -sin_i, s[:, 2i+1] = sin_i
     for OUT, X in ((QO, Q), (KO, K)):
-        for h in tl.pipeline(X.depth, name="h"):
+        loop, head = _heads(X, g, HG)
+        for h in loop:
+            h = head(h)
             io.load(xin, X, (b, h, br, 0))
             tl.copy(x, xin)
             tl.swap_pairs(xs, x)            # xs[:, 2i] = x[:, 2i+1], xs[:, 2i+1] = x[:, 2i]

@@ -22,13 +22,15 @@ def reference_rotary(x, cos, sin, interleaved):
 @settings(max_examples=6)
 @given(batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.sampled_from([1, 2]),
        n=st.integers(1, 100), d=st.sampled_from([64, 128]), interleaved=st.booleans(),
-       dtype=st.sampled_from(["bf16", "f16"]))
-@example(batch=1, kv_heads=1, group=2, n=37, d=64, interleaved=True, dtype="bf16")  # every backend, ragged rows
-def test_rotary(backend, batch, kv_heads, group, n, d, interleaved, dtype):
+       dtype=st.sampled_from(["bf16", "f16"]), head_groups=st.sampled_from([1, 2, 3]))
+# every backend, ragged rows; 3 head groups over 2 q heads and 1 k head: the groups past the last head write nothing
+@example(batch=1, kv_heads=1, group=2, n=37, d=64, interleaved=True, dtype="bf16", head_groups=3)
+@example(batch=2, kv_heads=1, group=2, n=70, d=128, interleaved=False, dtype="bf16", head_groups=3)
+def test_rotary(backend, batch, kv_heads, group, n, d, interleaved, dtype, head_groups):
     q = random_array((batch, kv_heads * group, n, d), dtype)
     k = random_array((batch, kv_heads, n, d), dtype)
     cos, sin = (dtypes.of(dtype).round(t).astype(q.dtype) for t in tables(n, d))
-    qo, ko = rotary(q, k, cos, sin, interleaved=interleaved, backend=backend)
+    qo, ko = rotary(q, k, cos, sin, interleaved=interleaved, backend=backend, HG=head_groups)
     assert_close(qo, reference_rotary(q, cos, sin, interleaved), dtype, what="q")
     assert_close(ko, reference_rotary(k, cos, sin, interleaved), dtype, what="k")
 
