@@ -8,8 +8,8 @@ Y normalizes H as returned (rounded to its dtype).
 Rows that fit on chip, without dropout (C a multiple of 16, up to ROW_MAX), take one pass, `layernorm_rows`:
 X and R read once, H and Y written once, the least traffic there is. As in kernels/softmax.py the row is
 viewed as a (C/K, K) tile spread over the block's workers, reduced over the whole tile; mean and variance
-come from the row on chip (two sums, no cancellation). W and Bias are read again for every row, from L2,
-while the row's sums cross the workers (`layernorm_rows` says why).
+come from the row on chip (two sums, no cancellation). W and Bias are read once per block, before its rows,
+and stay in registers in their own dtype; or, with `wb_per_row`, again for every row (`layernorm_rows`).
 
 Other rows take two passes over column blocks, `layernorm_fwd`: the first writes H and merges per-block
 means and squared deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel);
@@ -102,8 +102,13 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
 
 
 @tl.kernel(configs=ROW_CONFIGS)
-def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
-    """X, R, H, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W, Bias: (C/K, K) views of (C,)."""
+def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged, wb_per_row=False):
+    """X, R, H, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W, Bias: (C/K, K) views of (C,).
+
+    wb_per_row: W and Bias read for every row (L2 hits), after H's store, so that their latency hides behind
+    the two reductions, instead of once per block and kept across rows. Kept across rows, CUDA 13.0's ptxas
+    (what the H200's NVRTC runs) held f32 copies of them too: 168 registers, 3 blocks of 4 warps per SM at 4096
+    columns (ncu, 2026-11-30); read per row: 128 registers, 4 blocks (offline). Not timed yet: off by default."""
     blk = tl.grid(tl.cdiv(X.depth, RPB))
     for a in (Y, H, R):
         tl.check_eq(a.depth, X.depth)
@@ -119,7 +124,7 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
     outs = tl.shared(Y.dtype, TR, K, name="outs") if staged else None   # H, then Y, on their way out
     x = tl.regs(tl.f32, TR, K, name="x")        # X, then squared deviations, then W and Bias in f32
     h = tl.regs(tl.f32, TR, K, name="h")
-    w = tl.regs(W.dtype, TR, K, name="w")       # W and Bias in their own dtype, loaded for every row
+    w = tl.regs(W.dtype, TR, K, name="w")       # W and Bias in their own dtype
     bias = tl.regs(Bias.dtype, TR, K, name="bias")
     hr = tl.regs(H.dtype, TR, K, name="hr")     # h rounded as H stores it
     stat = tl.rvec(tl.f32, TR, name="stat")     # the row's mean, then 1 / its standard deviation
@@ -139,6 +144,9 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
         else:
             tl.store(dst, src, (row, 0, 0))
 
+    if not wb_per_row:
+        tl.load(w, W, (0, 0))
+        tl.load(bias, Bias, (0, 0))
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
         load(x, X, xs, row)
@@ -147,11 +155,9 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
         tl.copy(hr, h)
         tl.copy(h, hr)
         store(H, hr, row)
-        # W and Bias again for every row (L2 hits), their latency hidden behind the two reductions. Kept in
-        # registers across rows, CUDA 13.0's ptxas held f32 copies of them too: 168 registers, 3 blocks of 4
-        # warps per SM at 4096 columns; loaded here (after a barrier, which nothing moves them across): 128, 4.
-        tl.load(w, W, (0, 0))
-        tl.load(bias, Bias, (0, 0))
+        if wb_per_row:   # not above H's store: the compiler cannot tell W from H, so it keeps them here
+            tl.load(w, W, (0, 0))
+            tl.load(bias, Bias, (0, 0))
         over_tile(stat, h, tl.row_sum, tl.col_sum)   # tile rows past the row's end read as 0
         tl.mul(stat, stat, 1.0 / (X.rows * K))
         tl.sub_row(h, h, stat)
