@@ -120,11 +120,9 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
             tl.fill(dp, -math.inf)
             tl.causal_mask(dp, dp, bn * BN - 1, i * BM, 0.0)
             tl.add(s, s, dp)
-        # Delta only now, between the two products: registers are short while S^T and dP^T are in flight, and
-        # its global load then has dP^T's issue to hide behind
-        tl.load(delta, Delta, (b, h, i))
         tl.zero(dp)
         tl.mma_ABt(dp, v, do, dp)
+        tl.load(delta, Delta, (b, h, i))   # only now: registers are short while S^T and dP^T are in flight
         tl.mul(s, s, scale * LOG2E)
         tl.mul(lse, lse, LOG2E)
         tl.sub_col(s, s, lse)
