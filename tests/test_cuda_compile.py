@@ -53,6 +53,26 @@ def test_every_kernel_compiles(workload, shape, target):
         assert re.search(r"\b(HMMA|HGMMA|QGMMA)\.", c.sass()), f"{gen.name} on {target}: no HMMA/HGMMA/QGMMA in SASS"
 
 
+@pytest.mark.parametrize("blocks", [2, 4])
+def test_blocks_per_sm_caps_registers(blocks):
+    """blocks_per_sm=n: ptxas keeps a block's registers within an SM's 64K / n (layernorm's row kernel: 4 warps)."""
+    w = bench.WORKLOADS["layernorm"]
+    s = w.parse("64x4096")
+    kfn, args, consts = w.main(s, w.inputs(s, np.random.default_rng(0)))
+    gen, c = build(kfn, args, "sm_90a", **consts, blocks_per_sm=blocks)
+    assert f"__launch_bounds__(NUM_WARPS * 32, {blocks})" in gen.source
+    res = c.resources[gen.name]
+    assert res.registers * gen.schedule.threads * blocks <= 65536 and res.spills == 0, res
+
+
+def test_blocks_per_sm_refused_where_it_cannot_hold():
+    a = random_array((128, 128), "bf16")
+    with pytest.raises(TileError, match="more than the one block per SM"):
+        build(gemm, [a, a, a], "sm_90a", blocks_per_sm=2)   # warp-specialized: one block an SM
+    with pytest.raises(TileError, match="blocks_per_sm must be an int"):
+        build(gemm, [a, a, a], "sm_90a", schedule="warp", blocks_per_sm="4")
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_gemm_main_loop_uses_ldmatrix_cp_async_and_hmma(target):
     a = random_array((256, 256), "bf16")

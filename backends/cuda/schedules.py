@@ -73,6 +73,7 @@ class Schedule:
     store_src: str = ""           # the register tile it stores
     col_split: tuple[str, ...] = ()   # register tiles of 64 rows whose columns split over the warpgroups (rt_cols)
     vectors: tuple[str, ...] = ()     # warp-specialized: register vectors the producer brings through the ring
+    blocks_per_sm: int = 0   # blocks that must fit on an SM at once (ptxas caps registers for them); 0: no cap
 
     @property
     def warp_specialized(self) -> bool:
@@ -268,6 +269,12 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                 while smem + stages * piped_bytes > max_smem and stages > 2:
                     stages -= 1
     smem += stages * piped_bytes
+    blocks = k.options.get("blocks_per_sm", 0)
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or not 0 <= blocks <= 32:
+        raise TileError(f"{k.name}: blocks_per_sm must be an int from 1 to 32 (0: no cap), got {blocks!r}", k.loc)
+    if tma and blocks > 1:   # the producer and consumers split the registers for one block an SM
+        raise TileError(f"{k.name}: blocks_per_sm={blocks} asks for more than the one block per SM of the "
+                        f"warp-specialized schedule; use schedule='warp'", k.loc)
     vectors = {op.dst: op.srcs[0].dtype for op in pipelined_vectors(k)} if tma else {}
     smem += sum(aligned(stages * t.length * d.itemsize) for t, d in vectors.items())
     if smem > max_smem:
@@ -277,7 +284,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
-                    vectors=tuple(t.name for t in vectors))
+                    vectors=tuple(t.name for t in vectors), blocks_per_sm=0 if tma else blocks)
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
