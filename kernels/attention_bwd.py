@@ -111,9 +111,9 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.load(q, Q, (b, h, i, 0))
         tl.load(do, dO, (b, h, i, 0))
         tl.load(lse, LSE, (b, h, i))
-        # the matrix products in batches of independent ones (S^T and dP^T; dV; dQ and dK), which a backend may
-        # keep in flight together, each waited for where its result is first needed: the softmax of S^T while
-        # dP^T is computed, dS^T while dV is, dQ's accumulation while dK is
+        # the matrix products in two batches of independent ones (S^T and dP^T; dQ, dV and dK), which a backend
+        # may keep in flight together, each waited for where its result is first needed: the softmax of S^T
+        # while dP^T is computed, dQ's accumulation while dV and dK are
         tl.zero(s)
         tl.mma_ABt(s, k, q, s)
         if masked:  # -inf where kv row > query row: the complement of causal_mask's kept set, shifted by one
@@ -128,9 +128,6 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.sub_col(s, s, lse)
         tl.exp2(s, s)
         tl.copy(p, s)
-        # dV as soon as P^T is there: the tensor cores run it while dS^T is computed (and the workers meet at the
-        # barrier around dS^T's shared tile, which dQ needs)
-        tl.mma_AB(dv, p, do, dv)
         # dS^T = P^T * (dP^T scale - Delta scale): scale folded here (dK and dQ need no rescale), onto the vector
         # Delta rather than the tile, so that the tile's multiply and subtract fuse (one FMA per element)
         tl.mul(delta, delta, scale)
@@ -141,6 +138,7 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.store(ds_s, ds)
         tl.zero(dq)
         tl.mma_AtB(dq, ds_s, k, dq)
+        tl.mma_AB(dv, p, do, dv)
         tl.mma_AB(dk, ds, q, dk)
         tl.atomic_add(DQacc, dq, (b, h, i, 0))
 

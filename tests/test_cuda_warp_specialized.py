@@ -94,19 +94,9 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         # causal kernel's two pipeline loops), the ring's cursor carrying on
         assert s.col_split == ("dq",) and s.warps == 8
         # the mma batches are waited for only as far as the next op needs: S^T before its softmax, dP^T after
-        # it; dV, issued once P^T is there, runs through dS^T's arithmetic and the barrier around its shared
-        # tile; dQ before its accumulation, dK after it. In the SASS: [S^T, dP^T], wait for all but one, the
-        # exponentials, dV, wait for all but one, the barriers, [dQ, dK], wait for all but one, dQ's reductions,
-        # wait for all
-        assert gen.source.count("tc::mma_AB(dv, p, dout, dv, tc::no_wait);") == gen.source.count("tc::consume<")
-        assert "tc::mma_wait<2>();" not in gen.source
-        seq = []
-        for m in re.finditer(r"(HGMMA|WARPGROUP\.DEPBAR\.LE gsb0, 0x\d|BAR\.SYNC|REDG|MUFU\.EX2)", consumer):
-            if not seq or seq[-1] != m.group(1):
-                seq.append(m.group(1))
-        assert seq == ["HGMMA", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "MUFU.EX2", "HGMMA", "WARPGROUP.DEPBAR.LE gsb0, 0x1",
-                       "BAR.SYNC", "HGMMA", "WARPGROUP.DEPBAR.LE gsb0, 0x1", "REDG",
-                       "WARPGROUP.DEPBAR.LE gsb0, 0x0"], seq
+        # it (one group may stay in flight); dQ before its atomics, dV and dK after them (two)
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x2" in sass
+        assert "tc::mma_wait<1>();\n" in gen.source and "tc::mma_wait<2>();\n" in gen.source
         assert "REDG.E.ADD.F32x2" in sass and re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
         # a tile wholly inside the global takes one test and then the unchecked path (memory.cuh): a second copy
         # of dQ's reductions (each thread's 4 per 16 of its warpgroup's columns) next to the checked one for
