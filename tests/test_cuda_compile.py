@@ -53,24 +53,25 @@ def test_every_kernel_compiles(workload, shape, target):
         assert re.search(r"\b(HMMA|HGMMA|QGMMA)\.", c.sass()), f"{gen.name} on {target}: no HMMA/HGMMA/QGMMA in SASS"
 
 
-@pytest.mark.parametrize("blocks", [2, 4])
-def test_blocks_per_sm_caps_registers(blocks):
-    """blocks_per_sm=n: ptxas keeps a block's registers within an SM's 64K / n (layernorm's row kernel: 4 warps)."""
+@pytest.mark.parametrize("shape,regs,blocks", [("64x4096", 128, 4), ("64x4096", 96, 5), ("16x16384", 128, 0)])
+def test_max_registers_caps_registers(shape, regs, blocks):
+    """max_registers=n: the launch bound asks for the blocks an SM's 64K registers hold at n a thread (none
+    where that is one block: 16 warps at 16384 columns), and ptxas keeps within n (layernorm's row kernel)."""
     w = bench.WORKLOADS["layernorm"]
-    s = w.parse("64x4096")
+    s = w.parse(shape)
     kfn, args, consts = w.main(s, w.inputs(s, np.random.default_rng(0)))
-    gen, c = build(kfn, args, "sm_90a", **consts, blocks_per_sm=blocks)
-    assert f"__launch_bounds__(NUM_WARPS * 32, {blocks})" in gen.source
-    res = c.resources[gen.name]
-    assert res.registers * gen.schedule.threads * blocks <= 65536 and res.spills == 0, res
+    gen, c = build(kfn, args, "sm_90a", **consts, max_registers=regs)
+    assert gen.schedule.min_blocks == (blocks or 1)
+    assert (f"__launch_bounds__(NUM_WARPS * 32, {blocks})" in gen.source) == bool(blocks)
+    assert c.resources[gen.name].registers <= regs
 
 
-def test_blocks_per_sm_refused_where_it_cannot_hold():
+def test_max_registers_refused_where_it_cannot_hold():
     a = random_array((128, 128), "bf16")
-    with pytest.raises(TileError, match="more than the one block per SM"):
-        build(gemm, [a, a, a], "sm_90a", blocks_per_sm=2)   # warp-specialized: one block an SM
-    with pytest.raises(TileError, match="blocks_per_sm must be an int"):
-        build(gemm, [a, a, a], "sm_90a", schedule="warp", blocks_per_sm="4")
+    with pytest.raises(TileError, match="max_registers is for the warp schedule"):
+        build(gemm, [a, a, a], "sm_90a", max_registers=128)
+    with pytest.raises(TileError, match="max_registers must be an int"):
+        build(gemm, [a, a, a], "sm_90a", schedule="warp", max_registers=8)
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -314,7 +314,7 @@ class ArgSpec:
 
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")
-OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "blocks_per_sm")
+OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers")
 
 
 class KernelFn:

@@ -105,9 +105,11 @@ class _Emitter:
             else:
                 params.append(f"{ctype(p.dtype)} {p.name}")
         params += [f"const __grid_constant__ tc::tma_map {t.map}" for t in self.s.maps]
-        bound = ("NUM_WARPS * 32 + 128, 1" if ws else
-                 f"NUM_WARPS * 32, {self.s.blocks_per_sm}" if self.s.blocks_per_sm else "NUM_WARPS * 32")
-        w(f"extern \"C\" __global__ void __launch_bounds__({bound})")
+        blocks = self.s.min_blocks
+        bound = ("NUM_WARPS * 32 + 128, 1)" if ws else
+                 f"NUM_WARPS * 32, {blocks})  // {blocks} blocks an SM: at most {self.s.max_registers} registers"
+                 if blocks > 1 else "NUM_WARPS * 32)")
+        w(f"extern \"C\" __global__ void __launch_bounds__({bound}")
         with w.block(f"{k.name}({', '.join(params)}) {{"):
             for p in k.params:
                 if isinstance(p, GL):

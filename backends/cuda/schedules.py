@@ -73,11 +73,16 @@ class Schedule:
     store_src: str = ""           # the register tile it stores
     col_split: tuple[str, ...] = ()   # register tiles of 64 rows whose columns split over the warpgroups (rt_cols)
     vectors: tuple[str, ...] = ()     # warp-specialized: register vectors the producer brings through the ring
-    blocks_per_sm: int = 0   # blocks that must fit on an SM at once (ptxas caps registers for them); 0: no cap
+    max_registers: int = 0   # a thread's register cap (the launch bound asks for the blocks it lets fit); 0: none
 
     @property
     def warp_specialized(self) -> bool:
         return bool(self.tma)
+
+    @property
+    def min_blocks(self) -> int:
+        """Blocks per SM the launch bound asks for, so that ptxas keeps within max_registers (an SM has 64K)."""
+        return 65536 // (self.threads * self.max_registers) if self.max_registers else 0
 
     @property
     def maps(self) -> tuple[TmaMap, ...]:
@@ -269,12 +274,12 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                 while smem + stages * piped_bytes > max_smem and stages > 2:
                     stages -= 1
     smem += stages * piped_bytes
-    blocks = k.options.get("blocks_per_sm", 0)
-    if not isinstance(blocks, int) or isinstance(blocks, bool) or not 0 <= blocks <= 32:
-        raise TileError(f"{k.name}: blocks_per_sm must be an int from 1 to 32 (0: no cap), got {blocks!r}", k.loc)
-    if tma and blocks > 1:   # the producer and consumers split the registers for one block an SM
-        raise TileError(f"{k.name}: blocks_per_sm={blocks} asks for more than the one block per SM of the "
-                        f"warp-specialized schedule; use schedule='warp'", k.loc)
+    regs = k.options.get("max_registers", 0)
+    if not isinstance(regs, int) or isinstance(regs, bool) or not (regs == 0 or 16 <= regs <= 255):
+        raise TileError(f"{k.name}: max_registers must be an int from 16 to 255 (0: no cap), got {regs!r}", k.loc)
+    if tma and regs:   # its producer and consumers set their own counts (setmaxnreg)
+        raise TileError(f"{k.name}: max_registers is for the warp schedule; the warp-specialized one sets "
+                        f"its producer's and consumers' registers itself; use schedule='warp'", k.loc)
     vectors = {op.dst: op.srcs[0].dtype for op in pipelined_vectors(k)} if tma else {}
     smem += sum(aligned(stages * t.length * d.itemsize) for t, d in vectors.items())
     if smem > max_smem:
@@ -284,7 +289,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
-                    vectors=tuple(t.name for t in vectors), blocks_per_sm=0 if tma else blocks)
+                    vectors=tuple(t.name for t in vectors), max_registers=regs)
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
