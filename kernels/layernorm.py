@@ -9,7 +9,7 @@ Rows that fit on chip, without dropout (C a multiple of 16, up to ROW_MAX), take
 X and R read once, H and Y written once, the least traffic there is. As in kernels/softmax.py the row is
 viewed as a (C/K, K) tile spread over the block's workers, reduced over the whole tile; mean and variance
 come from the row on chip (two sums, no cancellation). W and Bias are read once per block, before its rows,
-and stay in registers in their own dtype; or, with `wb_per_row`, again for every row (`layernorm_rows`).
+and stay in registers in their own dtype (`ROW_CONFIGS`: how many registers that takes on sm_90a).
 
 Other rows take two passes over column blocks, `layernorm_fwd`: the first writes H and merges per-block
 means and squared deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel);
@@ -24,7 +24,8 @@ import numpy as np
 
 import tiles as tl
 
-from .softmax import ROW_CONFIGS, row_plan, tile_reduction
+from . import softmax
+from .softmax import row_plan, tile_reduction
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -101,14 +102,16 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
         tl.store(Y, h, (br, c))
 
 
-@tl.kernel(configs=ROW_CONFIGS)
-def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged, wb_per_row=False):
-    """X, R, H, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W, Bias: (C/K, K) views of (C,).
+# softmax's, with sm_90a's registers capped at 128: with W and Bias kept across rows CUDA 13.0's ptxas (the H200's
+# NVRTC) took 168 registers at 4096 columns, 3 blocks of 4 warps per SM; capped, 4 blocks and no spills.
+# H200, 2026-11-30 (one call, 16384x4096): 148.5 us (84.9% of copy) -> 145.4 us (86.7%). W and Bias read again
+# for every row (128 registers without a cap) took 191.0 us. At 16 warps (16384 columns) the cap changes nothing.
+ROW_CONFIGS = {**softmax.ROW_CONFIGS, "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "max_registers": 128}}
 
-    wb_per_row: W and Bias read for every row (L2 hits), after H's store, so that their latency hides behind
-    the two reductions, instead of once per block and kept across rows. Kept across rows, CUDA 13.0's ptxas
-    (what the H200's NVRTC runs) held f32 copies of them too: 168 registers, 3 blocks of 4 warps per SM at 4096
-    columns (ncu, 2026-11-30); read per row: 128 registers, 4 blocks (offline). Not timed yet: off by default."""
+
+@tl.kernel(configs=ROW_CONFIGS)
+def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
+    """X, R, H, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W, Bias: (C/K, K) views of (C,)."""
     blk = tl.grid(tl.cdiv(X.depth, RPB))
     for a in (Y, H, R):
         tl.check_eq(a.depth, X.depth)
@@ -144,9 +147,8 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged, wb_per_row=F
         else:
             tl.store(dst, src, (row, 0, 0))
 
-    if not wb_per_row:
-        tl.load(w, W, (0, 0))
-        tl.load(bias, Bias, (0, 0))
+    tl.load(w, W, (0, 0))
+    tl.load(bias, Bias, (0, 0))
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
         load(x, X, xs, row)
@@ -155,9 +157,6 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged, wb_per_row=F
         tl.copy(hr, h)
         tl.copy(h, hr)
         store(H, hr, row)
-        if wb_per_row:   # not above H's store: the compiler cannot tell W from H, so it keeps them here
-            tl.load(w, W, (0, 0))
-            tl.load(bias, Bias, (0, 0))
         over_tile(stat, h, tl.row_sum, tl.col_sum)   # tile rows past the row's end read as 0
         tl.mul(stat, stat, 1.0 / (X.rows * K))
         tl.sub_row(h, h, stat)

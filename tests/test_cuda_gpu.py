@@ -96,6 +96,27 @@ def test_torch_current_stream():
     assert_close(up(out), up(a) @ up(b), "f32")
 
 
+def test_captured_in_a_torch_cuda_graph():
+    """A launch (after one outside the graph: the first compiles, loads and plans) is one driver call on the
+    current stream, so torch.cuda.graph captures it; each replay reads the inputs' current contents."""
+    a, b = (to_torch(random_array((128, 96), "bf16"), "bf16"), to_torch(random_array((96, 64), "bf16"), "bf16"))
+    c = torch.full((128, 64), float("nan"), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):        # warm-up on a side stream, as torch asks before a capture
+        gemm(c, a, b)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm(c, a, b)
+    for _ in range(2):
+        a.copy_(to_torch(random_array((128, 96), "bf16"), "bf16"))   # new values at the captured address
+        c.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(up(c), up(a) @ up(b), "f32")
+
+
 def test_rejected_before_launch():
     a = to_torch(random_array((64, 64), "bf16"), "bf16")
     c = torch.full((64, 64), float("nan"), device="cuda")
