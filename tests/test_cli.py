@@ -89,6 +89,18 @@ def test_plot_needs_timed_rows(capsys, tmp_path):
     assert "nothing to plot" in err or "needs matplotlib" in err
 
 
+def test_compare_logs_each_row_as_it_is_made_where_stderr_is_not_a_terminal(capsys):
+    """A run cut short by a time limit (a batch job's log) keeps what it measured: every row also goes to
+    stderr, one line each, as soon as it exists."""
+    rc = cli.main(["compare", "softmax", "--backends", "reference,metal-emu", "--shapes", "20x96", "33x1000",
+                   "--no-compile"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 0
+    for shape in ("20x96", "33x1000"):
+        for backend in ("reference", "metal-emu"):
+            assert any(ln.startswith(f"softmax  {shape}  {backend}") and "check ok" in ln for ln in err), (shape, err)
+
+
 def test_compare_skips_what_the_cpu_cannot_afford(capsys):
     rc, out = tiles(capsys, "compare", "attention", "--backends", "reference", "--shapes", "1x1x4096x128",
                     "--no-compile")

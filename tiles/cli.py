@@ -70,7 +70,9 @@ def runnable(names: str | None) -> list[registry.Backend]:
 
 
 class Progress:
-    """A tqdm bar on stderr that appears only when the work takes more than a second and stderr is a terminal."""
+    """A tqdm bar on stderr that appears only when the work takes more than a second and stderr is a terminal.
+    Where it is not a terminal (a log, a batch job), each row is written there as soon as it is made instead, so
+    that a run cut short by a time limit still leaves what it measured."""
 
     def __init__(self, total: int, desc: str):
         from tqdm import tqdm
@@ -79,7 +81,10 @@ class Progress:
     def doing(self, what: str):
         self.bar.set_postfix_str(what, refresh=False)
 
-    def done(self):
+    def done(self, rows=()):
+        if self.bar.disable:
+            for r in rows:
+                print(report.line(r), file=sys.stderr, flush=True)
         self.bar.update(1)
 
     def close(self):
@@ -252,15 +257,14 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
             host = functools.cache(lambda s=s: w.inputs(s, rng))   # made once, only if a row runs
             for b in backends:
                 prog.doing(f"{b.name} {text}")
-                if b.kind == "device":
-                    rows += run_device(w, s, text, b, host, rng, time_it)
-                else:
-                    rows.append(run_cpu(w, s, text, b, host))
-                prog.done()
+                made = run_device(w, s, text, b, host, rng, time_it) if b.kind == "device" else \
+                    [run_cpu(w, s, text, b, host)]
+                rows += made
+                prog.done(made)
             for t in compile_targets:
                 prog.doing(f"compile {t} {text}")
                 rows.append(compile_row(w, s, text, t, host))
-                prog.done()
+                prog.done(rows[-1:])
     finally:
         prog.close()
     return rows

@@ -63,6 +63,13 @@ COLUMNS = (
 )
 
 
+def line(r: Row) -> str:
+    """One row on one line, its known cells named: a log that shows each row as soon as it is made."""
+    cells = [(n, get(r)) for n, get in COLUMNS if n not in ("machine", "notes")]
+    head = [c for n, c in cells[:5] if c]
+    return "  ".join(head + [f"{n} {c}" for n, c in cells[5:] if c not in ("-", "")])
+
+
 def table(rows: list[Row], drop_empty: bool = True) -> str:
     """Rows as an aligned text table; columns with nothing but '-' (or one machine only) are left out."""
     cols = []
