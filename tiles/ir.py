@@ -213,6 +213,17 @@ OPS = (("load", "store", "atomic_add", "mma", "zero", "fill", "copy", "swap_pair
        + tuple(f"{b}_row" for b in BROADCAST) + tuple(f"{b}_col" for b in BROADCAST))
 
 
+def exchange_floats(op: "Op") -> int:
+    """Floats per worker an op hands to the block's other workers through shared memory: one per column for a
+    column reduction (the rows are split over the workers), a (max, sum) pair for logsumexp2 of a rows vector;
+    0 for ops that stay within each worker. Backends size their exchange areas from it."""
+    if op.name.startswith("col_"):
+        return op.srcs[0].cols
+    if op.name == "logsumexp2" and op.dst.axis == "rows":
+        return 2
+    return 0
+
+
 def walk(stmts, loops=()):
     """Every op under stmts, depth first, with the loops that enclose it."""
     for s in stmts:

@@ -145,9 +145,9 @@ class _Emitter:
     def _scratch_bytes(self) -> int:
         """LDS of the exchanges across waves: a float per column and wave (column reductions), a (max, sum)
         pair per wave (logsumexp2 of row vectors)."""
-        floats = [op.srcs[0].cols if op.name.startswith("col_") else 2 for op, _ in self.k.walk() if _exchanges(op)]
+        floats = max((ir.exchange_floats(op) for op, _ in self.k.walk()), default=0)
         waves = int(self.k.options.get("workers", schedules.WAVES[self.k.options.get("schedule", "plain")]))
-        return 4 * waves * max(floats) if floats else 0
+        return 4 * waves * floats
 
     def _swizzle(self, t: ST) -> str:
         """Swizzle for the MFMA operand read the tile serves. Tiles read down their columns (B of mma_AB, A of
@@ -444,7 +444,7 @@ class _Emitter:
 
 def _exchanges(op: ir.Op) -> bool:
     """Ops that combine the waves' values through red_scratch, between two barriers of their own."""
-    return op.name.startswith("col_") or (op.name == "logsumexp2" and op.dst.axis == "rows")
+    return ir.exchange_floats(op) > 0
 
 
 def _effects(op: ir.Op):

@@ -95,11 +95,7 @@ def plan(k: ir.Kernel, target: str = "apple") -> Plan:
     for lp in loops:
         for op in staged_loads(lp):
             p.staged[op.dst] = lp
-    # the exchange: a float per column and simdgroup (column reductions), a (max, sum) pair per simdgroup
-    # (logsumexp2 of row vectors)
-    floats = [op.srcs[0].cols if op.name.startswith("col_") else 2 for op, _ in k.walk()
-              if op.name.startswith("col_") or (op.name == "logsumexp2" and op.dst.axis == "rows")]
-    p.exchange_floats = p.workers * max(floats, default=0)
+    p.exchange_floats = p.workers * max((ir.exchange_floats(op) for op, _ in k.walk()), default=0)
     # Lower the deepest pipelines first until the arena fits.
     while True:
         p.stages = {lp: want_stages[lp] for lp in loops}
