@@ -337,3 +337,32 @@ def test_device_rows_copy_and_several_libraries(name, shape, monkeypatch):
         assert len(copies) == 1 and copies[0].gbs == pytest.approx(4000.0)   # 4 GB in 1 ms
         assert mine.copy_pct == pytest.approx(100 * mine.gbs / 4000.0)
         assert libs[0].copy_pct == pytest.approx(100 * libs[0].gbs / 4000.0)
+
+
+def test_set_sweeps_every_combination_and_times_the_libraries_once(monkeypatch):
+    """--set NAME=V1,V2 is a sweep: one checked, timed row per combination, named in the shape column; the copy
+    and each library once per shape, every row of ours with its ratio to the fastest library."""
+    assert cli.variants(["HG=2,4", "schedule=warp"]) == [{"HG": 2, "schedule": "warp"}, {"HG": 4, "schedule": "warp"}]
+    assert cli.variants(["BR=32,64", "stages=2,3"]) == [{"BR": 32, "stages": 2}, {"BR": 32, "stages": 3},
+                                                         {"BR": 64, "stages": 2}, {"BR": 64, "stages": 3}]
+    assert cli.variants([]) == [{}]
+    with pytest.raises(SystemExit, match="NAME=V1,V2"):
+        cli.variants(["BR=32,"])
+    w = bench.workload("softmax")
+    monkeypatch.setattr(bench, "EventClock", bench.HostClock)
+    monkeypatch.setattr(cli, "_COPY", {})
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda vendor, clock: ("copy", bench.Timing(1e-3, 5, 1, "fake"), 4e9))
+    seen, libs = [], []
+    monkeypatch.setattr(_DeviceOnTheCpu, "launch", lambda self, kfn, args, **c: seen.append(c.get("RPB")))
+    monkeypatch.setattr(w, "baselines", lambda vendor: [lambda s, sets: libs.append(s) or ("lib", lambda i: None,
+                                                                                             lambda: None)])
+    monkeypatch.setattr(w, "check_outputs", lambda s, args, rows=None: [("out", 0.0, 0.0, 1.0)])
+    rows = cli.run_workload(w, ["20x96", "30x64"], [_DeviceOnTheCpu()], time_it=True, compile_targets=[],
+                            variants=cli.variants(["RPB=1,2"]))
+    assert [(r.shape, r.backend) for r in rows] == [
+        (f"{shape}{tag}", backend) for shape in ("20x96", "30x64")
+        for tag, backend in ((" [RPB=1]", "fake-gpu"), (" [RPB=2]", "fake-gpu"), ("", "copy"), ("", "lib"))]
+    assert set(seen) == {1, 2} and len(libs) == 2 and all("set" not in s for s in libs)
+    for mine in (r for r in rows if r.backend == "fake-gpu"):
+        lib = next(r for r in rows if r.backend == "lib" and mine.shape.startswith(r.shape))
+        assert mine.ok and mine.vs_lib == pytest.approx(lib.time_s / mine.time_s)

@@ -5,6 +5,7 @@ import argparse
 import ast
 import functools
 import importlib
+import itertools
 import math
 import os
 import shutil
@@ -147,8 +148,8 @@ def run_cpu(w: bench.Workload, s: dict, label: str, b: registry.Backend, host) -
 
 def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host, rng,
                time_it: bool) -> list[Row]:
-    """The device row (checked, then timed over rotating inputs), then for memory-bound work the device copy of
-    the same run, then each vendor library's row."""
+    """The device row: checked, then timed over rotating inputs (for memory-bound work also against the device
+    copy of the same run, whose row `run_libraries` adds)."""
     row = Row(w.name, label, b.name, b.kind, _attr(b, "device"), _attr(b, "target"))
     if _skipped(w, s, row):
         return [row]
@@ -165,28 +166,46 @@ def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host
         return [_failed(row, e)]
     if not time_it:
         return [row]
-    n_sets = bench.input_sets(sum(a.nbytes for a in host if isinstance(a, np.ndarray)))
+    clock = _clock(b)
+    t = _time_ours(w, s, b, host, rng, _sets(host), clock)
+    copy = _copy_row(w, s, label, row, _vendor(b), clock)
+    return [_timed(row, t, w, s, targets.device_for(row.device), copy)]
+
+
+def run_libraries(w: bench.Workload, s: dict, label: str, b: registry.Backend, host, ours: list[Row]) -> list[Row]:
+    """The device copy's row (memory-bound work) and each vendor library's row for the shape; on each timed row
+    of ours (one per --set variant) its speed against the fastest library."""
+    timed = [r for r in ours if r.time_s]
     vendor = _vendor(b)
-    clock = bench.EventClock() if vendor in ("nvidia", "amd") else bench.HostClock(getattr(b, "synchronize", None)
-                                                                                   or (lambda: None))
-    t = _time_ours(w, s, b, host, rng, n_sets, clock)
-    dev = targets.device_for(row.device)
-    copy = _copy_row(w, s, label, row, vendor, clock)
-    _timed(row, t, w, s, dev, copy)
-    rows = [row] + ([copy] if copy else [])
-    for lib in w.baselines(vendor) if vendor else []:
-        lrow = Row(w.name, label, "vendor library", "library", row.device, row.target)
+    if not timed or not vendor:
+        return []
+    clock, n_sets = _clock(b), _sets(host())
+    copy = _copy_row(w, s, label, timed[0], vendor, clock)
+    rows = [copy] if copy else []
+    for lib in w.baselines(vendor):
+        lrow = Row(w.name, label, "vendor library", "library", timed[0].device, timed[0].target)
         try:
             lrow.backend, step, sync = lib(s, n_sets)
             tl = bench.measure(step, sets=n_sets, clock=clock if vendor != "apple" else bench.HostClock(sync))
-        except Exception as e:  # noqa: BLE001 - a library that cannot do this shape leaves our row standing
+        except Exception as e:  # noqa: BLE001 - a library that cannot do this shape leaves our rows standing
             lrow.kind, lrow.note = "skipped", f"{type(e).__name__}: {str(e).strip()[:200]}"
             rows.append(lrow)
             continue
-        lrow.vs_lib = tl.median_s / t.median_s
-        row.vs_lib = min(row.vs_lib or math.inf, lrow.vs_lib)   # against the fastest library
-        rows.append(_timed(lrow, tl, w, s, dev, copy))
+        for r in timed:
+            r.vs_lib = min(r.vs_lib or math.inf, tl.median_s / r.time_s)   # against the fastest library
+        lrow.vs_lib = tl.median_s / timed[0].time_s
+        rows.append(_timed(lrow, tl, w, s, targets.device_for(lrow.device), copy))
     return rows
+
+
+def _clock(b: registry.Backend):
+    if _vendor(b) in ("nvidia", "amd"):
+        return bench.EventClock()
+    return bench.HostClock(getattr(b, "synchronize", None) or (lambda: None))
+
+
+def _sets(host: list) -> int:
+    return bench.input_sets(sum(a.nbytes for a in host if isinstance(a, np.ndarray)))
 
 
 _COPY: dict = {}   # the copy bandwidth measured once per device and process
@@ -242,32 +261,44 @@ def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev, copy: Row
 
 def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.Backend], *, time_it: bool,
                  compile_targets: list[str], seed: int | None = None, desc: str = "",
-                 overrides: dict | None = None) -> list[Row]:
-    """overrides: constants and options of the main kernel instead of its configuration's (`--set`); the rows'
-    shape column names them."""
+                 variants: list[dict] = ({},)) -> list[Row]:
+    """variants: constants and options of the main kernel instead of its configuration's (`--set`), one set of
+    rows each, the shape column naming them; the vendor libraries are timed once per shape, after the first."""
     rng = np.random.default_rng(seed)
     parsed = [(text, w.parse(text)) for text in shapes]
-    if overrides:
-        tag = " [" + ",".join(f"{k}={v}" for k, v in overrides.items()) + "]"
-        parsed = [(text + tag, {**s, "set": overrides}) for text, s in parsed]
-    prog = Progress(len(parsed) * (len(backends) + len(compile_targets)), desc or w.name)
+    runs = [(text, s, [(text + _tag(v), {**s, "set": v} if v else s) for v in variants]) for text, s in parsed]
+    devices = sum(b.kind == "device" for b in backends) if time_it else 0   # one step of libraries each
+    prog = Progress(len(parsed) * ((len(backends) + len(compile_targets)) * len(variants) + devices),
+                    desc or w.name)
     rows: list[Row] = []
     try:
-        for text, s in parsed:
+        for text, s, each in runs:
             host = functools.cache(lambda s=s: w.inputs(s, rng))   # made once, only if a row runs
             for b in backends:
-                prog.doing(f"{b.name} {text}")
-                made = run_device(w, s, text, b, host, rng, time_it) if b.kind == "device" else \
-                    [run_cpu(w, s, text, b, host)]
-                rows += made
-                prog.done(made)
+                ours: list[Row] = []
+                for label, sv in each:
+                    prog.doing(f"{b.name} {label}")
+                    made = run_device(w, sv, label, b, host, rng, time_it) if b.kind == "device" else \
+                        [run_cpu(w, sv, label, b, host)]
+                    ours += made
+                    prog.done(made)
+                if b.kind == "device" and time_it:
+                    prog.doing(f"vendor libraries {text}")
+                    ours += run_libraries(w, s, text, b, host, ours)
+                    prog.done()
+                rows += ours
             for t in compile_targets:
-                prog.doing(f"compile {t} {text}")
-                rows.append(compile_row(w, s, text, t, host))
-                prog.done(rows[-1:])
+                for label, sv in each:
+                    prog.doing(f"compile {t} {label}")
+                    rows.append(compile_row(w, sv, label, t, host))
+                    prog.done(rows[-1:])
     finally:
         prog.close()
     return rows
+
+
+def _tag(v: dict) -> str:
+    return " [" + ",".join(f"{k}={x}" for k, x in v.items()) + "]" if v else ""
 
 
 def compile_row(w: bench.Workload, s: dict, label: str, target: str, host) -> Row:
@@ -330,15 +361,24 @@ def _summary(rows: list[Row]) -> str:
     return f"{ok} checked ok, {failed} FAILED, {skipped} skipped (see notes)"
 
 
-def _setting(text: str) -> tuple[str, object]:
-    """--set NAME=VALUE: VALUE as a Python literal (64, True, "warp"), else as the string it is."""
-    name, eq, value = text.partition("=")
-    if not (eq and name.isidentifier()):
-        raise SystemExit(f"tiles compare: --set takes NAME=VALUE, got {text!r}")
-    try:
-        return name, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return name, value
+def _setting(text: str) -> tuple[str, list]:
+    """--set NAME=VALUE[,VALUE...]: each VALUE a Python literal (64, True, "warp"), else the string it is."""
+    name, eq, values = text.partition("=")
+    if not (eq and name.isidentifier() and all(values.split(","))):
+        raise SystemExit(f"tiles compare: --set takes NAME=VALUE or NAME=V1,V2,..., got {text!r}")
+    out = []
+    for v in values.split(","):
+        try:
+            out.append(ast.literal_eval(v))
+        except (ValueError, SyntaxError):
+            out.append(v)
+    return name, out
+
+
+def variants(settings: list[str]) -> list[dict]:
+    """Every combination of the --set values, in the order given ([{}] without --set): a sweep."""
+    pairs = dict(map(_setting, settings))
+    return [dict(zip(pairs, combo)) for combo in itertools.product(*pairs.values())]
 
 
 def cmd_compare(a) -> int:
@@ -361,7 +401,7 @@ def cmd_compare(a) -> int:
             compile_targets = [t for t in (a.targets.split(",") if a.targets else targets.TARGETS)
                                if t not in on_device]
         rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets, seed=a.seed,
-                            overrides=dict(map(_setting, a.set or [])))
+                            variants=variants(a.set or []))
         for r in rows:
             r.machine = report.machine()
     print(report.table(rows))
