@@ -100,10 +100,16 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "REDG.E.ADD.F32x2" in sass and re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
         # a tile wholly inside the global takes one test and then the unchecked path (memory.cuh): a second copy
         # of dQ's reductions (each thread's 4 per 16 of its warpgroup's columns) next to the checked one for
-        # edge tiles, and LSE and Delta as 8-byte pairs (their 64 floats: 8 per thread each)
+        # edge tiles, and Delta as 8-byte pairs (its 64 floats: 8 per thread)
         per_thread = 4 * (128 if kernel == "attention_bwd" else 64) // 2 // 16
         assert consumer.count("REDG.E.ADD.F32x2.") >= 2 * per_thread
-        assert len(re.findall(r"LDG\.E\.64[. ]", consumer)) >= 16
+        assert len(re.findall(r"LDG\.E\.64[. ]", consumer)) == 8
+        # LSE, loaded at the head of the step, comes through the ring: the producer's bulk copy into the
+        # stage's shared vector (UBLKCP), the consumers' 8-byte shared reads
+        assert s.vectors == ("lse",) and "UBLKCP.S.G" in producer_sass(sass)
+        assert "tc::load_stage(lse, lse_stages[stage]);" in gen.source
+        assert gen.source.count("tc::load_bulk(lse_stages[stage], LSE, full,") == gen.source.count("tc::produce<")
+        assert len(re.findall(r"LDS\.64 ", consumer)) == 8
         assert "tc::rt_cols<float, 64, " in gen.source and "tc::atomic_add(DQacc, dq," in gen.source
         producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
         assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src
@@ -122,6 +128,11 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         (persistent and kernel == "gemm")
     assert gen.source.count("tc::load_tma(") == len(s.tma) * gen.source.count("tc::produce<") and \
         "tc::load_async" not in gen.source
+
+
+def producer_sass(sass: str) -> str:
+    """The producer's SASS: from the kernel's start to the consumers' setmaxnreg."""
+    return sass[:sass.index("USETMAXREG.TRY_ALLOC")]
 
 
 def loop_with(sass: str, *ops: str) -> str:

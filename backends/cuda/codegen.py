@@ -63,6 +63,8 @@ class _Emitter:
         self.k, self.s = k, sched
         self.w = cgen.Writer()
         self.piped = pipelined_tiles(k)
+        # register vectors the producer brings through the ring (schedules.pipelined_vectors): their loads
+        self.ring_vectors = [op for op in schedules.pipelined_vectors(k) if op.dst.name in sched.vectors]
         self.barrier_pending = True    # the last line written is a barrier (or the kernel starts)
         self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
 
@@ -179,6 +181,12 @@ class _Emitter:
             nbytes = "STAGE_BYTES" if nbytes == self.s.stage_bytes else str(nbytes)
             w(f"tc::produce<STAGES, {nbytes}>(ring, cursor, {expr(lp.count)},")
             w.depth += 1
+            vectors = self.vector_loads(lp)
+            if vectors:
+                with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // its vectors, before the tiles' "
+                             f"bytes are announced", "},"):
+                    for op in vectors:
+                        w(f"tc::load_bulk({op.dst.name}_stages[stage], {op.srcs[0].name}, full, {self.idx(op)});")
             with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}", "});"):
                 for op in loads:
                     w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
@@ -209,6 +217,9 @@ class _Emitter:
     def loads(self, lp: ir.Loop) -> list[ir.Op]:
         return [s for s in lp.body if isinstance(s, ir.Op) and s.name == "load" and s.dst in self.piped]
 
+    def vector_loads(self, lp: ir.Loop) -> list[ir.Op]:
+        return [s for s in lp.body if any(s is op for op in self.ring_vectors)]
+
     def declare_shared(self):
         w = self.w
         shared = [t for t in self.k.tiles if isinstance(t, (ST, SV))]
@@ -220,6 +231,9 @@ class _Emitter:
                 w(f"auto* {t.name}_stages = smem.alloc<{tile_type(t)}>(STAGES);  // one per pipeline stage")
             else:
                 w(f"auto& {t.name} = *smem.alloc<{tile_type(t)}>();")
+        for t, gl in {op.dst: op.srcs[0] for op in self.ring_vectors}.items():
+            w(f"auto* {t.name}_stages = smem.alloc<tc::sv<{ctype(gl.dtype)}, {t.length}>>(STAGES);"
+              f"  // {t.name}, brought through the ring")
 
     def declare_regs(self):
         for t in self.k.tiles:
@@ -332,6 +346,8 @@ class _Emitter:
         st = self.s.store
         if st and op is self.k.body[-1]:   # the epilogue's store (schedules.tma_store)
             w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
+        elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
+            w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
         elif name in ("load", "store", "atomic_add"):
             src = srcs[0]
             args = [dst.name, src.name] + ([self.idx(op)] if isinstance(dst, GL) or isinstance(src, GL) else [])

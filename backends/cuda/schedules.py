@@ -18,6 +18,7 @@ then refuses them before launching.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from tiles import ir
@@ -71,6 +72,7 @@ class Schedule:
     store: TmaMap | None = None   # the epilogue's store through a staging tile and TMA (persistent only)
     store_src: str = ""           # the register tile it stores
     col_split: tuple[str, ...] = ()   # register tiles of 64 rows whose columns split over the warpgroups (rt_cols)
+    vectors: tuple[str, ...] = ()     # warp-specialized: register vectors the producer brings through the ring
     max_registers: int = 0   # a thread's register cap (the launch bound asks for the blocks it lets fit); 0: none
 
     @property
@@ -150,6 +152,28 @@ def pipelined_tiles(k: ir.Kernel) -> set:
 def _pipeline_loads(k: ir.Kernel) -> list[ir.Op]:
     return [s for lp in loops(k.body) if lp.kind == "pipeline" for s in lp.body
             if isinstance(s, ir.Op) and s.name == "load" and s.dst in pipelined_tiles(k)]
+
+
+def pipelined_vectors(k: ir.Kernel) -> list[ir.Op]:
+    """GL->RV loads at the head of a pipeline body (before its first mma) that the warp-specialized producer
+    issues ahead of the consumers, into one shared vector per stage filled by a bulk copy. Attention backward's
+    LSE: read from global by the consumers, each step's softmax waited for it (ncu, H200: the most stalled
+    instruction, ~9% of the consumers' samples). Later loads (its Delta) stay global loads: the mma in flight
+    hides their latency, and from shared memory ptxas scheduled Delta's reads into the wgmma sequence and
+    serialized it for want of registers (C7512, D 128). Taken: a vector loaded once per body, from a global
+    nothing in the kernel writes, in whole 16-byte pieces."""
+    written = {op.dst for op in ops(k.body) if op.name in ("store", "atomic_add")}
+    out = []
+    for lp in loops(k.body):
+        if lp.kind != "pipeline":
+            continue
+        head = list(itertools.takewhile(lambda s: isinstance(s, ir.Op) and s.name != "mma", lp.body))
+        vecs = [s for s in head if s.name == "load" and isinstance(s.dst, RV) and isinstance(s.srcs[0], GL)
+                and s.srcs[0] not in written and (s.dst.length * s.srcs[0].dtype.itemsize) % 16 == 0]
+        out += [s for s in vecs if sum(isinstance(x, ir.Op) and x.name == "load" and x.dst is s.dst
+                                       for x in ops(lp.body)) == 1]
+    # one shared vector type per register vector: its loads in every pipeline loop read one dtype
+    return [s for s in out if all(x.srcs[0].dtype == s.srcs[0].dtype for x in out if x.dst is s.dst)]
 
 
 def accumulators(body) -> list | None:
@@ -256,6 +280,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     if tma and regs:   # its producer and consumers set their own counts (setmaxnreg)
         raise TileError(f"{k.name}: max_registers is for the warp schedule; the warp-specialized one sets "
                         f"its producer's and consumers' registers itself; use schedule='warp'", k.loc)
+    vectors = {op.dst: op.srcs[0].dtype for op in pipelined_vectors(k)} if tma else {}
+    smem += sum(aligned(stages * t.length * d.itemsize) for t, d in vectors.items())
     if smem > max_smem:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
                         f"({stages} pipeline stages), more than the {max_smem} a block can have; "
@@ -263,7 +289,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
-                    max_registers=regs)
+                    vectors=tuple(t.name for t in vectors), max_registers=regs)
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:

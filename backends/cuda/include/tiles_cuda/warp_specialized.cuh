@@ -90,6 +90,62 @@ __device__ inline void produce(stage_ring<STAGES>& ring, stage_cursor<STAGES>& c
     for (int k = 0; k < n; ++k, cur.advance()) load(k, cur.slot, tiles::sm90::produce(ring, cur, BYTES));
 }
 
+// The same, for loops that also bring register vectors through the ring: vectors(k, slot, full) issues them
+// (load_bulk) after the slot is free and before the tiles' bytes are announced, while the slot's
+// pending arrival still holds its phase open.
+template <int STAGES, unsigned BYTES, typename Vectors, typename Load>
+__device__ inline void produce(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, Vectors vectors, Load load) {
+    for (int k = 0; k < n; ++k, cur.advance()) {
+        ring.empty[cur.slot].wait(cur.phase ^ 1);
+        mbarrier& full = ring.full[cur.slot];
+        vectors(k, cur.slot, full);
+        full.arrive_expect_tx(BYTES);
+        load(k, cur.slot, full);
+    }
+}
+
+// Producer (its leader thread): vector idx of a global row (idx.c counts vectors, as load(rv, gl) takes it)
+// into a stage's shared vector, before the stage's arrival. A whole vector inside the row at a 16-byte aligned
+// address is one bulk copy completing on `full` (its bytes announced first: the phase cannot complete while
+// the producer's arrival is pending). Otherwise (the row's end, an unaligned row) this thread copies it,
+// zeros past the end as tl.load means, and the arrival that follows publishes the stores.
+template <typename T, int N>
+__device__ inline void load_bulk(sv<T, N>& dst, const gl<T>& src, mbarrier& full, coord idx) {
+    static_assert(N * sizeof(T) % 16 == 0, "bulk copies move 16-byte multiples");
+    const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
+    const T* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) + idx.c * N : src.ptr;
+    if (row_ok && (idx.c + 1) * N <= src.cols() && reinterpret_cast<unsigned long long>(g) % 16 == 0) {
+        constexpr unsigned bytes = N * sizeof(T);
+        asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(&full.word)),
+                     "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                     ::"r"(smem_addr(dst.data)), "l"(g), "r"(bytes), "r"(smem_addr(&full.word)) : "memory");
+        return;
+    }
+    for (int i = 0; i < N; ++i)
+        dst.data[i] = row_ok && idx.c * N + i < src.cols() ? g[i] : from_float<T>(0.f);
+}
+
+// Consumers: a register vector from the stage's shared vector. A column vector's lane holds pairs of
+// neighbours: one 8-byte read each.
+template <typename T, typename U, int N, axis A, int NW>
+__device__ inline void load_stage(rv<T, N, A, NW>& dst, const sv<U, N>& src) {
+    using vec = rv<T, N, A, NW>;
+    if constexpr (A == axis::cols) {
+        const U* s0 = src.data + vec::index_of(0, 0);
+#pragma unroll
+        for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+            for (int k = 0; k < vec::inner; k += 2) {
+                const pair<U> v = *reinterpret_cast<const pair<U>*>(s0 + vec::offset_of(o, k));
+                dst.d[o][k] = from_float<T>(to_float(v.x));
+                dst.d[o][k + 1] = from_float<T>(to_float(v.y));
+            }
+    } else {
+        load(dst, src);
+    }
+}
+
 // Consumers: compute(k, slot) once the slot's bytes have landed; then each warp hands the slot back. Every read
 // of it is complete by then: ldmatrix is synchronous and the block-level wgmma waits for its own group.
 template <int STAGES, typename Compute>
