@@ -90,19 +90,27 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     assert sass.count("USETMAXREG") == 2     # producer gives registers up, consumers take them
     if kernel.startswith("attention_bwd"):
         # dQ's 64 query rows: each consumer warpgroup its half of the columns (rt_cols), added into the
-        # f32 accumulator two floats per reduction; the producer walks the same loop nest (head, then the
-        # causal kernel's two pipeline loops), the ring's cursor carrying on
+        # f32 accumulator by TMA; the producer walks the same loop nest (head, then the causal kernel's two
+        # pipeline loops), the ring's cursor carrying on
         assert s.col_split == ("dq",) and s.warps == 8
         # the mma batches are waited for only as far as the next op needs: S^T before its softmax, dP^T after
         # it (one group may stay in flight); dQ before its atomics, dV and dK after them (two)
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x2" in sass
         assert "tc::mma_wait<1>();\n" in gen.source and "tc::mma_wait<2>();\n" in gen.source
-        assert "REDG.E.ADD.F32x2" in sass and re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
-        # a tile wholly inside the global takes one test and then the unchecked path (memory.cuh): a second copy
-        # of dQ's reductions (each thread's 4 per 16 of its warpgroup's columns) next to the checked one for
-        # edge tiles, and Delta as 8-byte pairs (its 64 floats: 8 per thread)
-        per_thread = 4 * (128 if kernel == "attention_bwd" else 64) // 2 // 16
-        assert consumer.count("REDG.E.ADD.F32x2.") >= 2 * per_thread
+        assert re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
+        # dQ's partial: each thread's pairs (4 per 16 of its warpgroup's columns) stored to the staging tile at
+        # constant offsets from 4 addresses, then one TMA reduce-add per 32-column panel of its warpgroup, and
+        # no reduction of the thread's own (edge tiles too: TMA adds only what lies inside the accumulator)
+        d = 128 if kernel == "attention_bwd" else 64
+        assert len(re.findall(r"STS\.64 \[R\d+(\+0x[0-9a-f]+)?\]", consumer)) == 4 * d // 2 // 16
+        assert consumer.count("UTMAREDG.4D.ADD") == d // 2 // 32 and not re.search(r"\bREDG", consumer)
+        assert (s.reduce.map, s.reduce.gl, s.reduce.rows, s.reduce.cols, s.reduce.panel_cols, s.reduce.swizzle_bytes,
+                s.reduce_src) == ("DQacc_tma", "DQacc", 64, d, 32, 128, "dq")
+        assert f"auto& dq_staging = *smem.alloc<tc::st<float, 64, {d}>>();" in gen.source
+        assert "tc::atomic_add_tma(&DQacc_tma, dq_staging, dq, {" in gen.source and "tc::atomic_add(" not in gen.source
+        assert gen.source.rstrip().endswith("tc::store_tma_wait();\n    }\n}")
+        # a row vector wholly inside the global takes one test and then the unchecked path (memory.cuh): Delta
+        # as 8-byte pairs (its 64 floats: 8 per thread)
         assert len(re.findall(r"LDG\.E\.64[. ]", consumer)) == 8
         # LSE, loaded at the head of the step, comes through the ring: the producer's bulk copy into the
         # stage's shared vector (UBLKCP), the consumers' 8-byte shared reads
@@ -110,7 +118,7 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "tc::load_stage(lse, lse_stages[stage]);" in gen.source
         assert gen.source.count("tc::load_bulk(lse_stages[stage], LSE, full,") == gen.source.count("tc::produce<")
         assert len(re.findall(r"LDS\.64 ", consumer)) == 8
-        assert "tc::rt_cols<float, 64, " in gen.source and "tc::atomic_add(DQacc, dq," in gen.source
+        assert "tc::rt_cols<float, 64, " in gen.source
         producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
         assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src
         assert producer_src.count("tc::produce<STAGES, STAGE_BYTES>(ring,") == (2 if "causal=True" in gen.source
@@ -239,6 +247,28 @@ def test_tensor_maps_follow_the_schedule_and_refuse_unaddressable_rows():
     odd = np.zeros((300, 60), dtypes.bf16.np)        # 120-byte rows
     with pytest.raises(TileError, match="multiples of 16 bytes"):
         runtime.tensor_map_specs(k, s, [c, odd, b], pointer=lambda x: 0)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_dq_reduce_map_and_where_it_does_not_apply(d):
+    """Attention backward's dQ accumulator gets an f32 map whose box is one 128-byte panel (32 floats) by the
+    64 query rows, the staging tile's 128-byte swizzle; where the staging tile does not fit, or under the warp
+    schedule, dQ keeps the vector reductions."""
+    k = attention_bwd.trace(bwd_args(d), "sm_90a", D=d, **WS)
+    s = schedules.plan(k, "sm_90a", SMEM)
+    args = bwd_args(d)
+    maps = runtime.tensor_map_specs(k, s, args, pointer=lambda x: 0)
+    assert [m.map for m in s.maps] == ["q_tma", "dout_tma", "DQacc_tma"]
+    dq = maps[2][0]
+    assert (dq.dtype, dq.dims, dq.strides, dq.box, dq.swizzle) == (
+        "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", (d, 256, 2, 1), (4 * d, 4 * d * 256, 4 * d * 256 * 2), (32, 64, 1, 1),
+        "CU_TENSOR_MAP_SWIZZLE_128B")
+    tight = schedules.plan(k, "sm_90a", s.smem_bytes - 1)
+    warp = schedules.plan(k, "sm_90a", SMEM, "warp")
+    for other in (tight, warp):
+        assert other.reduce is None and other.smem_bytes <= s.smem_bytes - 64 * d * 4
+        assert "tc::atomic_add(DQacc, dq, {" in codegen.generate(k, other).source
+    assert tight.warp_specialized and "DQacc_tma" not in codegen.generate(k, tight).source
 
 
 def test_tensor_map_parameter_is_128_bytes():

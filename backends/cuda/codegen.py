@@ -135,6 +135,10 @@ class _Emitter:
             gl = next(p for p in self.k.params if p.name == st.gl)
             w(f"auto& {src.name}_staging = *smem.alloc<tc::st<{ctype(gl.dtype)}, {src.rows}, {src.cols}>>();"
               f"  // what the epilogue's TMA store reads")
+        red = self.s.reduce
+        if red:
+            w(f"auto& {self.s.reduce_src}_staging = *smem.alloc<tc::st<float, {red.rows}, {red.cols}>>();"
+              f"  // what TMA adds into {red.gl}")
         w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
         w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
@@ -158,7 +162,7 @@ class _Emitter:
             if self.s.persistent:
                 self.barrier_pending = False   # the last tile's readers of shared tiles precede this one
             self.stmts(self.k.body)
-        if st:
+        if st or red:
             w("tc::store_tma_wait();")
         w.depth -= 1
         w("}")
@@ -346,6 +350,9 @@ class _Emitter:
         st = self.s.store
         if st and op is self.k.body[-1]:   # the epilogue's store (schedules.tma_store)
             w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
+        elif name == "atomic_add" and self.s.reduce and srcs[0].name == self.s.reduce_src:
+            t = srcs[0].name   # through its staging tile and TMA (schedules.tma_reduce)
+            w(f"tc::atomic_add_tma(&{self.s.reduce.map}, {t}_staging, {t}, {self.idx(op)});")
         elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
             w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
         elif name in ("load", "store", "atomic_add"):

@@ -194,6 +194,7 @@ class Launch:
 # ---- TMA tensor maps (the warp-specialized schedule) ---------------------------------------------------------
 
 TMA_DTYPES = {"bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+              "f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",   # attention backward's dQ accumulator (reduce-adds)
               "fp8e4m3": "CU_TENSOR_MAP_DATA_TYPE_UINT8", "fp8e5m2": "CU_TENSOR_MAP_DATA_TYPE_UINT8"}  # bytes
 TMA_STRIDE_LIMIT = 2**40   # bytes (cuTensorMapEncodeTiled)
 TMA_DIM_LIMIT = 2**32

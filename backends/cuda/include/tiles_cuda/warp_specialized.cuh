@@ -49,7 +49,55 @@ __device__ inline void store_tma(const tma_map* map, st<T, R, C>& staging, const
         tiles::sm90::tma_store_commit();
     }
 }
-// Before the block exits: its stores have read the staging tile (shared memory goes with the block).
+// f32 accumulation of an rt_cols into global memory through TMA: each warpgroup writes its columns into the
+// staging tile (128-byte swizzled, 32-column panels; waiting first until its previous reduce-adds have read
+// them) and one of its threads hands each of its panels to TMA as one reduce-add (cp.reduce.async.bulk.tensor
+// .add: per element atomic in L2, only the part inside the global). A step then issues a thread's pairs as
+// 8-byte shared stores (part_cols / 4 of them: 16 at C = 128 over two warpgroups) and one TMA instruction per
+// panel, where atomic_add(gl, rt_cols) issues as many vector reductions a thread, each its own request to L2.
+// Named barriers 2 + warpgroup, as store_tma's.
+template <int C, int NW>
+__device__ inline void atomic_add_tma(const tma_map* map, st<float, 64, C>& staging,
+                                      const rt_cols<float, 64, C, NW>& src, coord idx) {
+    using D = rt_cols<float, 64, C, NW>;
+    using S = st<float, 64, C>;
+    static_assert(S::swizzle_bytes == 128 && D::part_cols % S::panel_cols == 0,
+                  "each warpgroup reduces whole 128-byte panels");
+    const int group = warp_id() / 4;
+    const bool leader = threadIdx.x % 128 == 0;
+    if (leader) tiles::sm90::tma_store_wait_read();
+    tiles::sm90::named_sync(2 + group, 128);
+    // The swizzle XORs a pair's 16-byte chunk with its row % 8, the same for rows g and g + 8: four addresses
+    // (odd or even 16-column base tile j, left or right 8 columns) and constant offsets from them (one row of 8
+    // rows, one panel of two base tiles) reach every pair.
+    char* base[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            base[j][h] = reinterpret_cast<char*>(&staging.at(D::row_of(0), D::col_of(j, 2 * h)));
+#pragma unroll
+    for (int j = 0; j < D::part_t::width; ++j)
+#pragma unroll
+        for (int p = 0; p < 4; ++p)
+            *reinterpret_cast<pair<float>*>(base[j % 2][p >> 1] + (j / 2) * 64 * 128 + (p & 1) * 8 * 128) =
+                src.part.d[0][j][p];
+    tiles::sm90::fence_async_shared();
+    tiles::sm90::named_sync(2 + group, 128);
+    if (leader) {
+        constexpr int panels = D::part_cols / S::panel_cols;
+#pragma unroll
+        for (int p = 0; p < panels; ++p) {
+            const int panel = group * panels + p;
+            tiles::sm90::tma_reduce_add(map, reinterpret_cast<const char*>(staging.data) + panel * 64 * 128,
+                                        idx.c * C + panel * S::panel_cols, idx.r * 64, idx.d, idx.b);
+        }
+        tiles::sm90::tma_store_commit();
+    }
+}
+
+// Before the block exits: its stores and reduce-adds have read the staging tile (shared memory goes with the
+// block).
 __device__ __forceinline__ void store_tma_wait() {
     if (threadIdx.x % 128 == 0) tiles::sm90::tma_store_wait_read();
 }

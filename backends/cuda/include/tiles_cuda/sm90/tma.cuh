@@ -60,8 +60,17 @@ __device__ __forceinline__ void tma_store(const tensor_map* map, const void* src
                  "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
+// The box added element-wise into the global (the map's dtype: f32 here), atomically per element, like a
+// store otherwise: only the part inside the tensor is written, completion in the bulk group.
+__device__ __forceinline__ void tma_reduce_add(const tensor_map* map, const void* src, int c0, int c1, int c2,
+                                               int c3) {
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map), "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Wait until the committed stores have finished reading shared memory (the tile may then be overwritten).
+// Wait until the committed stores (and reduce-adds) have finished reading shared memory (the tile may then be
+// overwritten).
 __device__ __forceinline__ void tma_store_wait_read() {
     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
