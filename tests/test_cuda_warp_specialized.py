@@ -98,16 +98,18 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x2" in sass
         assert "tc::mma_wait<1>();\n" in gen.source and "tc::mma_wait<2>();\n" in gen.source
         assert re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
-        # dQ's partial: each thread's pairs (4 per 16 of its warpgroup's columns) stored to the staging tile at
-        # constant offsets from 4 addresses, then one TMA reduce-add per 32-column panel of its warpgroup, and
-        # no reduction of the thread's own (edge tiles too: TMA adds only what lies inside the accumulator)
+        # dQ's partial: each thread's pairs (4 per 16 of its warpgroup's columns) stored to the staging tile of
+        # this turn (a uniform register) at constant offsets from 4 addresses, then one TMA reduce-add per
+        # 32-column panel of its warpgroup from each warp, no barrier across warps, and no reduction of the
+        # thread's own (edge tiles too: TMA adds only what lies inside the accumulator)
         d = 128 if kernel == "attention_bwd" else 64
-        assert len(re.findall(r"STS\.64 \[R\d+(\+0x[0-9a-f]+)?\]", consumer)) == 4 * d // 2 // 16
+        assert len(re.findall(r"STS\.64 \[R\d+\+UR\d+(\+0x[0-9a-f]+)?\]", consumer)) == 4 * d // 2 // 16
         assert consumer.count("UTMAREDG.4D.ADD") == d // 2 // 32 and not re.search(r"\bREDG", consumer)
         assert (s.reduce.map, s.reduce.gl, s.reduce.rows, s.reduce.cols, s.reduce.panel_cols, s.reduce.swizzle_bytes,
-                s.reduce_src) == ("DQacc_tma", "DQacc", 64, d, 32, 128, "dq")
-        assert f"auto& dq_staging = *smem.alloc<tc::st<float, 64, {d}>>();" in gen.source
-        assert "tc::atomic_add_tma(&DQacc_tma, dq_staging, dq, {" in gen.source and "tc::atomic_add(" not in gen.source
+                s.reduce_src, s.reduce_buffers) == ("DQacc_tma", "DQacc", 16, d, 32, 128, "dq", 2)
+        assert f"auto* dq_staging = smem.alloc<tc::st<float, 64, {d}>>(2);" in gen.source
+        assert "tc::atomic_add_tma<2>(&DQacc_tma, dq_staging, dq_turn, dq, {" in gen.source
+        assert "tc::atomic_add(" not in gen.source
         assert gen.source.rstrip().endswith("tc::store_tma_wait();\n    }\n}")
         # a row vector wholly inside the global takes one test and then the unchecked path (memory.cuh): Delta
         # as 8-byte pairs (its 64 floats: 8 per thread)
@@ -251,9 +253,9 @@ def test_tensor_maps_follow_the_schedule_and_refuse_unaddressable_rows():
 
 @pytest.mark.parametrize("d", [64, 128])
 def test_dq_reduce_map_and_where_it_does_not_apply(d):
-    """Attention backward's dQ accumulator gets an f32 map whose box is one 128-byte panel (32 floats) by the
-    64 query rows, the staging tile's 128-byte swizzle; where the staging tile does not fit, or under the warp
-    schedule, dQ keeps the vector reductions."""
+    """Attention backward's dQ accumulator gets an f32 map whose box is one 128-byte panel (32 floats) by one
+    warp's 16 query rows, the staging tiles' 128-byte swizzle; two staging tiles where they fit, else one; where
+    none does, or under the warp schedule, dQ keeps the vector reductions."""
     k = attention_bwd.trace(bwd_args(d), "sm_90a", D=d, **WS)
     s = schedules.plan(k, "sm_90a", SMEM)
     args = bwd_args(d)
@@ -261,12 +263,15 @@ def test_dq_reduce_map_and_where_it_does_not_apply(d):
     assert [m.map for m in s.maps] == ["q_tma", "dout_tma", "DQacc_tma"]
     dq = maps[2][0]
     assert (dq.dtype, dq.dims, dq.strides, dq.box, dq.swizzle) == (
-        "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", (d, 256, 2, 1), (4 * d, 4 * d * 256, 4 * d * 256 * 2), (32, 64, 1, 1),
+        "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", (d, 256, 2, 1), (4 * d, 4 * d * 256, 4 * d * 256 * 2), (32, 16, 1, 1),
         "CU_TENSOR_MAP_SWIZZLE_128B")
-    tight = schedules.plan(k, "sm_90a", s.smem_bytes - 1)
+    one = schedules.plan(k, "sm_90a", s.smem_bytes - 1)
+    assert s.reduce_buffers == 2 and one.reduce_buffers == 1 and one.smem_bytes == s.smem_bytes - 64 * d * 4
+    assert "tc::atomic_add_tma<1>(&DQacc_tma, dq_staging, dq_turn, dq, {" in codegen.generate(k, one).source
+    tight = schedules.plan(k, "sm_90a", one.smem_bytes - 1)
     warp = schedules.plan(k, "sm_90a", SMEM, "warp")
     for other in (tight, warp):
-        assert other.reduce is None and other.smem_bytes <= s.smem_bytes - 64 * d * 4
+        assert other.reduce is None and other.smem_bytes <= one.smem_bytes - 64 * d * 4
         assert "tc::atomic_add(DQacc, dq, {" in codegen.generate(k, other).source
     assert tight.warp_specialized and "DQacc_tma" not in codegen.generate(k, tight).source
 

@@ -137,8 +137,11 @@ class _Emitter:
               f"  // what the epilogue's TMA store reads")
         red = self.s.reduce
         if red:
-            w(f"auto& {self.s.reduce_src}_staging = *smem.alloc<tc::st<float, {red.rows}, {red.cols}>>();"
-              f"  // what TMA adds into {red.gl}")
+            t, n = self.s.reduce_src, self.s.reduce_buffers
+            rows = next(x.rows for x in self.k.tiles if x.name == t)
+            w(f"auto* {t}_staging = smem.alloc<tc::st<float, {rows}, {red.cols}>>({n});  // what TMA adds into "
+              f"{red.gl}, {'two tiles in turn' if n == 2 else 'one tile'}")
+            w(f"int {t}_turn = 0;  // the staging tile of the next reduce-add")
         w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
         w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
@@ -352,7 +355,8 @@ class _Emitter:
             w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
         elif name == "atomic_add" and self.s.reduce and srcs[0].name == self.s.reduce_src:
             t = srcs[0].name   # through its staging tile and TMA (schedules.tma_reduce)
-            w(f"tc::atomic_add_tma(&{self.s.reduce.map}, {t}_staging, {t}, {self.idx(op)});")
+            w(f"tc::atomic_add_tma<{self.s.reduce_buffers}>(&{self.s.reduce.map}, {t}_staging, {t}_turn, {t}, "
+              f"{self.idx(op)});")
         elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
             w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
         elif name in ("load", "store", "atomic_add"):

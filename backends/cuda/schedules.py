@@ -75,6 +75,7 @@ class Schedule:
     vectors: tuple[str, ...] = ()     # warp-specialized: register vectors the producer brings through the ring
     reduce: TmaMap | None = None      # warp-specialized: an rt_cols' atomic_add as TMA reduce-adds (tma_reduce)
     reduce_src: str = ""              # the rt_cols tile it adds
+    reduce_buffers: int = 0           # staging tiles it takes in turn (2 where they fit)
     max_registers: int = 0   # a thread's register cap (the launch bound asks for the blocks it lets fit); 0: none
 
     @property
@@ -285,10 +286,10 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     vectors = {op.dst: op.srcs[0].dtype for op in pipelined_vectors(k)} if tma else {}
     smem += sum(aligned(stages * t.length * d.itemsize) for t, d in vectors.items())
     reduce = tma_reduce(k, split) if tma else None
-    if reduce and smem + aligned(reduce[0].bytes) <= max_smem:   # its staging tile; else the vector reductions
-        smem += aligned(reduce[0].bytes)
-    else:
-        reduce = None
+    # its staging tiles: two in turn, else one, else the vector reductions
+    staging = next((n for n in (2, 1) if reduce and smem + n * aligned(reduce[2]) <= max_smem), 0)
+    smem += staging * aligned(reduce[2]) if staging else 0
+    reduce = reduce if staging else None
     if smem > max_smem:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
                         f"({stages} pipeline stages), more than the {max_smem} a block can have; "
@@ -297,7 +298,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
                     vectors=tuple(t.name for t in vectors), reduce=reduce[0] if reduce else None,
-                    reduce_src=reduce[1] if reduce else "", max_registers=regs)
+                    reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs)
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
@@ -314,18 +315,21 @@ def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
     return TmaMap(f"{g.name}_tma", g.name, 64, t.cols, 64, 128, 2), t.name
 
 
-def tma_reduce(k: ir.Kernel, split) -> tuple[TmaMap, str] | None:
-    """(map, register tile) when a column-split tile (col_split) is added into one f32 global: the consumers
-    then stage it in shared memory and TMA adds it in 128-byte panels (warp_specialized.cuh atomic_add_tma).
-    Attention backward's dQ: its 16 vector reductions per thread and step took 14% of the consumers' warp
-    samples (ncu, H200, 02:18 UTC), LG throttle and their address arithmetic; a reduce-add per row from one
-    lane (02:43) took 34%. The map's box is one panel (32 floats) by the tile's 64 rows; TMA writes only what
-    lies inside the global, so edge tiles need no other path."""
+def tma_reduce(k: ir.Kernel, split) -> tuple[TmaMap, str, int] | None:
+    """(map, register tile, bytes of its staging tile) when a column-split tile (col_split) is added into one
+    f32 global: the consumers then stage it in shared memory and TMA adds it in 128-byte panels
+    (warp_specialized.cuh atomic_add_tma). Attention backward's dQ: its 16 vector reductions per thread and step
+    took 14% of the consumers' warp samples (ncu, H200, 02:18 UTC, 11-30), LG throttle and their address
+    arithmetic; a reduce-add per row from one lane (02:43) took 34%; one per panel from each warpgroup, after
+    a barrier of its 4 warps on one staging tile (04:26), 0.91x cuDNN where the vector reductions were 0.82x,
+    with ~20% of the samples in waits for that barrier and the proxy fence. So each warp adds its own 16 rows:
+    the map's box is one panel (32 floats) by 16 rows. TMA writes only what lies inside the global, so edge tiles
+    need no other path."""
     adds = [op for op in ops(k.body) if op.name == "atomic_add" and op.srcs[0] in split]
     if not adds or len({(op.srcs[0].name, op.dst.name) for op in adds}) != 1 or adds[0].dst.dtype.name != "f32":
         return None
     t, g = adds[0].srcs[0], adds[0].dst
-    return TmaMap(f"{g.name}_tma", g.name, t.rows, t.cols, 128 // 4, 128, 4), t.name
+    return TmaMap(f"{g.name}_tma", g.name, 16, t.cols, 128 // 4, 128, 4), t.name, t.rows * t.cols * 4
 
 
 def loops(stmts):

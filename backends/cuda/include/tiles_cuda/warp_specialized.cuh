@@ -49,24 +49,28 @@ __device__ inline void store_tma(const tma_map* map, st<T, R, C>& staging, const
         tiles::sm90::tma_store_commit();
     }
 }
-// f32 accumulation of an rt_cols into global memory through TMA: each warpgroup writes its columns into the
-// staging tile (128-byte swizzled, 32-column panels; waiting first until its previous reduce-adds have read
-// them) and one of its threads hands each of its panels to TMA as one reduce-add (cp.reduce.async.bulk.tensor
-// .add: per element atomic in L2, only the part inside the global). A step then issues a thread's pairs as
-// 8-byte shared stores (part_cols / 4 of them: 16 at C = 128 over two warpgroups) and one TMA instruction per
-// panel, where atomic_add(gl, rt_cols) issues as many vector reductions a thread, each its own request to L2.
-// Named barriers 2 + warpgroup, as store_tma's.
-template <int C, int NW>
-__device__ inline void atomic_add_tma(const tma_map* map, st<float, 64, C>& staging,
+// f32 accumulation of an rt_cols into global memory through TMA: each warp writes its 16 rows of its
+// warpgroup's columns into one of BUFS staging tiles in turn (128-byte swizzled, 32-column panels; waiting first
+// until its reduce-adds of BUFS calls ago have read that tile) and its first lane hands each of its panels to TMA
+// as one reduce-add of 16 rows (cp.reduce.async.bulk.tensor .add: per element atomic in L2, only the part
+// inside the global). Per warp, so that no warp waits for the others of its warpgroup: a step issues a
+// thread's pairs as 8-byte shared stores (part_cols / 4 of them: 16 at C = 128 over two warpgroups) and one TMA
+// instruction per panel, where atomic_add(gl, rt_cols) issues as many vector reductions a thread, each its own
+// request to L2. A warp's 16 rows of a panel are 2 KB at a 1024-byte aligned offset: the swizzle TMA reads
+// there is the whole tile's.
+template <int BUFS, int C, int NW>
+__device__ inline void atomic_add_tma(const tma_map* map, st<float, 64, C>* staging, int& turn,
                                       const rt_cols<float, 64, C, NW>& src, coord idx) {
     using D = rt_cols<float, 64, C, NW>;
     using S = st<float, 64, C>;
     static_assert(S::swizzle_bytes == 128 && D::part_cols % S::panel_cols == 0,
                   "each warpgroup reduces whole 128-byte panels");
-    const int group = warp_id() / 4;
-    const bool leader = threadIdx.x % 128 == 0;
-    if (leader) tiles::sm90::tma_store_wait_read();
-    tiles::sm90::named_sync(2 + group, 128);
+    const int row0 = (warp_id() % 4) * 16;
+    const bool leader = lane_id() == 0;
+    S& tile = staging[turn];
+    turn = turn + 1 == BUFS ? 0 : turn + 1;
+    if (leader) tiles::sm90::tma_store_wait_read<BUFS - 1>();
+    __syncwarp();
     // The swizzle XORs a pair's 16-byte chunk with its row % 8, the same for rows g and g + 8: four addresses
     // (odd or even 16-column base tile j, left or right 8 columns) and constant offsets from them (one row of 8
     // rows, one panel of two base tiles) reach every pair.
@@ -75,7 +79,7 @@ __device__ inline void atomic_add_tma(const tma_map* map, st<float, 64, C>& stag
     for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            base[j][h] = reinterpret_cast<char*>(&staging.at(D::row_of(0), D::col_of(j, 2 * h)));
+            base[j][h] = reinterpret_cast<char*>(&tile.at(D::row_of(0), D::col_of(j, 2 * h)));
 #pragma unroll
     for (int j = 0; j < D::part_t::width; ++j)
 #pragma unroll
@@ -83,23 +87,24 @@ __device__ inline void atomic_add_tma(const tma_map* map, st<float, 64, C>& stag
             *reinterpret_cast<pair<float>*>(base[j % 2][p >> 1] + (j / 2) * 64 * 128 + (p & 1) * 8 * 128) =
                 src.part.d[0][j][p];
     tiles::sm90::fence_async_shared();
-    tiles::sm90::named_sync(2 + group, 128);
+    __syncwarp();
     if (leader) {
         constexpr int panels = D::part_cols / S::panel_cols;
 #pragma unroll
         for (int p = 0; p < panels; ++p) {
-            const int panel = group * panels + p;
-            tiles::sm90::tma_reduce_add(map, reinterpret_cast<const char*>(staging.data) + panel * 64 * 128,
-                                        idx.c * C + panel * S::panel_cols, idx.r * 64, idx.d, idx.b);
+            const int panel = D::group() * panels + p;
+            tiles::sm90::tma_reduce_add(map, reinterpret_cast<const char*>(tile.data) + (panel * 64 + row0) * 128,
+                                        idx.c * C + panel * S::panel_cols, idx.r * 64 + row0, idx.d, idx.b);
         }
         tiles::sm90::tma_store_commit();
     }
 }
 
-// Before the block exits: its stores and reduce-adds have read the staging tile (shared memory goes with the
-// block).
+// Before the block exits: its stores and reduce-adds have read the staging tiles (shared memory goes with the
+// block). The first lane of each warp: it issued them (store_tma from a warpgroup's first, atomic_add_tma from
+// every warp's).
 __device__ __forceinline__ void store_tma_wait() {
-    if (threadIdx.x % 128 == 0) tiles::sm90::tma_store_wait_read();
+    if (lane_id() == 0) tiles::sm90::tma_store_wait_read();
 }
 
 // The persistent grid's order over a 2-D grid of tiles: column-major within groups of `group` rows, so that the

@@ -69,10 +69,11 @@ __device__ __forceinline__ void tma_reduce_add(const tensor_map* map, const void
                  : "memory");
 }
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Wait until the committed stores (and reduce-adds) have finished reading shared memory (the tile may then be
-// overwritten).
+// Wait until all but the last PENDING committed groups of stores (and reduce-adds) of this thread have finished
+// reading shared memory (their tiles may then be overwritten).
+template <int PENDING = 0>
 __device__ __forceinline__ void tma_store_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");
 }
 
 __device__ __forceinline__ void tma_prefetch_map(const tensor_map* map) {
