@@ -21,19 +21,21 @@ import tiles as tl
 PAIRS = 16  # interleaved: pairs per tile row (32 elements: one K step of every bf16 MMA, gfx950 included)
 
 # Where `staged`, q and k go global -> shared -> registers and back through shared, so that global memory
-# sees whole 16-byte chunks per lane, and the loads of the next head run ahead of the compute (a pipelined
+# sees whole 16-byte chunks per lane, and the loads of the next heads run ahead of the compute (a pipelined
 # loop over heads). sm_90a keeps the warp schedule: its blocks are small, many per SM; and mma.sync for the
 # interleaved kernel's small products (wgmma=False), so that block barriers need no async-proxy fence.
-# HG = 2 there: H200, 2026-11-30, one call, B16 H32/8 N4096 D128: half-split 381.4 -> 372.6 us (82.7 -> 84.6% of
-# copy), interleaved 371.8 -> 348.7 us (84.8 -> 90.4%).
+# HG and stages on sm_90a: H200, 2026-11-30, B16 H32/8 N4096 D128, `tiles compare rotary --set` sweeps (% of the
+# copy measured in the same call): interleaved HG 1 -> 2 (stages 2) 84.8 -> 90.4%, stages 3 91.5% (HG 4: 88.0%);
+# half-split HG 1 -> 2 82.7 -> 84.6%, HG 4 and stages 3 86.0% (BR 32: 85.4-86.1%, within the runs' spread).
 CONFIGS = {
     "default": dict(BR=32, staged=False),
     "sm_80": dict(BR=64, staged=True, stages=2, workers=4),
-    "sm_90a": dict(BR=64, staged=True, stages=2, workers=1, schedule="warp", wgmma=False, HG=2),
+    "sm_90a": dict(BR=64, staged=True, stages=3, workers=1, schedule="warp", wgmma=False, HG=2),
     "gfx942": dict(BR=64, staged=False, workers=4),
     "gfx950": dict(BR=64, staged=True, stages=2, workers=4),
     "apple": dict(BR=32, staged=False, workers=4),
 }
+HALF_CONFIGS = {**CONFIGS, "sm_90a": {**CONFIGS["sm_90a"], "HG": 4}}
 
 
 def _grid(Q, BR, HG):
@@ -85,7 +87,7 @@ class _Staging:
             tl.store(dst, src, idx)
 
 
-@tl.kernel(configs=CONFIGS)
+@tl.kernel(configs=HALF_CONFIGS)
 def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged, HG=1):
     """Q, K: (B, H, N, 2W); Cos, Sin: (N, W)."""
     br, b, g = _grid(Q, BR, HG)
