@@ -558,7 +558,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int)
     c.add_argument("--set", nargs="+", metavar="NAME=VALUE",
                    help="the main kernel's constants or launch options instead of its configuration's "
-                        "(e.g. RPB=2 workers=2 schedule=warp)")
+                        "(e.g. RPB=2 workers=2 schedule=warp); NAME=V1,V2 sweeps the values, one row per "
+                        "combination")
     c.set_defaults(fn=cmd_compare)
 
     i = sub.add_parser("inspect", help="static resources across targets, or the generated source/assembly")
