@@ -159,6 +159,12 @@ def test_argument_checks_name_the_line():
         gemm(c, a, b)
     assert "gemm.py" in str(e.value) and "B.rows is 48 but A.cols is 40" in str(e.value)
     assert np.isnan(c.astype(np.float32)).all()  # nothing ran
+    from tiles.kernels.layernorm import layernorm_rows   # against a constant: what it must be
+    y, x = poisoned((4, 6, 16), "f32"), random_array((4, 6, 16), "f32")
+    wb = random_array((6, 16), "f32")
+    with pytest.raises(tl.TileError, match="Y.cols is 16 but must be 32") as e:
+        layernorm_rows(y, y.copy(), x, x, wb, wb, 1e-5, TR=64, K=32, RPB=1, staged=False)
+    assert "layernorm.py" in str(e.value) and np.isnan(y).all()
 
 
 def test_argument_dtype_and_rank_checked_against_trace():
