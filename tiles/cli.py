@@ -263,7 +263,8 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
                  compile_targets: list[str], seed: int | None = None, desc: str = "",
                  variants: list[dict] = ({},)) -> list[Row]:
     """variants: constants and options of the main kernel instead of its configuration's (`--set`), one set of
-    rows each, the shape column naming them; the vendor libraries are timed once per shape, after the first."""
+    rows each, the shape column naming them; the copy and the vendor libraries are timed once per shape and
+    device, after every variant (run_libraries)."""
     rng = np.random.default_rng(seed)
     parsed = [(text, w.parse(text)) for text in shapes]
     runs = [(text, s, [(text + _tag(v), {**s, "set": v} if v else s) for v in variants]) for text, s in parsed]

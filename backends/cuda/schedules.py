@@ -162,9 +162,10 @@ def pipelined_vectors(k: ir.Kernel) -> list[ir.Op]:
     issues ahead of the consumers, into one shared vector per stage filled by a bulk copy. Attention backward's
     LSE: read from global by the consumers, each step's softmax waited for it (ncu, H200: the most stalled
     instruction, ~9% of the consumers' samples). Later loads (its Delta) stay global loads: the mma in flight
-    hides their latency, and from shared memory ptxas scheduled Delta's reads into the wgmma sequence and
-    serialized it for want of registers (C7512, D 128). Taken: a vector loaded once per body, from a global
-    nothing in the kernel writes, in whole 16-byte pieces."""
+    hides part of their latency (Delta's still took ~4% of the samples at 04:26 UTC, 11-30), and loaded at the
+    head instead, from shared memory, ptxas serialized the wgmma for want of registers (C7512, D 128; checked
+    again at 04:50 with Delta read before and after dP^T's wait). Taken: a vector loaded once per body, from a
+    global nothing in the kernel writes, in whole 16-byte pieces."""
     written = {op.dst for op in ops(k.body) if op.name in ("store", "atomic_add")}
     out = []
     for lp in loops(k.body):
