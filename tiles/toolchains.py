@@ -91,7 +91,7 @@ def toolchains() -> list[Tool]:
     out.append(Tool("PyObjC Metal", "yes" if importlib.util.find_spec("Metal") else "no: macOS, pip install "
                     "'tiles[metal]'", "launching on an Apple GPU"))
     out.append(Tool("C++ host compiler", shutil.which("g++") or shutil.which("c++") or "no",
-                    "CPU execution of generated HIP/MSL (emulators)"))
+                    "CPU execution of generated CUDA sm_80, HIP, MSL (emulators)"))
     return out
 
 

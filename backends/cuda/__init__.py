@@ -1,11 +1,14 @@
 """The CUDA backend: ThunderKittens-style headers (include/tiles_cuda), codegen, schedules, offline toolchain,
-and the cupy runtime. Importing it registers the "cuda" backend; nothing heavy is imported until it is used."""
+and the cupy runtime. Importing it registers "cuda" (an NVIDIA GPU) and "cuda-emu:sm_80" (the generated sm_80 code
+executed on the CPU, emu.py); nothing heavy is imported until it is used."""
 from __future__ import annotations
 
 import numpy as np
 
 from tiles import ir
 from tiles.backend import Backend, register
+
+from .emu import TARGETS as EMU_TARGETS, CudaEmu
 
 
 class CudaBackend(Backend):
@@ -66,3 +69,5 @@ class CudaBackend(Backend):
 
 
 register(CudaBackend())
+for _t in EMU_TARGETS:
+    register(CudaEmu(_t))

@@ -115,8 +115,9 @@ def check_launch(k: ir.Kernel, args, device: int = 0) -> dict:
     return env
 
 
-def pack(k: ir.Kernel, args) -> list:
-    """The launch parameters, in the order TC_GL_PARAMS / the scalar params declare them."""
+def pack(k: ir.Kernel, args, address=lambda a: np.uint64(pointer(a))) -> list:
+    """The launch parameters, in the order TC_GL_PARAMS / the scalar params declare them; an array's pointer is
+    address(array) (the CPU emulator passes the array itself)."""
     out = []
     for p, a in zip(k.params, args):
         if isinstance(p, GL):
@@ -124,7 +125,7 @@ def pack(k: ir.Kernel, args) -> list:
             strides = (0,) * (4 - len(a.shape)) + tuple(int(s) for s in _strides(a))
             # a dim of extent 1 is never stepped over: stride 0 keeps the 16-byte vector path open
             strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
-            out += [np.uint64(pointer(a))] + [np.int32(n) for n in shape] + [np.int64(s) for s in strides[:3]]
+            out += [address(a)] + [np.int32(n) for n in shape] + [np.int64(s) for s in strides[:3]]
         else:
             out.append(np.float32(a) if p.dtype == dtypes.f32 else np.int32(a))
     return out

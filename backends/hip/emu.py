@@ -2,7 +2,6 @@
 on the CPU engine (tiles/emu), lanes as fibers, waves of 64 as collectives, MFMAs from the atom maps."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -25,30 +24,26 @@ def compile_emu(g, source: str | None = None):
 
 def run_emu(g, args, *, source: str | None = None, seed: int | None = None) -> None:
     """Launch the generated kernel (or an edited `source` of it) on the CPU over host arrays, in place."""
-    env = launch.bind(g, args)
-    grid = launch.grid(g, env)
-    if not grid:
-        return
-    host, copies = [], []
+    from tiles.emu.runner import launch_host
+    grid = launch.grid(g, launch.bind(g, args))
+    if grid:
+        launch_host(compile_emu(g, source), grid, g.threads, args, lambda host: _pack(g, host),
+                    shared_bytes=max(g.lds_bytes, 16), seed=seed)
+
+
+def _pack(g, args) -> list:
+    """The module's arguments: each array, its gl_dims after it, the scalars."""
+    host = []
     by_param = dict(zip([id(p) for p in g.kernel.params], args))
     for ctype, name, kind, p in g.params:
         a = by_param[id(p)]
         if kind == "data":
-            arr = np.asarray(a)
-            if not arr.flags.c_contiguous:
-                c = np.ascontiguousarray(arr)
-                copies.append((a, c))
-                arr = c
-            host.append(arr)
+            host.append(a)
         elif kind == "dims":
             host.append(launch.dims_of(p, host[-1]).tobytes())
         else:
             host.append(np.float32(a) if ctype == "float" else np.int32(a))
-    mod = compile_emu(g, source)
-    seed = int(os.environ.get("TILES_EMU_SEED", "1")) if seed is None else seed
-    mod.launch(grid=grid, block=g.threads, args=host, shared_bytes=max(g.lds_bytes, 16), seed=seed)
-    for orig, c in copies:
-        np.copyto(orig, c)
+    return host
 
 
 class HipEmu(backend.Backend):

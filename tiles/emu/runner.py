@@ -6,7 +6,7 @@ API::
 
     mod = compile(source, kernel="gemm",
                   params=[Param("const float*", "A"), Param("float*", "C"), Param("int", "n")],
-                  shim="hip",                       # "hip" -> hip_emu.h, "metal" -> metal_emu.h,
+                  shim="hip",                       # "hip" -> hip_emu.h, "metal" -> metal_emu.h, "cuda" -> cuda_emu.h,
                                                     # "simt" -> simt.h only, or a header's path
                   defines={"BM": 64}, include_dirs=[...], atoms=("gfx942",), wave=None)
     mod.launch(grid=(4, 4), block=256, args=[a, c, 1024], shared_bytes=16384, seed=7)
@@ -61,9 +61,9 @@ import numpy as np
 from .atoms import atoms_header
 
 INCLUDE = Path(__file__).parent / "include"
-SHIMS = {"simt": "simt.h", "hip": "hip_emu.h", "metal": "metal_emu.h"}
-SHIM_WAVE = {"hip": 64, "metal": 32}
-SHIM_EXT = {"hip": ".hip", "metal": ".metal"}
+SHIMS = {"simt": "simt.h", "hip": "hip_emu.h", "metal": "metal_emu.h", "cuda": "cuda_emu.h"}
+SHIM_WAVE = {"hip": 64, "metal": 32, "cuda": 32}
+SHIM_EXT = {"hip": ".hip", "metal": ".metal", "cuda": ".cu"}
 DEFAULT_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
                  "-fvisibility-inlines-hidden", "-fno-gnu-unique")
 
@@ -379,6 +379,18 @@ class Module:
         if code:
             msg = err[:].split(b"\0", 1)[0].decode(errors="replace")
             raise LaunchError(f"{self.kernel}: {msg or f'exit status {code}'}")
+
+
+def launch_host(module: Module, grid, block, args, pack, *, shared_bytes: int, seed: int | None = None) -> None:
+    """A backend's launch over host arrays, in place: the engine takes contiguous arrays, so a strided one runs on
+    a copy that is written back afterwards; pack(args, copies in place of strided ones) gives the module's
+    arguments. seed: $TILES_EMU_SEED, else 1."""
+    host = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
+    seed = int(os.environ.get("TILES_EMU_SEED", "1")) if seed is None else seed
+    module.launch(grid=grid, block=block, args=pack(host), shared_bytes=shared_bytes, seed=seed)
+    for a, h in zip(args, host):
+        if isinstance(a, np.ndarray) and h is not a:
+            np.copyto(a, h)
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:

@@ -18,6 +18,8 @@
 //       // A and B must hold values of the atom's input types (bf16 and f16 are checked)
 //   unsigned char* shared_mem(); size_t shared_bytes();      // the block's dynamic shared arena,
 //       // filled with 0xFF bytes (NaN for floats) before every block
+//   unsigned char* (*shared_arena)(size_t bytes);            // set by a shim whose kernels name their
+//       // shared memory (CUDA's `extern __shared__` array): the arena is then that array
 //   T atomic_add(T* addr, T v);                              // returns the old value
 //   [[noreturn]] void fail(const char* fmt, ...);           // abort the launch, printf-style message
 // Entry (the runner generates the call): int emu::launch(const Launch&, F body, char* err, size_t n).
@@ -75,6 +77,10 @@ struct Launch {
 struct Error {
     char msg[1024];
 };
+
+// Where a block's shared memory lives: the engine allocates it, unless a shim sets this before a launch to
+// return an array of its own of at least `bytes` (CUDA kernels declare theirs: `extern __shared__ ... smem_base[]`).
+inline unsigned char* (*shared_arena)(size_t bytes) = nullptr;
 
 [[noreturn]] inline __attribute__((format(printf, 1, 2))) void fail(const char* fmt, ...) {
     Error e;
@@ -223,6 +229,7 @@ struct Runner {
     char* stacks = nullptr;
     size_t page = 0, stack_stride = 0, stacks_bytes = 0;
     unsigned char* shared = nullptr;
+    bool own_shared = false;
     Context main;
     Lane* cur = nullptr;
     dim3 block;
@@ -255,8 +262,9 @@ struct Runner {
         if (mem == MAP_FAILED) fail("cannot map %zu bytes of lane stacks", stacks_bytes);
         stacks = static_cast<char*>(mem);
         for (unsigned i = 0; i < nlanes; i++) mprotect(stacks + i * stack_stride, page, PROT_NONE);
+        own_shared = !shared_arena;
         size_t sh = (c.shared_bytes + 4096) / 4096 * 4096;
-        shared = static_cast<unsigned char*>(std::aligned_alloc(4096, sh));
+        shared = own_shared ? static_cast<unsigned char*>(std::aligned_alloc(4096, sh)) : shared_arena(c.shared_bytes);
         nwaves = (nlanes + wave_w - 1) / wave_w;
         lanes = new Lane[nlanes];
         waves = new Wave[nwaves];
@@ -277,7 +285,7 @@ struct Runner {
 
     ~Runner() {
         if (stacks) munmap(stacks, stacks_bytes);
-        std::free(shared);
+        if (own_shared) std::free(shared);
         delete[] lanes;
         delete[] waves;
         delete[] ready;

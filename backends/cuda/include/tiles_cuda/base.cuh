@@ -2,11 +2,17 @@
 //
 // Works under nvcc and NVRTC alike: only CUDA's own fp16/bf16/fp8 headers are
 // included (the toolchain points NVRTC at the nvidia-cuda-runtime wheel's copy
-// when no toolkit is installed), no C++ standard library.
+// when no toolkit is installed), no C++ standard library. Under TILES_EMU (the
+// CPU engine, tiles/emu) the host compiler takes cuda_emu.h instead: those types,
+// the builtins, and the meaning of every inline-PTX function of this library.
 #pragma once
+#if defined(TILES_EMU)
+#include "cuda_emu.h"
+#else
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
+#endif
 
 // Generated code spells infinities and NaNs as in C (tiles/cgen.py); NVRTC has no math.h.
 #ifndef INFINITY

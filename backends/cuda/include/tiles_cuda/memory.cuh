@@ -10,17 +10,33 @@
 namespace tc {
 
 // ---- cp.async (sm_80+) ----------------------------------------------------
-// Copies 16 bytes, of which the first src_bytes come from global and the rest are zeros.
+// Copies 16 bytes, of which the first src_bytes come from global and the rest are zeros. Each PTX function here
+// has a second body under TILES_EMU: the instruction's meaning on the CPU engine (cuda_emu.h).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+#if defined(TILES_EMU)
+    cuda_emu::cp_async16(dst, src, src_bytes);
+#else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                  "r"(src_bytes));
+#endif
 }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#if defined(TILES_EMU)
+    cuda_emu::cp_async16(dst, src, 16);
+#else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+#endif
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// The CPU engine copies at once (cp_async16): every group is complete when it is committed.
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(TILES_EMU)
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
 template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if !defined(TILES_EMU)
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
 }
 
 // ---- global <-> shared: which 16-byte chunks a thread moves ---------------
@@ -132,14 +148,22 @@ __device__ inline void store(const gl<T>& dst, const st<T, R, C>& src, coord idx
 
 // ---- shared -> registers --------------------------------------------------
 __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+#if defined(TILES_EMU)
+    cuda_emu::ldmatrix_x4(r, p, false);
+#else
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_addr(p)));
+#endif
 }
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+#if defined(TILES_EMU)
+    cuda_emu::ldmatrix_x4(r, p, true);
+#else
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_addr(p)));
+#endif
 }
 
 // Each warp reads its rows. 16-bit shared tiles use ldmatrix: lanes 0-15 point at
@@ -182,9 +206,13 @@ constexpr bool has_stmatrix = false;
 #endif
 // The inverse of ldmatrix_x4 (sm_90+): lane l points at row l%8 of matrix l/8, register i is matrix i.
 __device__ __forceinline__ void stmatrix_x4(void* p, const unsigned (&r)[4]) {
+#if defined(TILES_EMU)
+    cuda_emu::not_sm80("stmatrix");
+#else
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_addr(p)), "r"(r[0]),
                  "r"(r[1]), "r"(r[2]), "r"(r[3])
                  : "memory");
+#endif
 }
 
 // Each warp writes its rows, converting to the tile's type; 16-bit tiles on sm_90 with stmatrix (the

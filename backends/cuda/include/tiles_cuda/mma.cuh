@@ -15,6 +15,9 @@ namespace tc {
 template <typename T>
 __device__ __forceinline__ void mma16816(pair<float>& d0, pair<float>& d1, const unsigned (&a)[4],
                                          unsigned b0, unsigned b1) {
+#if defined(TILES_EMU)
+    cuda_emu::mma_m16n8k16<T>(d0.x, d0.y, d1.x, d1.y, a, b0, b1);
+#else
     if constexpr (same<T, bf16>)
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -27,6 +30,7 @@ __device__ __forceinline__ void mma16816(pair<float>& d0, pair<float>& d1, const
             "{%0,%1,%2,%3};\n"
             : "+f"(d0.x), "+f"(d0.y), "+f"(d1.x), "+f"(d1.y)
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Operand element pairs in the instruction's input type.
@@ -96,6 +100,9 @@ constexpr bool has_fp8_mma = false;
 template <typename TA, typename TB>
 __device__ __forceinline__ void mma16832(pair<float>& d0, pair<float>& d1, const unsigned (&a)[4], unsigned b0,
                                          unsigned b1) {
+#if defined(TILES_EMU)
+    cuda_emu::not_sm80("mma.sync m16n8k32 (fp8)");
+#else
 #define TC_MMA_FP8(A, B)                                                                                   \
     asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." A "." B ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "  \
                  "{%8,%9}, {%0,%1,%2,%3};\n"                                                              \
@@ -106,6 +113,7 @@ __device__ __forceinline__ void mma16832(pair<float>& d0, pair<float>& d1, const
     else if constexpr (same<TB, fp8e4m3>) TC_MMA_FP8("e5m2", "e4m3");
     else TC_MMA_FP8("e5m2", "e5m2");
 #undef TC_MMA_FP8
+#endif
 }
 
 // An 8-bit 16x32 fragment is a 16x16 fragment of byte pairs: the same ldmatrix addressing in 16-byte rows.
