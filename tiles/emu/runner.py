@@ -1,4 +1,4 @@
-"""Compile GPU-style C++ (HIP or MSL text plus a shim header) for the host and run it, lanes as fibers.
+"""Compile GPU-style C++ (CUDA, HIP or MSL text plus a shim header) for the host and run it, lanes as fibers.
 
 API::
 

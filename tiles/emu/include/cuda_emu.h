@@ -55,7 +55,8 @@ struct __nv_bfloat16 {
   __nv_bfloat16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    bits = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u) : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    bits = nan ? uint16_t((u >> 16) | 0x40u) : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
   operator float() const {
     const uint32_t u = uint32_t(bits) << 16;
@@ -122,7 +123,8 @@ inline void __syncthreads() { emu::barrier(); }
 inline float atomicAdd(float* p, float v) { return emu::atomic_add(p, v); }
 // The offset of a shared-memory address in the block's arena: what the PTX instructions below take as [addr].
 inline size_t __cvta_generic_to_shared(const void* p) {
-  if (!cuda_emu::in_shared(p, 0)) emu::fail("__cvta_generic_to_shared(%p): not in the block's dynamic shared memory", p);
+  if (!cuda_emu::in_shared(p, 0))
+    emu::fail("__cvta_generic_to_shared(%p): not in the block's dynamic shared memory", p);
   return size_t(static_cast<const unsigned char*>(p) - emu::shared_mem());
 }
 

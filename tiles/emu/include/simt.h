@@ -2,7 +2,7 @@
 // all on one OS thread; blocks of a grid run one after another. Lanes run until they reach a
 // synchronisation point (block barrier or wave collective); between those points they run in an
 // order drawn from the launch seed, new for every round, so a missing barrier shows as a wrong
-// result instead of passing by luck. Vendor shims (hip_emu.h, metal_emu.h) map threadIdx,
+// result instead of passing by luck. Vendor shims (cuda_emu.h, hip_emu.h, metal_emu.h) map threadIdx,
 // __syncthreads, __shfl, MFMA, simdgroup_matrix ... onto the primitives below.
 //
 // API for shims and hand-written kernels (namespace emu):
