@@ -7,8 +7,9 @@ from hypothesis import given, settings, strategies as st
 from tiles import dtypes, targets
 from tiles.backends.cuda import emu
 from tiles.emu.runner import LaunchError, Param
+from tiles.kernels.gemm import gemm
 from tiles.kernels.rotary import rotary_half, tables
-from tiles.testing import assert_close, random_array
+from tiles.testing import assert_close, poisoned, random_array
 from test_kernel_rotary import reference_rotary
 
 HEAD = "#include <tiles_cuda/tiles.cuh>\n"
@@ -137,3 +138,22 @@ def test_deleted_barrier_breaks_the_result():
     emu.run_emu(kernel, broken, source="\n".join(lines[:staged + 1] + lines[staged + 2:]) + "\n")
     with pytest.raises(AssertionError):
         assert_close(broken[0], reference_rotary(q, cos, sin, False), "bf16")
+
+
+# (BM, BN, BK, warps, stages): shared rows of 32, 64, 128 and 256 bytes (each swizzle mode, and two 128-byte
+# panels), 1 to 8 warps, 2 to 5 stages
+GEMM_CONFIGS = [(64, 64, 16, 4, 2), (32, 32, 32, 2, 3), (128, 64, 64, 8, 2), (16, 64, 128, 1, 5)]
+
+
+@settings(max_examples=3)
+@given(m=st.integers(1, 150), n=st.integers(1, 150), k=st.integers(1, 300), trans_b=st.booleans(),
+       dtype=st.sampled_from(["bf16", "f16"]), config=st.sampled_from(GEMM_CONFIGS))
+def test_gemm_configurations(m, n, k, trans_b, dtype, config):
+    """GEMM under sm_80 configurations other than the shipped one: ldmatrix addressing every swizzle mode and
+    column panels, warp counts, pipeline depths (the shared kernel test runs the shipped configuration)."""
+    bm, bn, bk, warps, stages = config
+    a = random_array((m, k), dtype)
+    b = random_array((n, k) if trans_b else (k, n), dtype)
+    c = poisoned((m, n), "f32")
+    gemm(c, a, b, backend="cuda-emu:sm_80", trans_b=trans_b, BM=bm, BN=bn, BK=bk, workers=warps, stages=stages)
+    assert_close(c, a.astype(np.float64) @ (b.astype(np.float64).T if trans_b else b.astype(np.float64)), "f32")
