@@ -393,3 +393,33 @@ def test_target_of_compute_capability():
     assert runtime.target_of((9, 0)) == "sm_90a"
     assert runtime.target_of((8, 6)) == "sm_80"
     assert runtime.target_of((7, 5)) is None and runtime.target_of((10, 0)) is None
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on the PATH")
+def test_sm80_code_as_ptx_compiles_for_hopper(tmp_path, monkeypatch):
+    """cuda:sm_80 on a Hopper GPU hands the driver sm_80 PTX: the same source's PTX for compute_80, cached apart
+    from its cubin, which ptxas (what the driver runs when the module loads) compiles for sm_90a."""
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
+    a = random_array((64, 64), "bf16")
+    gen, _ = build(gemm, [a, a, a], "sm_80")
+    ptx = runtime.cached_cubin(gen.source, "sm_80", driver="13000", ptx=True)
+    cubin = runtime.cached_cubin(gen.source, "sm_80", driver="13000")
+    text = ptx.read_bytes()
+    assert ptx != cubin and ptx.suffix == ".ptx" and text.endswith(b"\0") and b"\0" not in text[:-1]
+    assert re.search(rb"\.target sm_80\b", text) and b"mma.sync.aligned.m16n8k16" in text
+    (tmp_path / "k.ptx").write_bytes(text[:-1])
+    p = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert toolchain.parse_resources(p.stderr)[gen.name].spills == 0
+
+
+def test_cuda_sm80_backend_runs_only_where_the_device_is_newer(monkeypatch):
+    from tiles.backend import get
+    b = get("cuda:sm_80")
+    assert b.target == "sm_80" and b.kind == "device"
+    probe = {"hopper": ("sm_90a", None), "ampere": ("sm_80", None), "none": (None, "no CUDA device")}
+    for device, want in [("hopper", None), ("ampere", "as the 'cuda' backend"), ("none", "no CUDA device")]:
+        monkeypatch.setattr(runtime, "probe", lambda d=device: probe[d])
+        why = b.available()
+        assert why is None if want is None else want in why, (device, why)

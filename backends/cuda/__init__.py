@@ -1,6 +1,7 @@
 """The CUDA backend: ThunderKittens-style headers (include/tiles_cuda), codegen, schedules, offline toolchain,
-and the cupy runtime. Importing it registers "cuda" (an NVIDIA GPU) and "cuda-emu:sm_80" (the generated sm_80 code
-executed on the CPU, emu.py); nothing heavy is imported until it is used."""
+and the cupy runtime. Importing it registers "cuda" (an NVIDIA GPU, its own target), "cuda:sm_80" (the sm_80 code on a
+newer GPU, as PTX the driver compiles) and "cuda-emu:sm_80" (the generated sm_80 code executed on the CPU, emu.py);
+nothing heavy is imported until it is used."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,16 +13,18 @@ from .emu import TARGETS as EMU_TARGETS, CudaEmu
 
 
 class CudaBackend(Backend):
-    name = "cuda"
     kind = "device"
 
-    def __init__(self):
-        self._runtime = None
+    def __init__(self, target: str | None = None):
+        """target None: the device's own (sm_90a on Hopper, sm_80 on Ampere); else that target's code, which
+        must be older than the device's."""
+        self.name = f"cuda:{target}" if target else "cuda"
+        self._target, self._runtime = target, None
 
     @property
     def target(self) -> str | None:
         from .runtime import probe
-        return probe()[0]
+        return self._target or probe()[0]
 
     @property
     def device(self) -> str:
@@ -32,7 +35,12 @@ class CudaBackend(Backend):
 
     def available(self) -> str | None:
         from .runtime import probe
-        return probe()[1]
+        native, why = probe()
+        if why or self._target is None:
+            return why
+        if native == self._target:
+            return f"this device runs {native} code as the 'cuda' backend"
+        return None
 
     @property
     def runtime(self):
@@ -69,5 +77,6 @@ class CudaBackend(Backend):
 
 
 register(CudaBackend())
+register(CudaBackend("sm_80"))
 for _t in EMU_TARGETS:
     register(CudaEmu(_t))

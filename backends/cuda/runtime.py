@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tiles import dtypes, ir
+from tiles import dtypes, ir, targets
 from tiles.backend import _strides, check_args, is_cuda_array
 from tiles.dsl import TileError
 from tiles.types import GL
@@ -160,7 +160,8 @@ MAX_DYNAMIC_SHARED = 8   # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 
 def load_function(cubin: bytes, name: str, smem_bytes: int) -> int:
-    """The CUfunction `name` of a cubin, loaded into the current context (which must exist: Runtime.function)."""
+    """The CUfunction `name` of a cubin (or NUL-terminated PTX, which the driver compiles for the device), loaded
+    into the current context (which must exist: Runtime.function)."""
     lib, module, fn = driver(), ctypes.c_void_p(), ctypes.c_void_p()
     check(lib.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
     check(lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name})")
@@ -276,15 +277,15 @@ def cache_dir() -> Path:
     return d
 
 
-def cached_cubin(source: str, target: str, driver: str) -> Path:
-    """The cubin of source for target, compiled once per (source, header library, options, compiler and driver
-    versions)."""
-    opts = toolchain.options(target, "nvrtc")
+def cached_cubin(source: str, target: str, driver: str, ptx: bool = False) -> Path:
+    """The cubin (or PTX) of source for target, compiled once per (source, header library, options, compiler and
+    driver versions)."""
+    opts = toolchain.options(target, "nvrtc", ptx)
     key = hashlib.sha256(json.dumps([source, toolchain.headers_digest(), opts, toolchain.versions(),
                                      driver]).encode()).hexdigest()[:32]
-    path = cache_dir() / f"{key}.cubin"
+    path = cache_dir() / f"{key}.{'ptx' if ptx else 'cubin'}"
     if not path.is_file():
-        c = toolchain.compile(source, target)
+        c = toolchain.compile(source, target, ptx=ptx)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(c.cubin)
         tmp.replace(path)   # atomic: concurrent processes never load half a file
@@ -356,7 +357,13 @@ class Runtime:
         import cupy
         self.cupy, self.target = cupy, target
         self.driver = str(cupy.cuda.runtime.driverGetVersion())
+        cc = cupy.cuda.Device().compute_capability
+        # another target's code (sm_80 on a Hopper GPU) goes to the driver as PTX, planned within that target's
+        # shared memory, so that it is the code its own GPUs would run
+        self.ptx = target != target_of((int(cc[:-1]), int(cc[-1])))
         self.max_smem = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+        if self.ptx:
+            self.max_smem = min(self.max_smem, targets.target(target).shared_bytes)
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.functions: dict = {}   # (source, device) -> CUfunction
         self.tensor_maps: dict = {}
@@ -368,7 +375,7 @@ class Runtime:
         key = (gen.source, device)
         if key not in self.functions:
             self.cupy.cuda.runtime.free(0)   # makes the device's primary context current on this thread
-            cubin = cached_cubin(gen.source, self.target, self.driver).read_bytes()
+            cubin = cached_cubin(gen.source, self.target, self.driver, self.ptx).read_bytes()
             self.functions[key] = load_function(cubin, gen.name, gen.schedule.smem_bytes)
         return self.functions[key]
 

@@ -3,7 +3,8 @@
 Every compile runs in a child process: NVRTC 13.0 once segfaulted on a wgmma kernel (../shared/DESIGN.md),
 and a compiler crash must reach the caller as an exception, never take its process down. The result is a
 cubin plus the resource report ptxas prints (registers, shared memory, stack frame, spills) and, on demand,
-the SASS (cuobjdump, which needs nvdisasm: both ship as wheels).
+the SASS (cuobjdump, which needs nvdisasm: both ship as wheels). With `ptx=True` the result is the PTX instead,
+which the driver compiles for whatever device loads it (sm_80 code on a Hopper GPU).
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class Resources:
 class Compiled:
     target: str
     compiler: str
-    cubin: bytes
+    cubin: bytes       # the machine code; with ptx=True, the PTX text (NUL-terminated), for the driver to compile
     log: str
     resources: dict[str, Resources] = field(default_factory=dict)  # per kernel (mangled) name
 
@@ -136,30 +137,33 @@ def headers_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def options(target: str, compiler: str) -> list[str]:
+def options(target: str, compiler: str, ptx: bool = False) -> list[str]:
     if target not in TARGETS:
         raise ValueError(f"unknown CUDA target {target!r}; known: {', '.join(TARGETS)}")
     arch = target.removeprefix("sm_")
+    common = ["-std=c++17", f"-I{HEADERS}", f"-I{cuda_include()}"]
+    if ptx:   # no ptxas here: the driver runs it when the module loads
+        return [f"-arch=compute_{arch}"] + common
     # -gencode, not -arch=sm_90a: with nvcc the shorthand adds a plain sm_90 pass that rejects wgmma/setmaxnreg
     gen = [f"-gencode=arch=compute_{arch},code=sm_{arch}"] if compiler == "nvcc" else [f"-arch=sm_{arch}"]
-    return gen + ["-std=c++17", f"-I{HEADERS}", f"-I{cuda_include()}",
-                  "-Xptxas=-v" if compiler == "nvcc" else "--ptxas-options=-v"]
+    return gen + common + ["-Xptxas=-v" if compiler == "nvcc" else "--ptxas-options=-v"]
 
 
 def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple = (), name: str = "kernel.cu",
-            timeout: float = TIMEOUT_S) -> Compiled:
-    """Compile CUDA C++ to a cubin for `target` in a child process. Raises CompileError or CompilerCrash."""
+            timeout: float = TIMEOUT_S, ptx: bool = False) -> Compiled:
+    """Compile CUDA C++ to a cubin (or its PTX) for `target` in a child process. Raises CompileError or
+    CompilerCrash."""
     why = available(compiler)
     if why:
         raise CompileError(why)
-    opts = options(target, compiler) + list(extra)
+    opts = options(target, compiler, ptx) + list(extra)
     with tempfile.TemporaryDirectory(prefix="tiles-cuda-") as tmp:
-        src, out = Path(tmp) / name, Path(tmp) / "out.cubin"
+        src, out = Path(tmp) / name, Path(tmp) / "out.bin"
         src.write_text(source)
         if compiler == "nvcc":
-            cmd = ["nvcc", "-cubin", *opts, "-o", str(out), str(src)]
+            cmd = ["nvcc", "-ptx" if ptx else "-cubin", *opts, "-o", str(out), str(src)]
         else:
-            cmd = _worker_cmd() + [str(src), str(out), json.dumps(opts)]
+            cmd = _worker_cmd() + [str(src), str(out), json.dumps(opts), "ptx" if ptx else "cubin"]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -170,7 +174,8 @@ def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple =
             raise CompilerCrash(f"{compiler} crashed ({sig}) compiling {name} for {target}\n{log}")
         if p.returncode != 0 or not out.is_file():
             raise CompileError(f"{compiler} failed on {name} for {target}:\n{_source_context(log, source, name)}")
-        return Compiled(target, compiler, out.read_bytes(), log, parse_resources(log))
+        image = out.read_bytes()
+        return Compiled(target, compiler, image.rstrip(b"\0") + b"\0" if ptx else image, log, parse_resources(log))
 
 
 def _worker_cmd() -> list[str]:
@@ -231,7 +236,7 @@ def disassemble(cubin: bytes) -> str:
 
 # ---- the NVRTC worker (runs in the child) ----------------------------------------------------------------------
 
-def _nvrtc_main(src_path: str, out_path: str, opts_json: str) -> int:
+def _nvrtc_main(src_path: str, out_path: str, opts_json: str, kind: str = "cubin") -> int:
     from cuda.bindings import nvrtc
 
     src = Path(src_path).read_bytes()
@@ -244,12 +249,14 @@ def _nvrtc_main(src_path: str, out_path: str, opts_json: str) -> int:
     sys.stdout.write(log.rstrip(b"\x00 ").decode(errors="replace"))
     if rc != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         return 1
-    _, n = nvrtc.nvrtcGetCUBINSize(prog)
-    cubin = b" " * n
-    nvrtc.nvrtcGetCUBIN(prog, cubin)
-    Path(out_path).write_bytes(cubin)
+    size, get = (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if kind == "ptx" else \
+        (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
+    _, n = size(prog)
+    image = b" " * n
+    get(prog, image)
+    Path(out_path).write_bytes(image)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_nvrtc_main(*sys.argv[1:4]))
+    sys.exit(_nvrtc_main(*sys.argv[1:5]))
