@@ -26,12 +26,12 @@ LOG2E = 1.4426950408889634
 # BN kv rows per block (split over the workers), BM query rows per step of the loop.
 # Shared memory at D=128: K (and V where v_shared) BN x D, Q and dO BM x D per stage, dS^T BN x BM. Where two
 # stages do not fit (gfx942's 64 KB, apple's 32 KB) the backends lower them. BM and BN: whole MMA row
-# fragments per worker. Measured offline (resource reports, causal): no spills at D=64 on the NVIDIA and
-# AMD targets; at D=128 about 350 B on sm_80, none on sm_90a, gfx942 and gfx950 (the three f32 accumulators
-# take 3 x D floats per row; gfx942's figures in docs/backends/hip.md).
+# fragments per worker. Measured offline (resource reports): no spills at D=64 and 128, causal or not, on sm_80,
+# sm_90a, gfx942 and gfx950 (the f32 accumulators take 3 x D floats per row; sm_80 and gfx942's figures in
+# docs/backends/cuda.md and hip.md).
 CONFIGS = {
     "default": dict(BM=64, BN=64),
-    "sm_80": dict(BM=64, BN=64, v_shared=True, stages=2, workers=4),
+    "sm_80": dict(BM=32, BN=64, v_shared=True, stages=2, workers=4),   # BM 32: registers (docs/backends/cuda.md)
     # FlashAttention-3's backward at D=128: 128 kv rows over 2 consumer warpgroups, 64 query rows a step; dQ's
     # 64 rows split by columns over the two (backends/cuda: rt_cols)
     "sm_90a": dict(BM=64, BN=128, v_shared=True, stages=2, workers=2),
@@ -42,7 +42,7 @@ CONFIGS = {
 # the two row-wise kernels around it: BM query rows per block
 ROW_CONFIGS = {
     "default": dict(BM=64),
-    "sm_80": dict(BM=64, workers=4),
+    "sm_80": dict(BM=64, workers=4, max_registers=168),   # 3 blocks an SM: unbounded, ptxas spilled pre (D 64)
     "sm_90a": dict(BM=64, workers=4),
     "gfx942": dict(BM=64, workers=4),
     "gfx950": dict(BM=64, workers=4),

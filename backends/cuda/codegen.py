@@ -67,6 +67,8 @@ class _Emitter:
         self.ring_vectors = [op for op in schedules.pipelined_vectors(k) if op.dst.name in sched.vectors]
         self.barrier_pending = True    # the last line written is a barrier (or the kernel starts)
         self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
+        # mma.sync: a product only added into a global is computed where it is added, a slice at a time
+        self.fused = {add: m for add, m in schedules.sliced_adds(k.body).items() if m.dst.name in sched.sliced}
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -247,7 +249,7 @@ class _Emitter:
             if t.name in self.s.col_split:
                 self.w(f"tc::rt_cols<{ctype(t.dtype)}, {t.rows}, {t.cols}, NUM_WARPS> {t.name};"
                        f"  // too few rows for every warpgroup: each takes {t.cols * 4 // self.s.warps} of its columns")
-            elif isinstance(t, (RT, RV)):
+            elif isinstance(t, (RT, RV)) and not any(t is m.dst for m in self.fused.values()):
                 self.w(f"{tile_type(t)} {t.name};")
 
     # ---- statements -----------------------------------------------------------------------------------------
@@ -263,6 +265,7 @@ class _Emitter:
                 skip = after
             else:
                 units.append((s, False))
+        units = [(s, fresh) for s, fresh in units if not any(s is m for m in self.fused.values())]
         # Adjacent independent mma ops are issued back to back (the tensor cores run them in a row) and each is
         # waited for only where a later statement needs it: the ops in between overlap the rest of the batch.
         pending = []   # mma ops in flight, oldest first (their wgmma groups complete in order)
@@ -357,6 +360,11 @@ class _Emitter:
             t = srcs[0].name   # through its staging tile and TMA (schedules.tma_reduce)
             w(f"tc::atomic_add_tma<{self.s.reduce_buffers}>(&{self.s.reduce.map}, {t}_staging, {t}_turn, {t}, "
               f"{self.idx(op)});")
+        elif id(op) in self.fused:   # its product, computed here a slice at a time (schedules.sliced_adds)
+            m = self.fused[id(op)]
+            ta, tb = ("true" if m.attrs[x] else "false" for x in ("trans_a", "trans_b"))
+            w(f"tc::atomic_add_mma<{ta}, {tb}, NUM_WARPS>({dst.name}, {m.srcs[0].name}, {m.srcs[1].name}, "
+              f"{self.idx(op)});  // {srcs[0].name}, never whole in registers")
         elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
             w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
         elif name in ("load", "store", "atomic_add"):

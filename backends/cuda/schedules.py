@@ -77,6 +77,8 @@ class Schedule:
     reduce_src: str = ""              # the rt_cols tile it adds
     reduce_buffers: int = 0           # staging tiles it takes in turn (2 where they fit)
     max_registers: int = 0   # a thread's register cap (the launch bound asks for the blocks it lets fit); 0: none
+    sliced: tuple[str, ...] = ()   # mma.sync: register tiles only added into a global, computed where added in
+    #                               slices (sliced_adds; tc::atomic_add_mma) and never declared
 
     @property
     def warp_specialized(self) -> bool:
@@ -247,9 +249,18 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                             f"got {t.type_str()}", k.loc)
     wgmma = target == "sm_90a" and bool(k.options.get("wgmma", True))
     split = col_split(k, want // 4) if wgmma and want % 4 == 0 else []
-    rows = row_tiles(k, skip=split) or [16 * want]
-    # Each warp needs whole 16-row base tiles of every tile: use fewer warps when a tile is too short.
-    warps = next(w for w in range(want, 0, -1) if all(r % (16 * w) == 0 for r in rows))
+    # A sliced product deals its 16-row tiles to the warps, and where there are fewer, its columns as well.
+    deals = lambda t, w: (t.rows // 16) % w == 0 or (  # noqa: E731
+        w % (t.rows // 16) == 0 and t.cols % (16 * w // (t.rows // 16)) == 0)
+    sliced = [] if wgmma else [t for t in {id(m.dst): m.dst for m in sliced_adds(k.body).values()}.values()
+                               if deals(t, want)]
+    # Each warp needs whole 16-row base tiles of every other tile: use fewer warps when a tile is too short.
+    fewest = lambda most, skip: next(w for w in range(most, 0, -1)  # noqa: E731
+                                     if all(r % (16 * w) == 0 for r in row_tiles(k, skip=skip)))
+    warps = fewest(want, split + sliced)
+    if any(not deals(t, warps) for t in sliced):   # dealt out for more warps: a register tile after all
+        sliced = [t for t in sliced if deals(t, warps)]
+        warps = fewest(warps, split + sliced)
     if warps != want and split:   # the split tiles were for `want` warps: count them in again
         split = []
         warps = next(w for w in range(want, 0, -1) if all(r % (16 * w) == 0 for r in row_tiles(k)))
@@ -299,7 +310,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
                     vectors=tuple(t.name for t in vectors), reduce=reduce[0] if reduce else None,
-                    reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs)
+                    reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs,
+                    sliced=tuple(t.name for t in sliced))
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
@@ -338,3 +350,37 @@ def loops(stmts):
         if isinstance(s, ir.Loop):
             yield s
             yield from loops(s.body)
+
+
+def sliced_adds(body) -> dict:
+    """{id(atomic_add): mma} for each f32 register tile t used only in triples `zero(t); mma(t, a, b, t)` (a and b
+    in shared memory) ... `atomic_add(global, t)` later in the same statement list, with nothing in between writing
+    a or b. On mma.sync such a product then goes out from the atomic_add a slice of columns at a time
+    (tc::atomic_add_mma) and never takes its M x N floats a thread: attention backward's dQ partial on sm_80, 64
+    floats a thread at D 128 while dK and dV hold 128, with which ptxas spilled. Its rows need not split over
+    the warps as a register tile's do: where it has fewer 16-row tiles than there are warps, its columns split
+    too (plan)."""
+    triples = []   # (zero, mma, atomic_add)
+
+    def walk(stmts):
+        for i, m in enumerate(stmts):
+            if isinstance(m, ir.Loop):
+                walk(m.body)
+                continue
+            t = m.dst
+            if not (m.name == "mma" and m.srcs[2] is t and all(isinstance(x, ST) for x in m.srcs[:2]) and i > 0
+                    and isinstance(stmts[i - 1], ir.Op) and stmts[i - 1].name == "zero" and stmts[i - 1].dst is t):
+                continue
+            for j in range(i + 1, len(stmts)):
+                s = stmts[j]
+                if isinstance(s, ir.Loop) or s.dst is m.srcs[0] or s.dst is m.srcs[1]:
+                    break
+                if s.name == "atomic_add" and s.srcs[0] is t and isinstance(s.dst, GL) and s.dst.dtype.name == "f32":
+                    triples.append((stmts[i - 1], m, s))
+                    break
+    walk(body)
+    covered = {id(op) for tr in triples for op in tr}
+    every = list(ops(body))
+    whole = {id(m.dst) for _, m, _ in triples
+             if all(id(op) in covered for op in every if op.dst is m.dst or any(x is m.dst for x in op.srcs))}
+    return {id(add): m for _, m, add in triples if id(m.dst) in whole}

@@ -177,4 +177,62 @@ __device__ inline void mma_sync(rt<float, M, N, NW>& d, const AOp& a, const st<T
     }
 }
 
+// dst[idx] += a' @ b' (an f32 global that several blocks add into), the M x N product never whole in registers:
+// each warp computes its part a slice of columns at a time and adds each slice as soon as it is done. The codegen
+// takes it for a register tile that is only zeroed, written by one mma and added into a global
+// (schedules.sliced_adds), on the mma.sync path: attention backward's dQ partial on sm_80, whose 64 floats a
+// thread at D 128 on top of dK's and dV's 128 made ptxas spill. The product's 16-row tiles are dealt to the
+// warps; where there are fewer than warps (BM = 32 query rows over 4 warps), its columns split too: warp w takes
+// row tile w % (M / 16) and column group w / (M / 16). idx is in units of the M x N product, as atomic_add(gl, rt)
+// takes it; the adds are checked element by element, as that one's are on sm_80.
+template <bool A_T, bool B_T, int NW, typename AOp, typename TB, int BR, int BC>
+__device__ inline void atomic_add_mma(const gl<float>& dst, const AOp& a, const st<TB, BR, BC>& b, coord idx) {
+    constexpr int M = A_T ? AOp::cols : AOp::rows, N = B_T ? BR : BC, K = B_T ? BC : BR, TILES = M / 16;
+    constexpr int HEIGHT = TILES >= NW ? TILES / NW : 1, GROUPS = TILES >= NW ? 1 : NW / TILES, GN = N / GROUPS;
+    // A warp's part of up to 32 columns goes in one piece (16 floats a thread at 16 rows), a wider one 16 columns
+    // at a time: at D 128 (64-column parts) 32-column slices still spilled, causal, and at D 64 16-column slices
+    // did, f16 causal (4 bytes; ptxas 13.0, NVRTC and nvcc, attention backward's sm_80 configuration).
+    constexpr int NS = GN <= 32 ? GN : 16;
+    static_assert(!is_rt_t<AOp>::value && M % 16 == 0 && (TILES % NW == 0 || NW % TILES == 0) && GN % NS == 0 &&
+                  NS % 16 == 0, "atomic_add_mma: a shared A, and 16-row tiles and NS-column slices for every warp");
+    using TA = typename AOp::dtype;
+    const int w = warp_id(), l = lane_id();
+    const int m0 = TILES >= NW ? w * HEIGHT * 16 : (w % TILES) * 16, n0 = TILES >= NW ? 0 : (w / TILES) * GN;
+    const bool in_matrix = idx.b < dst.batch() && idx.d < dst.depth();
+#pragma unroll
+    for (int h = 0; h < GN / NS; ++h) {
+        pair<float> acc[HEIGHT][NS / 16][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < K / 16; ++kk) {
+            unsigned af[HEIGHT][4];
+#pragma unroll
+            for (int i = 0; i < HEIGHT; ++i) a_frag<A_T>(af[i], a, m0 + i * 16, kk * 16);
+#pragma unroll
+            for (int j = 0; j < NS / 16; ++j) {
+                unsigned bf[4];
+                b_frag<B_T>(bf, b, kk * 16, n0 + h * NS + j * 16);
+#pragma unroll
+                for (int i = 0; i < HEIGHT; ++i) {
+                    mma16816<mma_in<TA>>(acc[i][j][0], acc[i][j][1], af[i], bf[0], bf[1]);
+                    mma16816<mma_in<TA>>(acc[i][j][2], acc[i][j][3], af[i], bf[2], bf[3]);
+                }
+            }
+        }
+        // element (i, j, p) of the slice in rt's layout: rows g and g + 8, columns 2t, 2t + 1 and 2t + 8, 2t + 9
+#pragma unroll
+        for (int i = 0; i < HEIGHT; ++i)
+#pragma unroll
+            for (int j = 0; j < NS / 16; ++j)
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    const int r = idx.r * M + m0 + i * 16 + l / 4 + 8 * (p & 1);
+                    const int c = idx.c * N + n0 + h * NS + j * 16 + 2 * (l % 4) + 8 * (p >> 1);
+                    if (!in_matrix || r >= dst.rows()) continue;
+                    float* g = dst.row_ptr(idx.b, idx.d, r);
+                    if (c < dst.cols()) atomicAdd(g + c, acc[i][j][p].x);
+                    if (c + 1 < dst.cols()) atomicAdd(g + c + 1, acc[i][j][p].y);
+                }
+    }
+}
+
 }  // namespace tc

@@ -315,7 +315,14 @@ __device__ __forceinline__ bool in_place(const D& dst, const S& src) {
 template <typename D, typename S>
 __device__ inline void causal_mask(D& dst, const S& src, int row0, int col0, float fill) {
     if (in_place(dst, src) && col0 + S::cols - 1 <= row0) return;
-    map_rc(dst, src, [=](float x, int r, int c) { return col0 + c <= row0 + r ? x : fill; });
+    // col0 + c <= row0 + r where (r, c) is the lane's first element plus an offset fixed per element: one compare
+    // of that offset, an immediate, with the lane's margin (else ptxas keeps an index per element in registers)
+    const int margin = row0 + S::row_of(0, 0) - col0 - S::col_of(0, 0);
+    S::each([&](int i, int j, int p) {
+        const int off = (j * 16 + 8 * (p >> 1)) - (i * 16 + 8 * (p & 1));
+        dst.d[i][j][p] = make_pair<typename D::dtype>(off <= margin ? to_float(src.d[i][j][p].x) : fill,
+                                                      off + 1 <= margin ? to_float(src.d[i][j][p].y) : fill);
+    });
 }
 // Keep (i, j) where i < rows and j < cols, else fill.
 template <typename D, typename S>
