@@ -157,3 +157,37 @@ def test_gemm_configurations(m, n, k, trans_b, dtype, config):
     c = poisoned((m, n), "f32")
     gemm(c, a, b, backend="cuda-emu:sm_80", trans_b=trans_b, BM=bm, BN=bn, BK=bk, workers=warps, stages=stages)
     assert_close(c, a.astype(np.float64) @ (b.astype(np.float64).T if trans_b else b.astype(np.float64)), "f32")
+
+
+def test_deleted_barrier_before_a_collective_read_breaks_the_result():
+    """Attention backward on sm_80: every warp stores its rows of dS^T, a barrier, then tc::atomic_add_mma reads
+    all of dS^T through ldmatrix (a warp collective), after the dV and dK mma (more collectives). Without the barrier
+    a warp that runs ahead reads rows a lagging warp has not written: the engine lets one wave lag a round while the
+    others go on past their collectives in it (simt.h), so for most seeds dQ comes out wrong (before that engine
+    change, for none of them). The unedited text gives the same dQ for every seed; attention backward's own tests
+    check it against float64."""
+    from tiles.kernels import attention_bwd as ab
+    rng = np.random.default_rng(0)
+    q, k, v, do = (random_array((1, 1, 64, 64), "bf16", rng) for _ in range(4))
+    lse = (np.log(64) + rng.random((1, 1, 64))).astype(np.float32)
+    delta = rng.standard_normal((1, 1, 64)).astype(np.float32)
+    args = lambda: [poisoned(k.shape, "bf16"), poisoned(v.shape, "bf16"), np.zeros((1, 1, 64, 64), np.float32),  # noqa: E731
+                    q, k, v, do, lse, delta, 0.125]
+    good = args()
+    kernel = ab.attention_bwd.trace(good, "sm_80", D=64, causal=False)
+    lines = emu.generated(kernel).source.splitlines()
+    add = next(i for i, line in enumerate(lines) if "tc::atomic_add_mma" in line)
+    sync = max(i for i in range(add) if lines[i].strip() == "tc::sync();")
+    assert any(lines[i].strip().startswith("tc::store(ds_s, ") for i in range(sync - 3, sync))
+    emu.run_emu(kernel, good)
+    assert np.isfinite(good[2]).all() and np.abs(good[2]).max() > 0
+    broken_text = "\n".join(lines[:sync] + lines[sync + 1:]) + "\n"
+    wrong = 0
+    for seed in range(1, 5):
+        same = args()
+        emu.run_emu(kernel, same, seed=seed)
+        assert np.array_equal(same[2], good[2])   # the order of the lanes alone changes nothing
+        broken = args()
+        emu.run_emu(kernel, broken, source=broken_text, seed=seed)
+        wrong += not np.array_equal(broken[2], good[2])
+    assert wrong >= 2, f"the missing barrier changed dQ for {wrong} of 4 seeds"

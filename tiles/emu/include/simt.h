@@ -348,10 +348,22 @@ struct Runner {
                 order[i - 1] = order[j];
                 order[j] = t;
             }
+            // One wave lags this round (none in one round of three): its lanes wait for the next unless no other
+            // lane can run. With the mid-round releases below, the other waves may then run far ahead of it, as a
+            // descheduled warp lets them on the hardware, and read what it has not written yet.
+            const unsigned lag = splitmix(rng) % 3 ? unsigned(splitmix(rng) % nwaves) : nwaves;
+            bool others = false;
+            for (unsigned i = 0; i < n && !others; i++) others = lanes[order[i]].wave != lag;
             for (unsigned i = 0; i < n; i++) {
+                if (others && lanes[order[i]].wave == lag) {
+                    ready[nready++] = order[i];
+                    continue;
+                }
                 cur = &lanes[order[i]];
                 ctx_switch(main, cur->ctx);
                 if (error[0]) fail("block %s %s", Fmt3(block).s, error);
+                Wave& w = waves[cur->wave];
+                if (w.arrived > 0 && w.arrived == w.live) n = release_now(w, order, i, n);
             }
             cur = nullptr;
             for (unsigned w = 0; w < nwaves; w++)
@@ -366,6 +378,28 @@ struct Runner {
                 at_barrier = 0;
             }
         }
+    }
+
+    // A wave whose collective completes mid-round goes on in this round, each lane at a random place among
+    // the lanes yet to run (order[i+1..n)), not after all of them: a lane that reads, through the collective,
+    // what other waves write before their next synchronization point with no barrier between (ldmatrix after
+    // another warp's plain stores) then reads stale data for most orders, as on the hardware. Returns the new n.
+    unsigned release_now(Wave& w, unsigned* order, unsigned& i, unsigned n) {
+        const unsigned before = nready;
+        complete(w);   // appends the released lanes to ready[before..nready)
+        for (unsigned k = before; k < nready; k++) {
+            if (n == nlanes) {   // the run part order[0..i] is spent: reuse it (the rest are distinct ready lanes)
+                std::memmove(order, order + i + 1, (n - i - 1) * sizeof(unsigned));
+                n -= i + 1;
+                i = unsigned(-1);   // the caller's ++i makes it 0
+            }
+            const unsigned j = i + 1 + unsigned(splitmix(rng) % (n - i));   // a place in [i+1, n]
+            order[n] = order[j];
+            order[j] = ready[k];
+            n++;
+        }
+        nready = before;
+        return n;
     }
 
     void complete(Wave& w) {
