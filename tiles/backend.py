@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import shutil
 
 import numpy as np
 
@@ -53,6 +55,21 @@ class Backend:
 
     def __repr__(self):
         return f"<backend {self.name}>"
+
+
+class Emulator(Backend):
+    """A vendor's generated source compiled for the host and run on the CPU engine (tiles/emu); subclasses give
+    the language and run()."""
+    kind = "emulator"
+    language = ""   # the generated code it runs: "CUDA", "HIP", "MSL"
+
+    def __init__(self, name: str, target: str):
+        self.name, self.target = name, target
+        self.device = f"CPU executing the generated {self.language} for {target} (lanes as fibers)"
+
+    def available(self) -> str | None:
+        cxx = os.environ.get("CXX") or "g++"
+        return None if shutil.which(cxx) else f"no host C++ compiler ({cxx}) to build the emulated {self.language}"
 
 
 _REGISTRY: dict[str, Backend] = {}

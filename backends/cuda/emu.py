@@ -4,9 +4,6 @@ lane maps of tiles/targets.py, ldmatrix through the warp, cp.async as a plain co
 the warp-specialized schedule) is not emulated."""
 from __future__ import annotations
 
-import os
-import shutil
-
 from tiles import backend, interp, ir, targets
 from tiles.types import GL
 
@@ -67,17 +64,11 @@ def run_emu(k: ir.Kernel, args, *, source: str | None = None, seed: int | None =
                 shared_bytes=g.schedule.smem_bytes, seed=seed)
 
 
-class CudaEmu(backend.Backend):
-    kind = "emulator"
+class CudaEmu(backend.Emulator):
+    language = "CUDA"
 
     def __init__(self, target: str):
-        self.target = target
-        self.name = f"cuda-emu:{target}"
-        self.device = f"CPU executing the generated CUDA for {target} (lanes as fibers)"
-
-    def available(self):
-        cxx = os.environ.get("CXX") or "g++"
-        return None if shutil.which(cxx) else f"no host C++ compiler ({cxx}) to build the emulated CUDA"
+        super().__init__(f"cuda-emu:{target}", target)
 
     def run(self, k: ir.Kernel, args) -> None:
         run_emu(k, args, target=self.target)

@@ -46,16 +46,11 @@ def _pack(g, args) -> list:
     return host
 
 
-class HipEmu(backend.Backend):
-    kind = "emulator"
+class HipEmu(backend.Emulator):
+    language = "HIP"
 
     def __init__(self, target: str):
-        self.target = target
-        self.name = f"hip-emu:{target}"
-        self.device = f"CPU executing the generated HIP for {target} (lanes as fibers)"
-
-    def available(self):
-        return None
+        super().__init__(f"hip-emu:{target}", target)
 
     def run(self, k: ir.Kernel, args) -> None:
         run_emu(launch.generated(k, self.target), args)

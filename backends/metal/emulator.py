@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import weakref
 from pathlib import Path
 
 import numpy as np
 
 from tiles import interp, ir
-from tiles.backend import Backend
+from tiles.backend import Emulator
 
 from . import codegen
 
@@ -49,20 +48,14 @@ def _compile(source: str, name: str, params: list, defines: dict | None = None):
                           atoms=("apple",), flags=("-O1",), defines=defines)
 
 
-class MetalEmu(Backend):
-    name = "metal-emu"
-    target = "apple"
-    kind = "emulator"
-    device = "CPU: generated MSL on tiles.emu (simdgroups of 32 lanes as fibers)"
+class MetalEmu(Emulator):
+    language = "MSL"
 
     def __init__(self):
+        super().__init__("metal-emu", "apple")
         # Lanes interleave in an order drawn from the seed; every launch takes the next one, so repeated runs
         # explore different interleavings. TILES_EMU_SEED fixes where the sequence starts.
         self._seeds = itertools.count(int(os.environ.get("TILES_EMU_SEED", "0")))
-
-    def available(self):
-        cxx = os.environ.get("CXX") or "g++"
-        return None if shutil.which(cxx) else f"no host C++ compiler ({cxx}) to build the emulated MSL"
 
     def run(self, k: ir.Kernel, args) -> None:
         self.run_source(generated(k), args)
