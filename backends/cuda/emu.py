@@ -49,10 +49,6 @@ def compile_source(source: str, kernel: str, params: list, target: str = "sm_80"
                    flags=("-O1", "-fno-strict-aliasing"))
 
 
-def compile_emu(k: ir.Kernel, g: codegen.Generated, source: str | None = None):
-    return compile_source(source or g.source, g.name, params(k), g.schedule.target)
-
-
 def run_emu(k: ir.Kernel, args, *, source: str | None = None, seed: int | None = None, target: str = "sm_80") -> None:
     """Launch the generated kernel (or an edited `source` of it) on the CPU over host arrays, in place."""
     from tiles.emu.runner import launch_host
@@ -60,7 +56,7 @@ def run_emu(k: ir.Kernel, args, *, source: str | None = None, seed: int | None =
     grid = tuple(int(ir.evaluate(e, interp.bind(k, args))) for e in k.grid)
     if min(grid, default=1) < 1:
         return
-    launch_host(compile_emu(k, g, source), grid, g.schedule.threads, args, lambda host: pack(k, host, lambda a: a),
+    launch_host(compile_source(source or g.source, g.name, params(k), target), grid, g.schedule.threads, args, lambda host: pack(k, host, lambda a: a),
                 shared_bytes=g.schedule.smem_bytes, seed=seed)
 
 

@@ -7,8 +7,6 @@ import os
 import weakref
 from pathlib import Path
 
-import numpy as np
-
 from tiles import interp, ir
 from tiles.backend import Emulator
 
@@ -68,15 +66,11 @@ class MetalEmu(Emulator):
 
     def run_source(self, mk: codegen.MetalKernel, args, *, seed: int | None = None, defines=None) -> None:
         """Run generated MSL (possibly edited, as the tests do) with the launch interface of mk."""
-        k = mk.kernel
-        module = compile_host(mk, defines)
-        env = interp.bind(k, args)
-        # The engine takes contiguous arrays; a strided view runs on a copy that is written back afterwards.
-        host = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
-        arrays, ints, floats = mk.pack(host, env)
-        buffers = [*arrays, ints] + ([floats] if mk.float_args else [])
-        seed = next(self._seeds) if seed is None else seed
-        module.launch(mk.grid(env), mk.threads, buffers, shared_bytes=mk.smem_bytes, seed=seed)
-        for a, h in zip(args, host):
-            if isinstance(a, np.ndarray) and h is not a:
-                a[...] = h
+        from tiles.emu.runner import launch_host
+        env = interp.bind(mk.kernel, args)
+
+        def buffers(host):
+            arrays, ints, floats = mk.pack(host, env)
+            return [*arrays, ints] + ([floats] if mk.float_args else [])
+        launch_host(compile_host(mk, defines), mk.grid(env), mk.threads, args, buffers, shared_bytes=mk.smem_bytes,
+                    seed=next(self._seeds) if seed is None else seed)
