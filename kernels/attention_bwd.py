@@ -24,19 +24,21 @@ import tiles as tl
 LOG2E = 1.4426950408889634
 
 # BN kv rows per block (split over the workers), BM query rows per step of the loop.
-# Shared memory at D=128: K (and V where v_shared) BN x D, Q and dO BM x D per stage, dS^T BN x BM. Where two
-# stages do not fit (gfx942's 64 KB, apple's 32 KB) the backends lower them. BM and BN: whole MMA row
-# fragments per worker. Measured offline (resource reports): no spills at D=64 and 128, causal or not, on sm_80,
-# sm_90a, gfx942 and gfx950 (the f32 accumulators take 3 x D floats per row; sm_80 and gfx942's figures in
+# Shared memory at D=128: K (and V, from head dim v_shared_from on) BN x D, Q and dO BM x D per stage, dS^T
+# BN x BM. Where two stages do not fit (gfx942's 64 KB, apple's 32 KB) the backends lower them. BM and BN: whole
+# MMA row fragments per worker. Measured offline (resource reports): no spills at D=64 and 128, causal or not, on
+# sm_80, sm_90a, gfx942 and gfx950 (the f32 accumulators take 3 x D floats per row; sm_80 and gfx942's figures in
 # docs/backends/cuda.md and hip.md).
 CONFIGS = {
     "default": dict(BM=64, BN=64),
-    "sm_80": dict(BM=32, BN=64, v_shared=True, stages=2, workers=4),   # BM 32: registers (docs/backends/cuda.md)
+    "sm_80": dict(BM=32, BN=64, v_shared_from=0, stages=2, workers=4),   # BM 32: registers (docs/backends/cuda.md)
     # FlashAttention-3's backward at D=128: 128 kv rows over 2 consumer warpgroups, 64 query rows a step; dQ's
-    # 64 rows split by columns over the two (backends/cuda: rt_cols)
-    "sm_90a": dict(BM=64, BN=128, v_shared=True, stages=2, workers=2),
+    # 64 rows split by columns over the two (backends/cuda: rt_cols). V in registers at D=64: its reads from shared
+    # memory compete with the wgmma's operands for the busiest unit (H200, 2026-11-30: 0.82x -> 0.86x cuDNN); at
+    # D=128 they spill (0.73x)
+    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
-    "gfx950": dict(BM=64, BN=64, v_shared=True, workers=4, schedule="interleave"),
+    "gfx950": dict(BM=64, BN=64, v_shared_from=0, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),
 }
 # the two row-wise kernels around it: BM query rows per block
@@ -70,7 +72,7 @@ def attention_bwd_pre(Delta, DQacc, O, dO, *, D, BM):
 
 
 @tl.kernel(configs=CONFIGS)
-def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared=False, causal=False):
+def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared_from=None, causal=False):
     bn, hk, b = tl.grid(tl.cdiv(K.rows, BN), K.depth, K.batch)
     for a in (Q, K, V, dO, DQacc, dK, dV):
         tl.check_eq(a.cols, D)
@@ -85,8 +87,9 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
     group = Q.depth // K.depth
 
     k = tl.shared(K.dtype, BN, D, name="k")          # A of S^T, and B of dQ: in shared
-    # V is only ever the A operand: in registers where shared memory is short (gfx942, apple), in shared
-    # where registers are (NVIDIA, gfx950)
+    # V is only ever the A operand: in registers where shared memory is short (gfx942, apple), in shared from
+    # head dim v_shared_from on where registers are (NVIDIA, gfx950)
+    v_shared = v_shared_from is not None and D >= v_shared_from
     v = (tl.shared if v_shared else tl.regs)(V.dtype, BN, D, name="v")
     q = tl.shared(Q.dtype, BM, D, name="q")
     do = tl.shared(dO.dtype, BM, D, name="dout")
