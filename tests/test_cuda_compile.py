@@ -31,7 +31,7 @@ def _compiled(source: str, target: str) -> toolchain.Compiled:
 
 def build(kfn, args, target, **consts):
     k = kfn.trace(args, target, **consts)
-    gen = codegen.generate(k, schedules.plan(k, target, targets.target(target).shared_bytes))
+    gen = codegen.generate_for(k, target)
     return gen, _compiled(gen.source, target)
 
 

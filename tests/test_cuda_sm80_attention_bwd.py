@@ -27,7 +27,7 @@ def build(kernel: str, d: int, dtype: str, compiler: str, causal: bool = False):
         "dq": (ab.attention_bwd_dq, [x, f(1, 4, 128, d)], {}),
     }[kernel]
     k = kfn.trace(args, "sm_80", D=d, **consts)
-    gen = codegen.generate(k, schedules.plan(k, "sm_80", targets.target("sm_80").shared_bytes))
+    gen = codegen.generate_for(k, "sm_80")
     return gen, toolchain.compile(gen.source, "sm_80", compiler=compiler).resources[gen.name]
 
 

@@ -136,8 +136,7 @@ def static(kfn, args, target: str, **consts) -> Static:
 
 
 def _cuda_generate(k, target):
-    codegen, schedules = _vendor_module(target, "codegen"), _vendor_module(target, "schedules")
-    return codegen.generate(k, schedules.plan(k, target, targets.target(target).shared_bytes))
+    return _vendor_module(target, "codegen").generate_for(k, target)
 
 
 def _cuda_compile(k, target):

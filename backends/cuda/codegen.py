@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from tiles import cgen, dtypes, ir
+from tiles import cgen, dtypes, ir, targets
 from tiles.dsl import TileError
 from tiles.types import GL, RT, RV, ST, SV
 
@@ -56,6 +56,12 @@ def tile_type(t) -> str:
 
 def generate(k: ir.Kernel, sched: Schedule) -> Generated:
     return Generated(k.name, _Emitter(k, sched).emit(), sched)
+
+
+def generate_for(k: ir.Kernel, target: str) -> Generated:
+    """k's source for the target's own GPUs, planned within their shared memory (what the static reports, the CPU
+    engine and `cuda:sm_80` take; the device runtime plans within the device's own)."""
+    return generate(k, schedules.plan(k, target, targets.target(target).shared_bytes))
 
 
 class _Emitter:

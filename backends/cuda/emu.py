@@ -4,10 +4,10 @@ lane maps of tiles/targets.py, ldmatrix through the warp, cp.async as a plain co
 the warp-specialized schedule) is not emulated."""
 from __future__ import annotations
 
-from tiles import backend, interp, ir, targets
+from tiles import backend, interp, ir
 from tiles.types import GL
 
-from . import codegen, schedules
+from . import codegen
 from .runtime import pack
 from .toolchain import HEADERS
 
@@ -19,7 +19,7 @@ def generated(k: ir.Kernel, target: str = "sm_80") -> codegen.Generated:
     """The CUDA source the GPU backend would compile for k on a device with the target's shared memory."""
     key = (id(k), target)
     if key not in _cache or _cache[key][0] is not k:
-        _cache[key] = (k, codegen.generate(k, schedules.plan(k, target, targets.target(target).shared_bytes)))
+        _cache[key] = (k, codegen.generate_for(k, target))
     return _cache[key][1]
 
 
@@ -56,8 +56,8 @@ def run_emu(k: ir.Kernel, args, *, source: str | None = None, seed: int | None =
     grid = tuple(int(ir.evaluate(e, interp.bind(k, args))) for e in k.grid)
     if min(grid, default=1) < 1:
         return
-    launch_host(compile_source(source or g.source, g.name, params(k), target), grid, g.schedule.threads, args, lambda host: pack(k, host, lambda a: a),
-                shared_bytes=g.schedule.smem_bytes, seed=seed)
+    launch_host(compile_source(source or g.source, g.name, params(k), target), grid, g.schedule.threads, args,
+                lambda host: pack(k, host, lambda a: a), shared_bytes=g.schedule.smem_bytes, seed=seed)
 
 
 class CudaEmu(backend.Emulator):

@@ -261,9 +261,9 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     if any(not deals(t, warps) for t in sliced):   # dealt out for more warps: a register tile after all
         sliced = [t for t in sliced if deals(t, warps)]
         warps = fewest(warps, split + sliced)
-    if warps != want and split:   # the split tiles were for `want` warps: count them in again
+    if warps != want and split:   # the split tiles were for `want` warps: count them in again (wgmma: none sliced)
         split = []
-        warps = next(w for w in range(want, 0, -1) if all(r % (16 * w) == 0 for r in row_tiles(k)))
+        warps = fewest(want, [])
     stage_counts = [lp.stages for lp in loops(k.body) if lp.kind == "pipeline" and lp.stages]
     stages = max(stage_counts or [k.options.get("stages", DEFAULT_STAGES)])
     piped = pipelined_tiles(k)
