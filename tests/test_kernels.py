@@ -1,9 +1,11 @@
 """The shipped GEMM and attention forward, property-tested on every backend against float64."""
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles.kernels.attention import attention, reference
 from tiles.kernels.gemm import matmul
+from tiles.dsl import TileError
 from tiles.testing import assert_close, random_array
 
 
@@ -36,3 +38,22 @@ def test_attention_forward(backend, batch, kv_heads, group, n, d, causal, dtype)
     ref_o, ref_lse = reference(q, k, v, causal=causal)
     assert_close(o, ref_o, dtype, what="O")
     assert_close(lse, ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+@settings(max_examples=4)
+@given(m=st.integers(1, 80), n=st.integers(1, 140), k=st.integers(1, 300), split=st.sampled_from([1, 2, 4]),
+       dtype=st.sampled_from(["bf16", "f16"]), trans_b=st.booleans())
+def test_gemm_accumulate_split_k(backend, m, n, k, split, dtype, trans_b):
+    """C += A @ B into an f32 C, its K loop split over `split` blocks per tile (atomic_add of the partials)."""
+    a = random_array((m, k), dtype)
+    b = random_array((n, k) if trans_b else (k, n), dtype)
+    c0 = random_array((m, n), "f32")
+    c = matmul(a, b, out=c0.copy(), trans_b=trans_b, backend=backend, SPLIT=split, BK=32)
+    assert_close(c, up(c0) + up(a) @ (up(b).T if trans_b else up(b)), "f32")
+
+
+def test_gemm_split_needs_accumulate():
+    with pytest.raises(TileError, match="only with accumulate=True"):
+        matmul(random_array((8, 8), "bf16"), random_array((8, 8), "bf16"), SPLIT=2)
+    with pytest.raises(TileError, match="needs an f32 C"):
+        matmul(random_array((8, 8), "bf16"), random_array((8, 8), "bf16"), out=random_array((8, 8), "bf16"))

@@ -13,7 +13,7 @@ import shutil
 
 import numpy as np
 
-from . import dtypes, interp, ir
+from . import dtypes, interp, ir, tune
 from .dsl import TileError
 from .types import GL
 
@@ -36,6 +36,7 @@ class Backend:
         return np.asarray(a)
 
     def launch(self, kfn, args, **overrides):
+        overrides = tune.resolve(kfn, self, args, overrides)   # the tuned configuration, where one is cached
         k = kfn.trace(args, self.target, **overrides)
         check_args(k, args)
         self.run(k, args)

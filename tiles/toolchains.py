@@ -44,6 +44,8 @@ class Static:
     #                              AMD: the loop with the most, as the HIP toolchain reports it)
     code_bytes: int | None = None
     note: str = ""
+    spill_bytes: int | None = None      # the same as numbers, for tiles.tune's pruning (None: not reported)
+    blocks_per_unit: int | None = None  # theoretical resident blocks per SM / CU
 
     def summary(self) -> str:
         smem = "?" if self.shared_bytes is None else f"{self.shared_bytes / 1024:.1f} KB"
@@ -157,7 +159,7 @@ def _cuda_static(k, target) -> Static:
     else:
         st = Static(target, c.compiler, gen.schedule.threads, str(res.registers),
                     gen.schedule.smem_bytes + res.shared_static,
-                    f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0")
+                    f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0", spill_bytes=res.spills)
         _occupancy(st, target, gen.schedule.warps, res.registers)
     try:
         sass = c.sass()
@@ -176,6 +178,7 @@ def _occupancy(st: Static, target: str, warps: int, regs: int) -> None:
     blocks = min(lim["regs"] // (per_warp * warps), lim["warps"] // warps, lim["blocks"],
                  lim["smem"] // (st.shared_bytes + 1024))   # the runtime reserves 1 KB per block
     st.occupancy = f"{blocks} blk/SM ({blocks * warps}/{lim['warps']} warps)"
+    st.blocks_per_unit = blocks
 
 
 def _hip_compile(k, target):
@@ -192,7 +195,9 @@ def _hip_static(k, target) -> Static:
                   f"{rep.spills}, scratch {rep.scratch} B" if rep.spills or rep.scratch else "0",
                   f"{rep.waves_per_simd}/8 waves/SIMD",
                   ", ".join(f"{n} x{c}" for n, c in rep.loop_mfma.items()) or "none in a loop",
-                  int(code.group(1)) if code else None)
+                  int(code.group(1)) if code else None, spill_bytes=4 * rep.spills + rep.scratch,
+                  # a block's waves spread over the CU's 4 SIMDs
+                  blocks_per_unit=rep.waves_per_simd // -(-rep.threads // 256))
 
 
 def _metal_static(k, target) -> Static:

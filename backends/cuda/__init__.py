@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tiles import ir
+from tiles import ir, tune
 from tiles.backend import Backend, register
 
 from .emu import TARGETS as EMU_TARGETS, CudaEmu
@@ -73,7 +73,7 @@ class CudaBackend(Backend):
         if any(isinstance(a, np.ndarray) for a in args):
             # host arrays (a kernel's numpy wrapper): run on device copies, then write every array back
             return self.call(kfn, *args, **overrides)
-        return self.runtime.launch(kfn, args, overrides)
+        return self.runtime.launch(kfn, args, tune.resolve(kfn, self, args, overrides))
 
 
 register(CudaBackend())
