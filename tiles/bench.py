@@ -212,7 +212,9 @@ class Workload:
     def runs(self, s: dict, args: list) -> list[tuple]:
         """launches(), with the main kernel's constants and options overridden by s["set"] (`tiles compare
         --set`): a configuration other than the kernel's own, timed and checked like it."""
-        main, extra = self.kernel(s), s.get("set") or {}
+        # the main kernel runs its configured default unless told otherwise: not the tune cache's winner, which
+        # compare times in a row of its own (tiles.tune)
+        main, extra = self.kernel(s), {"tune": False, **(s.get("set") or {})}
         return [(k, a, {**c, **extra} if k is main else c) for k, a, c in self.launches(s, args)]
 
     def main(self, s: dict, args: list) -> tuple:
@@ -263,8 +265,8 @@ class Workload:
 class Gemm(Workload):
     name = "gemm"
     fields = ("M", "N", "K")
-    flags = ("bt",)
-    syntax = "MxNxK[,bt][,bf16|f16]  (bt: B given as N x K)"
+    flags = ("bt", "acc")
+    syntax = "MxNxK[,bt][,acc][,bf16|f16]  (bt: B given as N x K; acc: C (f32, from 0) += A @ B, which may split K)"
     pattern = r"(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)(?:,(?P<flags>[\w,]+))?"
     default_shapes = ("4096x4096x4096", "8192x8192x8192")
     small_shapes = ("200x136x72", "96x80x40,bt")
@@ -276,11 +278,13 @@ class Gemm(Workload):
     def inputs(self, s, rng):
         m, n, k, dt = s["M"], s["N"], s["K"], s["dtype"]
         b = random_array((n, k) if s.get("bt") else (k, n), dt, rng)
-        return [poisoned((m, n), dt), random_array((m, k), dt, rng), b]
+        # acc: C accumulates from 0 (an output left unwritten stays 0 and fails the check)
+        c = np.zeros((m, n), np.float32) if s.get("acc") else poisoned((m, n), dt)
+        return [c, random_array((m, k), dt, rng), b]
 
     def outputs(self, s):
         # the product is exact in f32; the one rounding that matters is the store to the output dtype
-        return [Output("C", 0, s["dtype"], 0)]
+        return [Output("C", 0, "f32" if s.get("acc") else s["dtype"], 0)]
 
     def reference(self, s, args, rows=None):
         a, b = (x.astype(np.float64) for x in (args[1] if rows is None else args[1][rows], args[2]))
@@ -290,7 +294,7 @@ class Gemm(Workload):
         return s["M"]
 
     def consts(self, s):
-        return {"trans_b": bool(s.get("bt"))}
+        return {"trans_b": bool(s.get("bt")), **({"accumulate": True} if s.get("acc") else {})}
 
     def flops(self, s):
         from .kernels.gemm import flops

@@ -84,11 +84,11 @@ class Shaped:
     """An argument as the static steps see it: a shape and a dtype, no memory (tracing reads only those)."""
 
     def __init__(self, shape, dtype):
-        self.shape, self.dtype = tuple(int(n) for n in shape), dtypes.of(dtype).np
+        self.shape, self.dtype = tuple(int(n) for n in shape), np.dtype(dtypes.of(dtype).np)
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape)) * np.dtype(self.dtype).itemsize
+        return int(np.prod(self.shape)) * self.dtype.itemsize
 
     def __repr__(self):
         return f"Shaped({self.shape}, {dtypes.of(self.dtype)})"
@@ -156,12 +156,27 @@ def _host_compiler() -> str:
     return f"{cxx} {p.stdout.strip()}"
 
 
+_DTYPE_NAMES: dict = {}   # an array's dtype object (numpy, torch, ...) -> the tiles name
+
+
 def _dtypes(args) -> tuple:
-    return tuple(dtypes.of(a).name if hasattr(a, "shape") else type(a).__name__ for a in args)
+    out = []
+    for a in args:
+        d = getattr(a, "dtype", None)
+        if d is None:
+            out.append(type(a).__name__)
+            continue
+        name = _DTYPE_NAMES.get(d)
+        if name is None:
+            name = _DTYPE_NAMES[d] = dtypes.of(a).name
+        out.append(name)
+    return tuple(out)
 
 
 def _fixed(space: Space, kfn, target, overrides: dict) -> tuple:
     """The caller's keywords that differ from the configuration: a part of the key (B transposed or not)."""
+    if not overrides:
+        return ()
     base = space.base(kfn, target)
     return tuple(sorted((k, repr(v)) for k, v in overrides.items() if k not in base or base[k] != v))
 
@@ -248,13 +263,14 @@ def judge(raw, kfn=None) -> tuple[Entry | None, str]:
     return e, "ok"
 
 
-_MEMORY: dict = {}   # cache file -> {key: config} of the valid entries: launches read this, not the disk
+_MEMORY: dict = {}   # (kernel, $TILES_CACHE) -> {key: config} of the valid entries: launches read this, not the disk
 
 
 def entries(kfn) -> dict:
-    path = cache_dir() / f"{kfn.__name__}.json"
-    mem = _MEMORY.get(path)
+    """{key: config} of the kernel's valid entries, read from disk once per process and cache folder."""
+    mem = _MEMORY.get((kfn, os.environ.get("TILES_CACHE")))
     if mem is None:
+        path = cache_dir() / f"{kfn.__name__}.json"
         mem = {}
         raw, why = read_file(path)
         if why:
@@ -263,7 +279,7 @@ def entries(kfn) -> dict:
             e, verdict = judge(r, kfn)
             if e is not None and e.kernel == kfn.__name__:
                 mem[e.key()] = e.config
-        _MEMORY[path] = mem
+        _MEMORY[kfn, os.environ.get("TILES_CACHE")] = mem
     return mem
 
 
@@ -281,7 +297,7 @@ def store(kfn, entry: Entry) -> Path:
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"entries": keep}, indent=1))
     tmp.replace(path)   # atomic: a concurrent reader sees the old file or the new one
-    _MEMORY.pop(path, None)
+    _MEMORY.pop((kfn, os.environ.get("TILES_CACHE")), None)
     return path
 
 
@@ -376,13 +392,19 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
     from . import toolchains as tc
     from .dsl import TileError
     shaped = shapes_of(args)
-    live = []
+    live, sources = [], {}
     for c in cands:
         try:
             kfn.trace(shaped, target, **{**fixed, **c.config})
-            live.append(c)
+            source = tc.emit(kfn, shaped, target, "source", **{**fixed, **c.config})
         except (TileError, TypeError, ValueError) as e:
             c.dropped = f"does not verify: {_first_line(e)}"
+            continue
+        if source in sources:   # the backend made the same program of it (a worker count it cannot use)
+            c.dropped = f"the same code as {sources[source].label()}"
+            continue
+        sources[source] = c
+        live.append(c)
     jobs = jobs or max(1, os.cpu_count() or 1)
 
     def compile_one(c):
@@ -697,19 +719,6 @@ def _listed(x):
     return [_listed(v) for v in x] if isinstance(x, (list, tuple)) else x
 
 
-def static_choice(kfn, target: str, args, fixed: dict, *, device=None, min_blocks: int = 1, progress=None,
-                  launches: int = 1, shape: str = "") -> Result:
-    """No device: prune with the toolchain and take the model's first choice. Nothing is timed or stored."""
-    cands = candidates(kfn, target, args, fixed)
-    prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, progress=progress)
-    ranked = rank(kfn, target, args, cands, fixed, device, launches)
-    if not ranked:
-        raise RuntimeError(f"tuning {kfn.__name__} for {target}: every candidate was pruned: " +
-                           "; ".join(f"{c.label()}: {c.dropped}" for c in cands)[:2000])
-    dev = model_device(target, device)
-    return Result(kfn.__name__, target, shape, False, cands, ranked[0], ranked[0], f"{dev.name} (model)")
-
-
 def summary() -> list[tuple[str, int, int, int, str]]:
     """(kernel, valid, stale, corrupt, path) per cache file, for `tiles cache info`. Whether an entry is stale
     needs its kernel: the shipped kernels are found by name, other files' entries count as valid if well-formed."""
@@ -741,3 +750,120 @@ def _shipped_kernels() -> dict:
         out.update({v.__name__: v for v in vars(mod).values() if isinstance(v, KernelFn) and v.tune is not None})
     return out
 
+
+
+# ---------------------------------------------------------------- a shipped kernel at a shape (`tiles tune`)
+
+def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int = 8, device: str | None = None,
+                  min_blocks: int = 1, seed: int | None = None, budget_s: float = 0.2, progress=None,
+                  save: bool = True) -> Result:
+    """Tune a workload's main kernel (tiles.bench) at one shape: on backend b (timed as `tiles compare` times,
+    each candidate checked once against the float64 reference first), or, with b None, for target by the
+    static model alone. `progress(n)` is told how many steps there are, then called once per step."""
+    from . import bench
+    s = w.parse(text)
+    kfn = w.kernel(s)
+    if kfn.tune is None:
+        raise ValueError(f"{kfn.__name__} declares no search space (@tl.kernel(tune=...))")
+    target = b.target if b is not None else target
+    why = w.supports(target)
+    if why:
+        raise ValueError(f"{w.name} {text}: {why}")
+    rng = np.random.default_rng(seed)
+    host = w.inputs(s, rng)
+    _, args, fixed = w.main(s, host)
+    fixed = {k: v for k, v in fixed.items() if k != "tune"}
+    launches = len(w.launches(s, host))
+    cands = candidates(kfn, target, args, fixed)
+    if target is None:   # the reference: nothing to compile or model
+        ranked = list(cands)
+    else:
+        tick = progress(len(cands)) if progress else None
+        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, progress=tick)
+        ranked = rank(kfn, target, args, cands, fixed, model_device(target, device) if b is None or device else
+                      _device_of(b, target), launches)
+    if b is None:
+        if not ranked:
+            raise RuntimeError(f"tuning {kfn.__name__} for {target}: every candidate was pruned: " +
+                               "; ".join(f"{c.label()}: {c.dropped}" for c in cands)[:2000])
+        dev = model_device(target, device)
+        return Result(kfn.__name__, target, text, False, cands, ranked[0], ranked[0], f"{dev.name} (model)")
+    chosen = _to_time(ranked, cands, top)
+    tick = progress(len(chosen)) if progress else None
+    precompile(b, kfn, args, fixed, chosen)
+    n_sets = bench.input_sets(sum(a.nbytes for a in host if isinstance(a, np.ndarray)))
+    sets = [[b.asarray(a) if isinstance(a, np.ndarray) else a for a in host] for _ in range(n_sets)]
+    clock = clock_for(b)
+
+    def run(cfg):
+        planned = [w.runs({**s, "set": cfg}, a) for a in sets]
+
+        def step(i):
+            for k, a, c in planned[i]:
+                b.launch(k, a, **c)
+        return bench.measure(step, sets=n_sets, clock=clock, budget_s=budget_s).median_s
+    time_candidates(chosen, run, lambda cfg: check_once(w, s, kfn, b, cfg, rng), progress=tick)
+    del sets
+    return finish(kfn, b, args, fixed, cands, ranked, text, save)
+
+
+def _device_of(b, target):
+    return targets.device_for(identity(b)[1]) or model_device(target)
+
+
+def precompile(b, kfn, args, fixed: dict, chosen: list[Candidate], jobs: int | None = None) -> None:
+    """Compile the candidates' device code in parallel before timing (a backend that can: `precompile(k)`),
+    so that the first timed launch of each does not compile alone. A failure is left to the timed launch."""
+    pre = getattr(b, "precompile", None)
+    if pre is None or not chosen:
+        return
+    shaped = shapes_of(args)
+    kernels = [kfn.trace(shaped, b.target, **{**fixed, **c.config}) for c in chosen]
+
+    def one(k):
+        try:
+            pre(k)
+        except Exception:  # noqa: BLE001
+            pass
+    one(kernels[0])   # alone: it sets up what the backend's compiles share (CUDA: its runtime)
+    with concurrent.futures.ThreadPoolExecutor(jobs or max(1, os.cpu_count() or 1)) as pool:
+        list(pool.map(one, kernels[1:]))
+
+
+_CHECKED: dict = {}   # (kernel, backend, configuration, flags) -> None or why its output was wrong
+
+
+def check_once(w, s: dict, kfn, b, cfg: dict, rng) -> str | None:
+    """Run cfg once at a small shape of the workload that takes the same kernel (flags and dtype as s), against
+    the float64 reference: None, or why not. A configuration is checked once per process."""
+    from . import cli
+    flags = {k: s[k] for k in (*w.flags, "dtype") if k in s}
+    key = (kfn, b.name, _ident(cfg), _ident(flags))
+    if key not in _CHECKED:
+        small = None
+        for t in w.small_shapes:
+            ss = {**w.parse(t), **flags}
+            if w.kernel(ss) is kfn:
+                small = ss
+                break
+        small = small or s   # no small shape takes this kernel: check at the tuned shape (sampled rows on a device)
+        sv, label = {**small, "set": cfg}, "check"
+        host = lambda: w.inputs(small, rng)  # noqa: E731
+        row = cli.run_device(w, sv, label, b, host, rng, False)[0] if b.kind == "device" else \
+            cli.run_cpu(w, sv, label, b, host)
+        _CHECKED[key] = None if row.ok else (row.note or "wrong output")
+    return _CHECKED[key]
+
+
+def result_json(r: Result) -> dict:
+    """A result as `tiles tune --json` saves it."""
+    def cand(c):
+        st = c.static
+        return {"config": c.config, "default": c.default, "dropped": c.dropped, "model_s": c.model_s,
+                "time_s": c.time_s, "error": c.error, "static": st.summary() if st is not None else None,
+                "terms": {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in c.terms.items()}}
+    return {"kernel": r.kernel, "shape": r.shape, "target": r.target, "device": r.device, "timed": r.timed,
+            "winner": r.winner.config, "winner_s": r.winner.time_s, "default": r.default.config,
+            "default_s": r.default.time_s, "model_first": r.model_first.config if r.model_first else None,
+            "model_first_s": r.model_first.time_s if r.model_first else None,
+            "model_within_10pct": r.model_within(), "candidates": [cand(c) for c in r.candidates]}

@@ -49,6 +49,12 @@ class CudaBackend(Backend):
             self._runtime = Runtime(self.target)
         return self._runtime
 
+    def precompile(self, k: ir.Kernel) -> None:
+        """Compile k's cubin into the disk cache, not loading it (tiles.tune compiles candidates in parallel)."""
+        from .runtime import cached_cubin
+        rt = self.runtime
+        cached_cubin(rt.generate(k).source, rt.target, rt.driver, rt.ptx)
+
     def asarray(self, a: np.ndarray):
         from .runtime import DeviceArray
         return DeviceArray(a)
