@@ -394,14 +394,16 @@ class KernelFn:
         return f"<tiles kernel {self.__name__}>"
 
 
-def kernel(fn=None, *, configs: dict | None = None, tune: dict | None = None, tune_key=None, tune_where=None):
+def kernel(fn=None, *, configs: dict | None = None, tune: dict | None = None, tune_key=None, tune_where=None,
+           tune_defaults=None):
     """Decorator: @tiles.kernel or @tiles.kernel(configs={"sm_90a": {...}, "default": {...}}). tune: the search
     space per target ({"sm_90a": dict(BM=[64, 128], ...)}), tune_key: the shape bucket of the arguments,
-    tune_where: the constraint that prunes it (tiles.tune.Space, docs/tuning.md)."""
+    tune_where: the constraint that prunes it, tune_defaults: the values callers pass for a shape when they have
+    no opinion (tiles.tune.Space, docs/tuning.md)."""
     def make(f):
         space = None
         if tune is not None:
             from .tune import Space
-            space = Space(tune, tune_key, tune_where)
+            space = Space(tune, tune_key, tune_where, tune_defaults)
         return KernelFn(f, configs, space)
     return make if fn is None else make(fn)

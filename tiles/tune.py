@@ -49,7 +49,7 @@ def pow2(n: int) -> int:
 class Space:
     """What `@tl.kernel(tune=..., tune_key=..., tune_where=...)` declares."""
 
-    def __init__(self, per_target: dict, key=None, where=None):
+    def __init__(self, per_target: dict, key=None, where=None, defaults=None):
         for t, space in per_target.items():
             if t != "default":
                 targets.target(t)   # a misspelt target must not be ignored silently
@@ -57,14 +57,27 @@ class Space:
                 if not (callable(values) or (isinstance(values, (list, tuple)) and values)):
                     raise TypeError(f"tune[{t!r}][{name!r}]: a non-empty list of values or a function of the "
                                     f"arguments returning one, got {values!r}")
-        self.per_target, self.key, self.where = dict(per_target), key, where
+        self.per_target, self.key, self.where, self.defaults = dict(per_target), key, where, defaults
         self._base: dict = {}
+        self._names: dict = {}
 
     def for_target(self, target: str | None) -> dict:
         return self.per_target.get(target or "", self.per_target.get("default", {}))
 
     def names(self, target: str | None) -> frozenset:
-        return frozenset(self.for_target(target))
+        names = self._names.get(target)
+        if names is None:
+            names = self._names[target] = frozenset(self.for_target(target))
+        return names
+
+    def chosen(self, target: str | None, args, overrides: dict) -> bool:
+        """Whether the caller set a tuned name to a value of its own: not one of `defaults(*args)`, what a
+        caller with no opinion passes for the shape (the row kernels' plan passes rows per block)."""
+        named = self.names(target).intersection(overrides)
+        if not named:
+            return False
+        usual = self.defaults(*args) if self.defaults else {}
+        return any(n not in usual or usual[n] != overrides[n] for n in named)
 
     def bucket(self, args) -> tuple:
         """The shape bucket of these arguments (every array's exact shape where the kernel declares none)."""
@@ -174,11 +187,13 @@ def _dtypes(args) -> tuple:
 
 
 def _fixed(space: Space, kfn, target, overrides: dict) -> tuple:
-    """The caller's keywords that differ from the configuration: a part of the key (B transposed or not)."""
+    """The caller's keywords that differ from the configuration, tuned names aside: a part of the key (B
+    transposed or not; a row kernel's tile shape)."""
     if not overrides:
         return ()
-    base = space.base(kfn, target)
-    return tuple(sorted((k, repr(v)) for k, v in overrides.items() if k not in base or base[k] != v))
+    base, names = space.base(kfn, target), space.names(target)
+    return tuple(sorted((k, repr(v)) for k, v in overrides.items()
+                        if k not in names and (k not in base or base[k] != v)))
 
 
 @dataclass
@@ -326,7 +341,7 @@ def resolve(kfn, b, args, overrides: dict) -> dict:
     if space is None or mode is False:
         return overrides
     target = b.target
-    if not space.names(target).isdisjoint(overrides):   # the caller chose a tuned value: theirs stands
+    if space.chosen(target, args, overrides):   # the caller chose a tuned value: theirs stands
         return overrides
     key = key_of(kfn, b, args, overrides)
     cfg = entries(kfn).get(key, _MISS)
@@ -478,6 +493,7 @@ def work(k: ir.Kernel, args) -> dict:
         benv = {**env, **{("block", i): 0 for i in range(len(grid))}, ("block", 0): b0}
         _work(k.body, benv, 1.0, total, False)
     per_block = {n: v / len(samples) for n, v in total.items()}
+    per_block["step_bytes"] = total["step_bytes"]   # a maximum, not a sum over the samples
     unique = 0.0
     for p, a in zip(k.params, args):
         if isinstance(p, GL):
@@ -516,8 +532,10 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
 
       matrix   = ceil(blocks / units) x FLOPs per block / (matrix peak / units)   (blocks quantized over units)
       vector   = the same with vector operations against the vector (f32) rate
-      memory   = per unit, its blocks' bytes / min(UNIT_SHARE x bandwidth / units, resident blocks x bytes in
-                 flight / LATENCY_S); not below the arrays' bytes / bandwidth, nor the blocks' bytes / L2 rate
+      memory   = the largest of: the arrays' bytes from DRAM, every block's bytes through the L2 (L2_FACTOR x
+                 DRAM's rate), both at the share of the bandwidth the busy units can draw (UNIT_SHARE x theirs,
+                 at most all of it); and per unit, its blocks' bytes at what its resident blocks keep in flight
+                 (stages x a pipeline step's loads) per LATENCY_S
       fixed    = waves x BLOCK_S + launches x LAUNCH_S, waves = ceil(blocks / (units x resident blocks per unit))
       estimate = max(matrix, vector, memory) + fixed
     """
@@ -533,8 +551,10 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
     matrix = per_unit * w["flops"] * units / peak
     vector = per_unit * w["vector"] * units / vec
     in_flight = max(1, k.options.get("stages") or 2) * w["step_bytes"] or w["bytes"]
-    unit_bw = min(UNIT_SHARE * bw / units, max(1, min(resident, per_unit)) * in_flight / LATENCY_S)
-    memory = max(per_unit * w["bytes"] / unit_bw, w["unique_bytes"] / bw, blocks * w["bytes"] / (L2_FACTOR * bw))
+    share = bw * min(1.0, min(blocks, units) * UNIT_SHARE / units)
+    latency_bw = max(1, min(resident, per_unit)) * in_flight / LATENCY_S
+    memory = max(w["unique_bytes"] / share, blocks * w["bytes"] / (L2_FACTOR * share),
+                 per_unit * w["bytes"] / latency_bw)
     waves = math.ceil(blocks / (units * resident))
     fixed = waves * BLOCK_S + launches * LAUNCH_S
     terms = {"matrix_s": matrix, "vector_s": vector, "memory_s": memory, "fixed_s": fixed, "blocks": blocks,
