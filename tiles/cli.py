@@ -573,13 +573,14 @@ def cmd_tune(a) -> int:
             if bar[0] is not None:
                 bar[0].close()
         results.append(r)
-        print(_tune_report(r, b, a.dry_run) + "\n")
+        print(_tune_report(r, b, a.dry_run) + "\n", flush=True)
+        if a.json:   # after every shape: a run cut short by a time limit keeps what it measured
+            Path(a.json).write_text(json.dumps([tune.result_json(x) for x in results], indent=1))
     timed = [r for r in results if r.model_within() is not None]
     if timed:
         agree = sum(r.model_within() for r in timed)
         print(f"static model's first choice within 10% of the timed winner: {agree} of {len(timed)} shapes")
     if a.json:
-        Path(a.json).write_text(json.dumps([tune.result_json(r) for r in results], indent=1))
         print(f"saved {len(results)} results to {a.json}")
     return 0
 
