@@ -4,7 +4,7 @@
 #      {(4096,4096),(14336,4096),(4096,14336),(28672,8192)}: each shape's survivors of the static pruning, the
 #      static model's best 5 and the configured default, timed as `tiles compare` times (--top 5)
 #   2. the split-K GEMM (C f32 += A @ B, ",acc") at the decode sizes M in {1,16}
-#   3. tiles compare gemm (default row, tuned row, cuBLAS) at four shapes of the grid
+#   3. tiles compare gemm (default row, tuned row, cuBLAS) at three shapes of the grid
 #   4. scripts/tune_summary.py: cuBLAS timed at every shape, tuned and default against it, and how often the
 #      static model's first choice is within 10% of the timed winner -> $OUT/summary.md, $OUT/summary.json
 # Outputs under $OUT: tune_gemm.json, tune_gemm_acc.json, compare_gemm.json, summary.md/json, logs/*.log.
@@ -33,10 +33,10 @@ done
 ACC=()
 for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do for m in 1 16; do ACC+=("${m}x${nk},acc"); done; done
 
-step tune 300 python3 -m tiles tune gemm --backend cuda --top 5 --shapes "${GRID[@]}" --json "$OUT/tune_gemm.json"
-step tune-acc 90 python3 -m tiles tune gemm --backend cuda --top 5 --shapes "${ACC[@]}" --json "$OUT/tune_gemm_acc.json"
-step compare 60 python3 -m tiles compare gemm --backends cuda --no-compile --json "$OUT/compare_gemm.json" \
-    --shapes 16x4096x4096 128x14336x4096 2048x4096x4096 4096x28672x8192
-step summary 60 python3 scripts/tune_summary.py "$OUT"
+step tune 270 python3 -m tiles tune gemm --backend cuda --top 5 --shapes "${GRID[@]}" --json "$OUT/tune_gemm.json"
+step tune-acc 60 python3 -m tiles tune gemm --backend cuda --top 5 --shapes "${ACC[@]}" --json "$OUT/tune_gemm_acc.json"
+step compare 70 python3 -m tiles compare gemm --backends cuda --no-compile --json "$OUT/compare_gemm.json" \
+    --shapes 16x4096x4096 2048x4096x4096 4096x28672x8192
+step summary 50 python3 scripts/tune_summary.py "$OUT"
 cp "$TILES_CACHE/tune/"*.json "$OUT/" 2>/dev/null   # the tune cache itself (gemm.json)
 cat "$OUT/summary.md" 2>/dev/null

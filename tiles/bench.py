@@ -385,6 +385,49 @@ class Attention(Workload):
         return _libraries(vendor, setup)
 
 
+class BatchedGemm(Gemm):
+    """The same kernel on (batch, M, K) x (batch, K, N) arrays: the grid's third dim walks the batch."""
+    name = "bmm"
+    fields = ("B", "M", "N", "K")
+    flags = ("bt",)
+    syntax = "BxMxNxK[,bt][,bf16|f16]  (a batch of B GEMMs; bt: each B given as N x K)"
+    pattern = r"(?P<B>\d+)x(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)(?:,(?P<flags>[\w,]+))?"
+    default_shapes = ("64x1024x1024x512", "16x2048x2048x2048")
+    small_shapes = ("3x70x40x50", "2x33x48x24,bt")
+
+    def inputs(self, s, rng):
+        bsz, m, n, k, dt = s["B"], s["M"], s["N"], s["K"], s["dtype"]
+        b = random_array((bsz, n, k) if s.get("bt") else (bsz, k, n), dt, rng)
+        return [poisoned((bsz, m, n), dt), random_array((bsz, m, k), dt, rng), b]
+
+    def reference(self, s, args, rows=None):
+        a, b = (x.astype(np.float64) for x in (args[1] if rows is None else args[1][:, rows], args[2]))
+        return [a @ (b.transpose(0, 2, 1) if s.get("bt") else b)]
+
+    def outputs(self, s):
+        return [Output("C", 0, s["dtype"], 1)]
+
+    def row_count(self, s):
+        return s["M"]
+
+    def flops(self, s):
+        return s["B"] * super().flops(s)
+
+    def baselines(self, vendor):
+        def setup(s, sets, framework):
+            t, dev = framework
+            dt = _torch_dtype(t, s)
+            bsz, m, n, k = s["B"], s["M"], s["N"], s["K"]
+            ab = [(t.randn(bsz, m, k, dtype=dt, device=dev),
+                   t.randn(bsz, n, k, dtype=dt, device=dev) if s.get("bt") else
+                   t.randn(bsz, k, n, dtype=dt, device=dev)) for _ in range(sets)]
+            label = {"nvidia": "cuBLAS", "amd": "hipBLASLt", "apple": "MPS"}[vendor] + " (torch.bmm)"
+            if s.get("bt"):
+                return label, lambda i: t.bmm(ab[i][0], ab[i][1].transpose(1, 2))
+            return label, lambda i: t.bmm(*ab[i])
+        return _libraries(vendor, setup)
+
+
 class GemmFp8(Gemm):
     name = "gemm_fp8"
     flags = ()
@@ -781,7 +824,7 @@ def _library(vendor: str, setup):
     return lambda s, sets: (*setup(s, sets, (torch, dev)), sync)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), GemmFp8(), Attention(), AttentionBwd(), Softmax(),
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), BatchedGemm(), GemmFp8(), Attention(), AttentionBwd(), Softmax(),
                                                        Rotary(), LayerNorm())}
 
 
