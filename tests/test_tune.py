@@ -89,10 +89,10 @@ def test_prune_drops_what_fails_to_verify_spills_overflows_or_starves(monkeypatc
     tune.prune(scale, "sm_90a", args(), cands, {}, min_blocks=2)
     why = {c.config["BR"]: c.dropped for c in cands}
     assert why[64] is None
-    assert why[128].startswith("spills")
-    assert why[192].startswith("shared memory 300.0 KB > 227 KB")
-    assert why[256].startswith("occupancy")
-    assert why[24].startswith("does not verify")   # 24 rows: not a multiple of the 16-row base tile
+    assert why[128].startswith("spills: 8+8 B")
+    assert why[192].startswith("shared memory: 300.0 KB > 227 KB")
+    assert why[256].startswith("occupancy: 1 blk/SM")
+    assert why[24].startswith("refused: TileError")   # 24 rows: not a multiple of the 16-row base tile
 
 
 def test_prune_compiles_for_real_and_drops_duplicates():
@@ -106,8 +106,8 @@ def test_prune_compiles_for_real_and_drops_duplicates():
              tune.Candidate({"BM": 64, "BN": 64, "BK": 64, "stages": 2, "workers": 1, "SPLIT": 1})]
     tune.prune(gemm, "sm_90a", shapes, cands, {})
     assert cands[0].dropped is None and cands[0].static.blocks_per_unit >= 1 and cands[0].static.spill_bytes == 0
-    assert cands[1].dropped.startswith("does not verify")
-    assert cands[2].dropped.startswith("the same code as")
+    assert cands[1].dropped.startswith("refused: TileError")
+    assert cands[2].dropped.startswith("same code: as BM=64")
 
 
 # ---------------------------------------------------------------- the static model

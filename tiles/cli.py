@@ -625,7 +625,7 @@ def _tune_report(r, b, dry_run: bool) -> str:
     out = [head, _grid(rows)]
     reasons: dict = {}
     for c in pruned:
-        reasons.setdefault(c.dropped.split(":")[0].split(" (")[0], []).append(c.label())
+        reasons.setdefault(c.dropped.split(":")[0], []).append(c.label())
     for why, labels in reasons.items():
         out.append(f"pruned, {why}: {len(labels)} ({'; '.join(labels[:3])}{'; ...' if len(labels) > 3 else ''})")
     if r.timed:

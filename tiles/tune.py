@@ -401,9 +401,11 @@ def _ident(cfg: dict) -> tuple:
 
 def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_blocks: int = 1,
           jobs: int | None = None, progress=None) -> None:
-    """Mark the candidates that cannot be worth timing, from what the offline toolchain says: the verifier
-    refuses it, it does not compile, it spills, its shared memory/LDS/threadgroup memory exceeds the target's,
-    or fewer than min_blocks blocks fit a unit. Compiles run in parallel (each in its own child process)."""
+    """Mark the candidates that cannot be worth timing, from what the offline toolchain says (`dropped` is
+    "KIND: detail"): the verifier or the backend refuses it ("refused"), it generates the source of an earlier
+    candidate ("same code"), it does not compile, it spills, its shared memory/LDS/threadgroup memory exceeds the
+    target's, or fewer than min_blocks blocks fit a unit ("occupancy"). Compiles run in parallel, each in its own
+    child process."""
     from . import toolchains as tc
     from .dsl import TileError
     shaped = shapes_of(args)
@@ -413,10 +415,10 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
             kfn.trace(shaped, target, **{**fixed, **c.config})
             source = tc.emit(kfn, shaped, target, "source", **{**fixed, **c.config})
         except (TileError, TypeError, ValueError) as e:
-            c.dropped = f"does not verify: {_first_line(e)}"
+            c.dropped = f"refused: {_first_line(e)}"
             continue
         if source in sources:   # the backend made the same program of it (a worker count it cannot use)
-            c.dropped = f"the same code as {sources[source].label()}"
+            c.dropped = f"same code: as {sources[source].label()}"
             continue
         sources[source] = c
         live.append(c)
@@ -442,11 +444,11 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
         if c.dropped or st is None:
             continue
         if st.spill_bytes:
-            c.dropped = f"spills ({st.spills})"
+            c.dropped = f"spills: {st.spills}"
         elif st.shared_bytes is not None and st.shared_bytes > limit:
-            c.dropped = f"shared memory {st.shared_bytes / 1024:.1f} KB > {limit / 1024:.0f} KB"
+            c.dropped = f"shared memory: {st.shared_bytes / 1024:.1f} KB > {limit / 1024:.0f} KB"
         elif st.blocks_per_unit is not None and st.blocks_per_unit < min_blocks:
-            c.dropped = f"occupancy {st.occupancy} below {min_blocks} block(s) per unit"
+            c.dropped = f"occupancy: {st.occupancy}, below {min_blocks} block(s) per unit"
 
 
 def _first_line(e: Exception) -> str:
