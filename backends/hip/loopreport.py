@@ -217,7 +217,7 @@ class LoopReport:
     depth: int
     blocks: int                       # in the loop, nested loops included
     path: list[str]                   # the hot path, header first
-    inner: list[str]                  # headers of nested loops on the path, each counted once
+    inner: dict[str, int | None]      # nested loops on the path: header -> trip count (None: unknown, once)
     decisions: list[str]              # how each two-way branch on the path was decided
     cold: list[str]                   # blocks of the loop left off the path
     cold_instructions: int
@@ -281,7 +281,9 @@ class LoopReport:
         per = self.per if self.mfma else (lambda n: n)
         out = [f"{title or self.function} ({self.target}): main loop {self.header}, depth {self.depth}, {self.blocks} blocks; "
                f"MFMA: {_kinds(self.counts['mfma']) or 'none'}",
-               "hot path: " + " > ".join(f"{n} (inner loop, counted once)" if n in self.inner else n for n in self.path)]
+               "hot path: " + " > ".join(n if n not in self.inner else f"{n} (inner loop x{self.inner[n]})"
+                                         if self.inner[n] else f"{n} (inner loop, trip count unknown: once)"
+                                         for n in self.path)]
         out += [f"  branch {d}" for d in self.decisions]
         if self.cold:
             out.append(f"left off the path: {', '.join(self.cold)} ({self.cold_instructions} instructions)")
@@ -333,8 +335,35 @@ def main_loop(f: Function) -> str | None:
     while True:
         child = next((h for h in heads if f.parent.get(h) == best and mfma(h) == mfma(best)), None)
         if child is None:
-            return best
+            break
         best = child
+    # an MFMA loop that moves no tile (no global load, no barrier) steps through K inside the tile loop:
+    # the tile loop around it is the main loop, the MFMA loop an inner loop on its path
+    while f.parent.get(best) and not any(classify(ln)[0] in ("global_load", "barrier")
+                                         for m in f.members(best) for ln in f.blocks[m].lines):
+        best = f.parent[best]
+    return best
+
+
+def trips(f: Function, header: str, preheader: str) -> int | None:
+    """Trip count of a nested loop in the two shapes clang leaves after partial unrolling, else None:
+    a flag (set to -1 before the loop, cleared in it, tested by s_and_b64 vcc, exec: two trips) or a
+    scalar counter (s_mov_b32 sN, A before; s_add_i32 sN, sN, S in it; s_cmp_lg_u32 sN, B closing it)."""
+    body = [ln for m in f.members(header) for ln in f.blocks[m].lines]
+    before = f.blocks[preheader].lines
+    for ln in body:
+        m = re.match(r"s_and_b64 vcc, exec, (s\[\d+:\d+\])", ln)
+        if m and f"s_mov_b64 {m.group(1)}, 0" in body and f"s_mov_b64 {m.group(1)}, -1" in before:
+            return 2
+    for ln in body:
+        m = re.match(r"s_cmp_lg_u32 (s\d+), (-?\d+)$", ln)
+        if m:
+            r = m.group(1)
+            step = next((int(x.group(1)) for x in (re.match(rf"s_add_[iu]32 {r}, {r}, (-?\d+)$", b) for b in body) if x), None)
+            start = next((int(x.group(1)) for x in (re.match(rf"s_mov_b32 {r}, (-?\d+)$", b) for b in before) if x), None)
+            if step and start is not None and (int(m.group(2)) - start) % step == 0 and (int(m.group(2)) - start) // step > 0:
+                return (int(m.group(2)) - start) // step
+    return None
 
 
 def hot_path(f: Function, header: str) -> tuple[list[str], list[str]]:
@@ -399,10 +428,22 @@ def analyse(asm: str, target: str, waves_per_simd: int | None = None) -> LoopRep
         if h is None:
             continue
         path, decisions = hot_path(f, h)
-        counts = tally(ln for n in path for ln in f.blocks[n].lines)
+        inner = {n: trips(f, n, path[i - 1]) for i, n in enumerate(path) if n != h and f.blocks[n].loop == n}
+
+        def times(n):       # how often block n runs per iteration: the product of its inner loops' trips
+            out = 1
+            for loop in f.loops_of(f.blocks[n]):
+                if loop == h:
+                    return out
+                out *= inner.get(loop) or 1
+            return out
+        counts = {c: Counter() for c in CATEGORIES}
+        for n in path:
+            for c, kinds in tally(f.blocks[n].lines).items():
+                for k, v in kinds.items():
+                    counts[c][k] += v * times(n)
         members = f.members(h)
         cold = [n for n in members if n not in path]
-        inner = [n for n in path if n != h and f.blocks[n].loop == n]
         r = LoopReport(target, f.name, h, len(f.loops_of(f.blocks[h])), len(members), path, inner, decisions, cold,
                        sum(len(f.blocks[n].lines) for n in cold), counts, waves_per_simd)
         if best is None or (r.mfma, r.instructions) > (best.mfma, best.instructions):
