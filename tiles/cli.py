@@ -465,11 +465,12 @@ def cmd_inspect(a) -> int:
     rows = [("target", "compiler", "threads", "registers", "shared", "spills/scratch", "occupancy",
              "matrix instr. in main loop", "code", "notes")]
     prog = Progress(len(names), f"inspect {w.name}")
-    failed = False
+    failed, loops = False, []
     for t in names:
         prog.doing(f"compile {t}")
         try:
             st = tc.static(kfn, args, t, **consts)
+            loops += [st.loop] if st.loop else []
             rows.append((t, st.compiler, str(st.threads), st.registers,
                          "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,
                          st.occupancy, st.mma, "?" if st.code_bytes is None else f"{st.code_bytes / 1024:.1f} KB",
@@ -484,7 +485,6 @@ def cmd_inspect(a) -> int:
     prog.close()
     print(f"tiles inspect {w.name} {s and a.shape or w.small_shapes[0]}: static resources per target\n")
     print(_grid(rows))
-    loops = [st.loop for t in names if (st := tc._STATIC.get((id(kfn.trace(args, t, **consts)), t))) and st.loop]
     if loops:
         print("\nmain loop per MFMA along its hot path (--emit loop --target T: the path, the counts, the bound)\n")
         print(_grid([loops[0].HEADER] + [r.row(w.name) for r in loops]))

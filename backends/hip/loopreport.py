@@ -4,16 +4,16 @@
 
 * **the main loop**: LLVM annotates every block with its loop (``Loop Header: Depth=N``, ``in Loop:
   Header=BB0_7``, ``Parent Loop ...``). The loop holding the most MFMAs (nested loops included) is
-  taken, then its child loop as long as one holds all of them: the innermost loop with every MFMA.
-  A file without MFMAs in any loop reports the loop with the most instructions, per iteration.
+  taken, then its child loop as long as one holds all of them: the innermost loop with every MFMA. If
+  that loop moves no tile (no global load, no barrier: an MFMA loop stepping through K), the loop around
+  it that does. A file without MFMAs in any loop reports the loop with the most instructions.
 * **its hot path**: one iteration, from the header back to it. At a two-way branch inside the loop
   the two sides are compared by the blocks only one of them reaches (before the header), and the
   hot side is, in this order: the one with more MFMAs; the one that issues global loads (the other
   is the last iteration skipping the next tile's prefetch); the one with wider global loads (the
   other is a per-element fallback for ragged or misaligned tiles); else the fall-through. Exits are
-  never taken, and a block is never visited twice, so a nested loop on the path (e.g. a waterfall
-  loop the compiler made of a load) is counted once and named in the report: its trip count is not
-  known statically.
+  never taken and no block is visited twice: a nested loop on the path runs its trip count where clang
+  left one of its two partial-unroll shapes (trips()), else once, named in the report as unknown.
 
 Along that path it counts, per MFMA: LDS reads and writes by instruction and bytes per lane, global
 loads by instruction and whether they go straight to LDS, waits with their counters, VALU, SALU,
@@ -119,7 +119,7 @@ def _finish(f: Function) -> Function:
 
 def _successors(lines: list[str], nxt: str | None) -> list[str]:
     def target(ins):
-        return ins.split()[1].lstrip(".L") if len(ins.split()) > 1 else None
+        return ins.split()[1].removeprefix(".L") if len(ins.split()) > 1 else None
     last = lines[-1].split()[0] if lines else ""
     if last in ("s_endpgm", "s_setpc_b64", "s_trap"):
         return []
