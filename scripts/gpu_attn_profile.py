@@ -3,14 +3,15 @@ the pieces scripts/gpu_attn_profile.sh runs.
 
     python scripts/gpu_attn_profile.py launch gen 4x32x8192x128     # one launch (what ncu profiles)
     python scripts/gpu_attn_profile.py launch hand 4x32x8192x64 --warm   # also compile / build beforehand
+    python scripts/gpu_attn_profile.py build                        # the hand libraries, every variant
     python scripts/gpu_attn_profile.py time 4x32x8192x128 4x32x8192x64 [--causal] [--json FILE]
     python scripts/gpu_attn_profile.py compare A.ncu-rep B.ncu-rep ...   # ncu reports side by side
 
 `launch` makes the inputs, launches the kernel once and checks its output against cuDNN's (relative Frobenius
 error), so under `ncu --kernel-name regex:attention_fwd|attn_fwd_kernel --launch-count 1` exactly one launch
 matches: the generated kernel is `attention_fwd` (extern "C"), the hand one `attn_fwd_kernel<D, BKV, CAUSAL>`
-(bench.Sm90Kernels, an nvcc-built shared library). `time` times generated, hand, cuDNN SDPA and FlexAttention
-(torch.compile'd) in one process: triton do_bench medians over rotating inputs, as tiles.backends.cuda.bench does.
+(bench.Sm90Kernels, an nvcc-built shared library). `time` times generated, hand (and two of its variants:
+HAND_VARIANTS), cuDNN SDPA and FlexAttention (torch.compile'd) in one process: triton do_bench medians over rotating inputs, as tiles.backends.cuda.bench does.
 """
 from __future__ import annotations
 
@@ -30,10 +31,28 @@ def shape(text: str) -> tuple[int, int, int, int]:
     return b, h, n, d
 
 
-def kernels(which: str):
+# The hand kernel's knobs timed beside it (attention.cuh): without the consumers' turns, and at D 128 with the
+# generated kernel's 128-row K/V blocks instead of 176.
+HAND_VARIANTS = {"hand": [], "hand, no turns": ["TILES_ATTN_PINGPONG=0"], "hand, BKV 128": ["TILES_ATTN_BKV_D128=128"]}
+
+
+def kernels(which: str, defines=()):
     from tiles.backends.cuda import bench
 
-    return bench.Sm90Kernels() if which == "hand" else bench.GeneratedKernels("default")
+    return bench.Sm90Kernels(defines=list(defines)) if which == "hand" else bench.GeneratedKernels("default")
+
+
+def build(a) -> int:
+    """nvcc builds of the hand libraries (every variant) side by side, so that later processes find them cached."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tiles.backends.cuda import bench
+
+    jobs = [(lib, [f"-D{d}" for d in defs]) for defs in HAND_VARIANTS.values() for lib in ("gemm", "attention")]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        for path in pool.map(lambda j: bench.build(j[0], extra=j[1]), jobs):
+            print(path)
+    return 0
 
 
 def inputs(torch, b, h, n, d, sets=1):
@@ -81,7 +100,8 @@ def time(a) -> int:
 
     from tiles.backends.cuda.bench import median_ms, rel_err
 
-    hand, gen = kernels("hand"), kernels("gen")
+    hands = {name: kernels("hand", defs) for name, defs in HAND_VARIANTS.items()}
+    gen = kernels("gen")
     rows = []
     for text in a.shapes:
         b, h, n, d = shape(text)
@@ -98,9 +118,11 @@ def time(a) -> int:
                 fn(*ins[i["i"] % sets])
             return run
 
-        cands = {"generated": lambda q, k, v: gen.attention(q, k, v, a.causal, out, lse),
-                 "hand": lambda q, k, v: hand.attention(q, k, v, a.causal, out, lse),
-                 "cuDNN SDPA": lambda q, k, v: cudnn(torch, q, k, v, a.causal)}
+        cands = {"generated": lambda q, k, v: gen.attention(q, k, v, a.causal, out, lse)}
+        for name, hand in hands.items():
+            if "BKV" not in name or (d == 128 and not a.causal):
+                cands[name] = lambda q, k, v, hand=hand: hand.attention(q, k, v, a.causal, out, lse)
+        cands["cuDNN SDPA"] = lambda q, k, v: cudnn(torch, q, k, v, a.causal)
         try:
             cands["FlexAttention"] = flex(torch, a.causal, n)
         except Exception as err:   # an older torch, or inductor cannot build it here
@@ -240,6 +262,7 @@ def main(argv=None) -> int:
     p.add_argument("shape", help="BxHxNxD")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--warm", action="store_true", help="compile and run once on a small shape first")
+    sub.add_parser("build", help="build the hand kernel's libraries, every variant, in parallel")
     p = sub.add_parser("time")
     p.add_argument("shapes", nargs="+")
     p.add_argument("--causal", action="store_true")
@@ -248,7 +271,7 @@ def main(argv=None) -> int:
     p.add_argument("reports", nargs="+")
     p.add_argument("--top", type=int, default=25, help="hottest SASS instructions listed per report")
     a = ap.parse_args(argv)
-    return {"launch": launch, "time": time, "compare": compare}[a.cmd](a)
+    return {"launch": launch, "build": build, "time": time, "compare": compare}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 #   OUT=/tmp/attn bash scripts/gpu_attn_profile.sh
 # 1. install, compile both kernels once outside ncu (the cubin and the nvcc-built library are cached on disk);
 # 2. ncu on one launch each of generated D128, hand D128, generated D64, hand D64 at B4 H32 N8192 (non-causal);
-# 3. timing: generated, hand, cuDNN SDPA, FlexAttention at the same shapes (and causal, if time is left);
+# 3. timing: generated, hand (also without its consumer turns, and at BKV 128), cuDNN SDPA, FlexAttention at the same shapes (and causal, if time is left);
 # 4. $OUT/summary.txt: the ncu sections side by side, raw pipe / stall metrics, warp samples by SASS opcode and
 #    the hottest instructions; then the timing table.
 # Files under $OUT (7): ncu_{gen,hand}{128,64}.ncu-rep, summary.txt, timing.json, log.txt. About 4-5 minutes;
@@ -30,9 +30,11 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$LOG" 2>&1 || {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee -a "$LOG"
 ncu --version | tail -1 | tee -a "$LOG"
 
+step "build hand" 150 $PY build &   # nvcc, every variant the timing takes, in parallel with the NVRTC compiles
 step "warm gen D128" 90 $PY launch gen 1x2x256x128 --warm
 step "warm gen D64" 90 $PY launch gen 1x2x256x64 --warm
-step "warm hand" 120 $PY launch hand 1x2x256x64 --warm   # one library holds every instantiation
+wait
+step "warm hand" 60 $PY launch hand 1x2x256x64 --warm
 
 SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats
