@@ -97,6 +97,7 @@ def test_instruction_sizes():
     assert lr.mfma_shape("v_mfma_f32_32x32x8_bf16") == (32, 32, 8, "bf16")
     assert lr.mfma_shape("v_mfma_f32_16x16x32_bf8_fp8") == (16, 16, 32, "fp8")
     assert lr.classify("buffer_load_dword v1, s[0:3], 0 offen lds") == ("global_load", "buffer_load_dword lds")
+    assert lr.classify("global_load_lds_dwordx4 v[2:3], off") == ("global_load", "global_load_lds_dwordx4 lds")
     assert lr.classify("s_waitcnt vmcnt(4) lgkmcnt(0)") == ("wait", "vmcnt(4) lgkmcnt(0)")
 
 

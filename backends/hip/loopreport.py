@@ -179,7 +179,7 @@ def classify(ins: str) -> tuple[str, str]:
         return "lds_other", mn
     if re.match(r"(?:buffer|global|flat)_load", mn):
         direct = "_lds_" in mn or re.split(r"[\s,]+", ins.strip())[-1] == "lds"
-        return "global_load", mn + (" lds" if direct and "_lds_" not in mn else "")
+        return "global_load", mn + (" lds" if direct else "")
     if re.match(r"(?:buffer|global|flat)_(?:store|atomic)", mn):
         return "global_store", mn
     if mn.startswith("s_waitcnt"):
