@@ -41,7 +41,7 @@ class Static:
     spills: str = "?"
     occupancy: str = "?"
     mma: str = "?"               # matrix instructions of the main loop (CUDA: the innermost loop that has any;
-    #                              AMD: the loop with the most, as the HIP toolchain reports it)
+    #                              AMD: one iteration of the main loop's hot path, backends/hip/loopreport.py)
     code_bytes: int | None = None
     note: str = ""
     loop: object = None          # AMD: the main loop counted per MFMA (backends/hip/loopreport.LoopReport)
@@ -193,8 +193,7 @@ def _hip_static(k, target) -> Static:
                   f"{rep.spills}, scratch {rep.scratch} B" if rep.spills or rep.scratch else "0",
                   f"{rep.waves_per_simd}/8 waves/SIMD",
                   ", ".join(f"{n} x{c}" for n, c in rep.loop_mfma.items()) or "none in a loop",
-                  int(code.group(1)) if code else None,
-                  loop=_vendor_module(target, "loopreport").analyse(rep.assembly, target, rep.waves_per_simd))
+                  int(code.group(1)) if code else None, loop=rep.loop)
 
 
 def asm_loop(asm: str, target: str | None = None):
@@ -206,8 +205,7 @@ def asm_loop(asm: str, target: str | None = None):
     if target not in ("gfx942", "gfx950"):
         raise ValueError(f"give --target gfx942 or gfx950 (the assembly names {target or 'no target'})")
     ht = _vendor_module(target, "toolchain")
-    waves = ht.report(asm, target, ht._meta(asm, "max_flat_workgroup_size") or 64, 0).waves_per_simd
-    return _vendor_module(target, "loopreport").analyse(asm, target, waves)
+    return ht.report(asm, target, ht._meta(asm, "max_flat_workgroup_size") or 64, 0).loop
 
 
 def _metal_static(k, target) -> Static:
