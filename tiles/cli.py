@@ -470,7 +470,7 @@ def cmd_inspect(a) -> int:
         prog.doing(f"compile {t}")
         try:
             st = tc.static(kfn, args, t, **consts)
-            loops += [st.loop] if st.loop else []
+            loops += [st.loop] if st.loop and st.loop.mfma else []
             rows.append((t, st.compiler, str(st.threads), st.registers,
                          "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,
                          st.occupancy, st.mma, "?" if st.code_bytes is None else f"{st.code_bytes / 1024:.1f} KB",

@@ -146,7 +146,7 @@ def lds_bytes(mn: str) -> int:
 
 _GLOBAL_BYTES = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16, "ushort": 2, "sshort": 2,
                  "short_d16": 2, "short_d16_hi": 2, "ubyte": 1, "sbyte": 1, "ubyte_d16": 1, "ubyte_d16_hi": 1,
-                 "sbyte_d16": 1, "sbyte_d16_hi": 1, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
+                 "sbyte_d16": 1, "sbyte_d16_hi": 1, "short": 2, "byte": 1, "byte_d16_hi": 1, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
 
 
 def global_bytes(mn: str) -> int:
