@@ -144,9 +144,10 @@ def lds_bytes(mn: str) -> int:
     return n * (2 if re.match(r"ds_(?:read|write|load|store)2", mn) else 1)
 
 
-_GLOBAL_BYTES = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16, "ushort": 2, "sshort": 2,
-                 "short_d16": 2, "short_d16_hi": 2, "ubyte": 1, "sbyte": 1, "ubyte_d16": 1, "ubyte_d16_hi": 1,
-                 "sbyte_d16": 1, "sbyte_d16_hi": 1, "short": 2, "byte": 1, "byte_d16_hi": 1, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
+_GLOBAL_BYTES = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16, "b32": 4, "b64": 8, "b96": 12, "b128": 16,
+                 **dict.fromkeys(("ushort", "sshort", "short", "short_d16", "short_d16_hi"), 2),
+                 **dict.fromkeys(("ubyte", "sbyte", "byte", "ubyte_d16", "ubyte_d16_hi", "sbyte_d16", "sbyte_d16_hi",
+                                  "byte_d16_hi"), 1)}
 
 
 def global_bytes(mn: str) -> int:
@@ -225,8 +226,9 @@ class LoopReport:
     counts: dict[str, Counter]        # along the hot path
     waves_per_simd: int | None = None
 
-    HEADER: ClassVar[tuple[str, ...]] = ("kernel", "target", "MFMA in loop", "instr.", "LDS reads", "LDS B/lane", "global loads",
-                      "waits", "VALU", "SALU", "barriers", "branches", "bound (clk/MFMA)")
+    HEADER: ClassVar[tuple[str, ...]] = (
+        "kernel", "target", "MFMA in loop", "instr.", "LDS reads", "LDS B/lane", "global loads", "waits", "VALU",
+        "SALU", "barriers", "branches", "bound (clk/MFMA)")
 
     @property
     def mfma(self) -> int:
@@ -280,8 +282,8 @@ class LoopReport:
         """The full report: the loop, the path and why, per-MFMA counts, and the bound."""
         unit = "MFMA" if self.mfma else "iteration"
         per = self.per if self.mfma else (lambda n: n)
-        out = [f"{title or self.function} ({self.target}): main loop {self.header}, depth {self.depth}, {self.blocks} blocks; "
-               f"MFMA: {_kinds(self.counts['mfma']) or 'none'}",
+        out = [f"{title or self.function} ({self.target}): main loop {self.header}, depth {self.depth}, "
+               f"{self.blocks} blocks; MFMA: {_kinds(self.counts['mfma']) or 'none'}",
                "hot path: " + " > ".join(n if n not in self.inner else f"{n} (inner loop x{self.inner[n]})"
                                          if self.inner[n] else f"{n} (inner loop, trip count unknown: once)"
                                          for n in self.path)]
@@ -302,7 +304,8 @@ class LoopReport:
             w = f"{self.waves_per_simd} waves/SIMD" if self.waves_per_simd else "1 wave/SIMD assumed"
             out.append(f"\nbound, clocks per MFMA on one SIMD (tiles/targets.py CU_RATES[{self.target!r}], {w}):")
             out.append("  " + " | ".join(f"{k} {v:.1f}" for k, v in b.items()))
-            busy = "" if name == "matrix core" else f"; the matrix core busy at most {100 * b['matrix core'] / clk:.0f}%"
+            share = 100 * b["matrix core"] / clk
+            busy = f"; the matrix core busy at most {share:.0f}%" if name != "matrix core" else ""
             out.append(f"  limited by {name}: {clk:.1f} clocks per MFMA{busy} (latency and waits not modelled)")
         return "\n".join(out)
 
@@ -317,8 +320,9 @@ class LoopReport:
                               for k, v in c.most_common()) or "0"
         lim = self.limit()
         lds = sum(self.bytes_per_lane(k) for k in ("lds_read", "lds_write", "lds_other"))
-        return (name, self.target, _kinds(self.counts["mfma"]) or "none", f"{self.per(self.instructions):.2f}", kinds("lds_read"),
-                f"{self.per(lds):.1f}", kinds("global_load"), p("wait"), p("valu"), p("salu"), p("barrier"), p("branch"),
+        return (name, self.target, _kinds(self.counts["mfma"]) or "none", f"{self.per(self.instructions):.2f}",
+                kinds("lds_read"), f"{self.per(lds):.1f}", kinds("global_load"), p("wait"), p("valu"), p("salu"),
+                p("barrier"), p("branch"),
                 f"{lim[1]:.1f} {lim[0]}" if lim else "-")
 
 
@@ -346,6 +350,11 @@ def main_loop(f: Function) -> str | None:
     return best
 
 
+def _constant(lines: list[str], pattern: str) -> int | None:
+    """The number the first line matching pattern gives, or None."""
+    return next((int(m.group(1)) for m in (re.match(pattern, ln) for ln in lines) if m), None)
+
+
 def trips(f: Function, header: str, preheader: str) -> int | None:
     """Trip count of a nested loop in the two shapes clang leaves after partial unrolling, else None:
     a flag (set to -1 before the loop, cleared in it, tested by s_and_b64 vcc, exec: two trips) or a
@@ -359,11 +368,11 @@ def trips(f: Function, header: str, preheader: str) -> int | None:
     for ln in body:
         m = re.match(r"s_cmp_lg_u32 (s\d+), (-?\d+)$", ln)
         if m:
-            r = m.group(1)
-            step = next((int(x.group(1)) for x in (re.match(rf"s_add_[iu]32 {r}, {r}, (-?\d+)$", b) for b in body) if x), None)
-            start = next((int(x.group(1)) for x in (re.match(rf"s_mov_b32 {r}, (-?\d+)$", b) for b in before) if x), None)
-            if step and start is not None and (int(m.group(2)) - start) % step == 0 and (int(m.group(2)) - start) // step > 0:
-                return (int(m.group(2)) - start) // step
+            r, end = m.group(1), int(m.group(2))
+            step = _constant(body, rf"s_add_[iu]32 {r}, {r}, (-?\d+)$")
+            start = _constant(before, rf"s_mov_b32 {r}, (-?\d+)$")
+            if step and start is not None and (end - start) % step == 0 and (end - start) // step > 0:
+                return (end - start) // step
     return None
 
 
