@@ -316,9 +316,9 @@ def target(name: str) -> Target:
 # descriptions" (four 16-wide SIMDs per CU, so a wave64 VALU instruction holds its SIMD 4 cycles;
 # the scheduler visits one SIMD per cycle, round-robin, and issues at most one instruction per wave
 # and one per category -- VALU (MFMA included), VMEM, SALU/SMEM, LDS, branch -- per visit; the LDS
-# moves 4 bytes per bank per clock). gfx950's fp8 rate is the 8192 FLOPs/clock/CU of the CDNA4
-# scaled MFMA (AMD, ISSCC 2026 MI355X talk; MI355X 5.0 PFLOP/s = 256 CUs x 2.4 GHz x 8192). The
-# rates agree with the DEVICES table below: MI300X 1307.4 TFLOP/s = 304 CUs x 2.1 GHz x 2048.
+# moves 4 bytes per bank per clock). gfx950's fp8 rate, 8192, is the MI355X datasheet's 5.03 PFLOP/s dense
+# fp8 (DEVICES below) = 256 CUs x 2.4 GHz x 8192 (the profiler's gfx950 config prints 4096 as its fp8 peak
+# but divides by 8192 for the percentage); likewise MI300X 1307.4 TFLOP/s bf16 = 304 CUs x 2.1 GHz x 2048.
 # Simplification: every MFMA of a target is counted at that target's peak rate for its operand
 # type, including the CDNA3 shapes gfx950 keeps (those may run slower there; no source says).
 
@@ -327,8 +327,8 @@ class CuRates:
     mfma_flops: dict[str, int]   # dense MFMA FLOPs per clock per CU, by operand type ("bf16", "fp8")
     lds_bytes: int               # LDS bytes per clock per CU: the target's banks x 4 bytes
     simds: int = 4
-    issue_interval: int = 4      # clocks between two visits of the scheduler to one SIMD
-    valu_clocks: int = 4         # a wave64 VALU instruction on a 16-wide SIMD
+    issue_interval: int = 4      # clocks between two visits of the scheduler to one SIMD (= a wave64 VALU
+    #                              instruction's clocks on a 16-wide SIMD)
 
     def mfma_clocks(self, m: int, n: int, k: int, operand: str) -> float:
         """Clocks one MFMA of m x n x k holds its SIMD's matrix core."""
