@@ -288,3 +288,18 @@ def test_tiles_tune_without_a_device_says_it_was_not_timed(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert rc == 0 and "NOT TIMED" in out and "choice (not timed): BM=64" in out
     assert not tune.cache_dir().exists()
+
+
+def test_the_amd_model_reads_the_main_loop_report():
+    """Where the main loop's count says another unit needs twice the matrix core's clocks per MFMA, the matrix
+    term doubles and names that unit."""
+    class Loop:
+        def bound(self):
+            return {"matrix core": 8.0, "LDS bandwidth": 16.0, "VALU issue": 4.0}
+    shapes = [Shaped((4096, 4096), "bf16")] * 3
+    k = gemm.trace(shapes, "gfx950")
+    plain = toolchains.Static("gfx950", "fake", 512, shared_bytes=96 * 1024, blocks_per_unit=1)
+    looped = toolchains.Static("gfx950", "fake", 512, shared_bytes=96 * 1024, blocks_per_unit=1, loop=Loop())
+    _, a = tune.model(k, shapes, "gfx950", plain)
+    _, b = tune.model(k, shapes, "gfx950", looped)
+    assert b["matrix_s"] == pytest.approx(2 * a["matrix_s"]) and b["loop_limit"] == "LDS bandwidth"

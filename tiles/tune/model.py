@@ -101,7 +101,10 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
     vec = dev.peak_tflops.get("f32", peak / 1e12) * 1e12
     bw = dev.mem_bw_tbs * 1e12
     per_unit = math.ceil(blocks / units)
-    matrix = per_unit * w["flops"] * units / peak
+    loop = _loop_limit(static)
+    # the matrix cores at their peak, stretched where the main loop's own count says another unit (LDS, issue)
+    # needs more clocks per MFMA than they do (AMD: backends/hip/loopreport.py)
+    matrix = per_unit * w["flops"] * units / peak * (loop["loop_stretch"] if loop else 1.0)
     vector = per_unit * w["vector"] * units / vec
     in_flight = max(1, k.options.get("stages") or 2) * w["step_bytes"] or w["bytes"]
     share = bw * min(1.0, min(blocks, units) * UNIT_SHARE / units)
@@ -113,7 +116,7 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
     terms = {"matrix_s": matrix, "vector_s": vector, "memory_s": memory, "fixed_s": fixed, "blocks": blocks,
              "resident": resident, "waves": waves, "device": dev.name}
     terms["bound"] = max(("matrix", matrix), ("vector", vector), ("memory", memory), key=lambda x: x[1])[0]
-    terms.update(_loop_report(target, static))
+    terms.update(loop or {})
     return max(matrix, vector, memory) + fixed, terms
 
 
@@ -135,15 +138,11 @@ def _mma_dtype(k) -> str:
     return "bf16"
 
 
-def _loop_report(target: str, static) -> dict:
-    """The hook for a per-MFMA main-loop report (issue 10's backends/hip/loopreport.py): where that module
-    exists and reports a main-loop cycle estimate for the compiled kernel, the model shows it beside its own
-    terms. Not yet on main: nothing is added."""
-    if targets.target(target).backend != "hip" or static is None:
-        return {}
-    try:
-        from ..backends.hip import loopreport  # noqa: F401
-    except ImportError:
-        return {}
-    cycles = getattr(loopreport, "main_loop_cycles", None)
-    return {"loop_cycles": cycles(static)} if cycles else {}
+def _loop_limit(static) -> dict | None:
+    """From the compiled kernel's main-loop report (AMD: tiles inspect's per-MFMA counts, Static.loop): the unit
+    that bounds one iteration, its clocks per MFMA, and how many times the matrix core's own that is."""
+    bound = static.loop.bound() if static is not None and getattr(static, "loop", None) is not None else None
+    if not bound or not bound.get("matrix core"):
+        return None
+    unit, clocks = max(bound.items(), key=lambda kv: kv[1])
+    return {"loop_limit": unit, "loop_clk_per_mfma": clocks, "loop_stretch": clocks / bound["matrix core"]}
