@@ -27,9 +27,9 @@ step() {  # step NAME SECONDS COMMAND...: at most SECONDS and what is left of BU
     echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -n "${TAIL:-4}" "$LOGS/$name.log"
 }
 
-GRID=()
-for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do
-    for m in 1 16 64 128 512 2048 4096 16384; do GRID+=("${m}x${nk}"); done
+GRID=()   # small M first: a step cut by its time limit loses the largest (slowest to make inputs for) shapes
+for m in 1 16 64 128 512 2048 4096 16384; do
+    for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do GRID+=("${m}x${nk}"); done
 done
 ACC=()
 for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do for m in 1 16; do ACC+=("${m}x${nk},acc"); done; done
