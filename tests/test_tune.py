@@ -303,3 +303,25 @@ def test_the_amd_model_reads_the_main_loop_report():
     _, a = tune.model(k, shapes, "gfx950", plain)
     _, b = tune.model(k, shapes, "gfx950", looped)
     assert b["matrix_s"] == pytest.approx(2 * a["matrix_s"]) and b["loop_limit"] == "LDS bandwidth"
+
+
+def test_a_planned_default_gives_way_to_the_tuned_value():
+    """The one-pass softmax is passed its plan's rows per block (tune_defaults): the cache's RPB runs instead;
+    an RPB the plan would not give is the caller's choice and stands."""
+    from tiles.kernels.softmax import row_plan, softmax_rows
+    ref = registry.get("reference")
+    x = random_array((512, 256), "bf16")
+    plan = row_plan(512, 256)
+    view = (512, 256 // plan["K"], plan["K"])
+    a = [poisoned(view, "bf16"), x.reshape(view)]
+    target, device, tk = tune.identity(ref)
+    key = tune.key_of(softmax_rows, ref, a, plan)
+    other = 4 if plan["RPB"] != 4 else 2
+    tune.store(softmax_rows, tune.Entry("softmax_rows", tune.source_hash(softmax_rows), target, device, tk,
+                                        list(key[3]), list(key[4]), [list(f) for f in key[5]], {"RPB": other}))
+    assert tune.resolve(softmax_rows, ref, a, dict(plan))["RPB"] == other
+    assert tune.resolve(softmax_rows, ref, a, {**plan, "RPB": 8 if other != 8 else 16})["RPB"] != other
+    k = softmax_rows(*a, backend="reference", **plan)
+    e = np.exp(x.astype(np.float64) - x.astype(np.float64).max(-1, keepdims=True))
+    assert k.consts["RPB"] == other
+    assert_close(a[0].reshape(512, 256), e / e.sum(-1, keepdims=True), "bf16")

@@ -51,6 +51,7 @@ def resolve(kfn, b, args, overrides: dict) -> dict:
             return overrides
         result = search(kfn, b, args, overrides)
         cfg = result.winner.config
-    return {**cfg, **overrides}
+    # a tuned name among the caller's keywords is one of tune_defaults (else it was chosen): the winner's goes
+    return {**overrides, **cfg}
 
 
