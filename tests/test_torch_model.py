@@ -49,3 +49,21 @@ def test_tiles_model_tracks_the_stock_model():
             assert rel(g, g_stock) <= 0.05, f"step {i}, {name}: {rel(g, g_stock):.3g} from the stock model's"
             assert rel(g, g_exact) <= 2 * rel(g_stock, g_exact) + 0.01, \
                 f"step {i}, {name}: {rel(g, g_exact):.3g} from float64, the stock bf16 model {rel(g_stock, g_exact):.3g}"
+
+
+def test_tiles_model_compiles_in_one_graph():
+    """torch.compile(fullgraph=True) traces the whole tiles model, forward and backward (AOT autograd), with no
+    graph break; aot_eager runs it without Inductor's C++ compile (the GPU script compiles it with Inductor)."""
+    torch.manual_seed(0)
+    model = Llama(CONFIG, tiles=True).bfloat16()
+    tokens = torch.randint(0, CONFIG.vocab, (BATCH, SEQ + 1))
+    torch._dynamo.reset()
+    _, loss = torch.compile(model, fullgraph=True, backend="aot_eager")(tokens[:, :-1], tokens[:, 1:])
+    loss.backward()
+    compiled = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    _, ref = model(tokens[:, :-1], tokens[:, 1:])
+    ref.backward()
+    assert abs(float(loss.detach()) - float(ref.detach())) < 1e-3
+    for n, p in model.named_parameters():
+        assert rel(compiled[n], p.grad) <= 1e-2, n
