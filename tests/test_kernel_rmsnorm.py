@@ -3,10 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tiles import dtypes
-from tiles.backends.cuda import codegen, toolchain
-from tiles.dsl import ArgSpec
-from tiles.kernels.rmsnorm import rmsnorm, rmsnorm_fwd
+from tiles.kernels.rmsnorm import rmsnorm
 from tiles.testing import assert_close, random_array
 
 
@@ -43,13 +40,3 @@ def test_rmsnorm_bad_input():
     with pytest.raises(ValueError, match="expected x"):
         rmsnorm(x, random_array((7,), "bf16"))
 
-
-@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
-def test_rmsnorm_compiles_for_cuda_without_spills(target):
-    if toolchain.available("nvrtc"):
-        pytest.skip(toolchain.available("nvrtc"))
-    specs = [ArgSpec("gl", dtypes.bf16, 2), ArgSpec("gl", dtypes.f32, 1), ArgSpec("gl", dtypes.bf16, 2),
-             ArgSpec("gl", dtypes.bf16, 1), ArgSpec("scalar", dtypes.f32)]
-    gen = codegen.generate_for(rmsnorm_fwd.trace(specs, target), target)
-    res = toolchain.compile(gen.source, target).resources[gen.name]
-    assert res.spills == 0 and res.stack_frame == 0 and 0 < res.registers <= 255, res

@@ -18,6 +18,9 @@ from torch.nn import functional as F
 from . import ops
 
 
+_SDPA_GQA = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 5)   # SDPA's enable_gqa
+
+
 @dataclass
 class Config:
     vocab: int = 256
@@ -75,7 +78,10 @@ class Attention(nn.Module):
         else:   # Hugging Face: cos and sin repeated over both halves, applied in the activations' dtype
             cos2, sin2 = (torch.cat((t, t), -1).to(q.dtype) for t in (cos, sin))
             q, k = q * cos2 + rotate_half(q) * sin2, k * cos2 + rotate_half(k) * sin2
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=c.heads != c.kv_heads)
+            if c.heads != c.kv_heads and not _SDPA_GQA:   # torch before 2.5: the kv heads repeated
+                k, v = (t.repeat_interleave(c.heads // c.kv_heads, 1) for t in (k, v))
+            gqa = {"enable_gqa": True} if c.heads != c.kv_heads and _SDPA_GQA else {}
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
         return self.o(o.transpose(1, 2).reshape(b, n, c.heads * c.head_dim))
 
 
