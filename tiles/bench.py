@@ -454,6 +454,9 @@ class RowWorkload(Workload):
     def consts(self, s):
         return self.plan(s) or {}
 
+    def row_count(self, s):
+        return s["R"]
+
 
 class Softmax(RowWorkload):
     name = "softmax"
@@ -475,9 +478,6 @@ class Softmax(RowWorkload):
         x = _rows_of(args[1], s["C"], rows)
         e = np.exp(x - x.max(-1, keepdims=True))
         return [_as_view(e / e.sum(-1, keepdims=True), args[0])]
-
-    def row_count(self, s):
-        return s["R"]
 
     def bytes(self, s):
         from .kernels.softmax import bytes_moved
@@ -602,9 +602,6 @@ class LayerNorm(RowWorkload):
         y = (h - mean) / np.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + np.float32(args[6]))
         return [_as_view(y * w + b, args[0]), _as_view(h, args[1])]
 
-    def row_count(self, s):
-        return s["R"]
-
     def bytes(self, s):
         from .kernels.layernorm import bytes_moved
         return bytes_moved(s["R"], s["C"], 2)
@@ -644,9 +641,6 @@ class RMSNorm(RowWorkload):
         x = _rows_of(args[2], s["C"], rows)
         rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(args[4]))
         return [x * rstd * args[3].astype(np.float64), rstd[:, 0]]
-
-    def row_count(self, s):
-        return s["R"]
 
     def bytes(self, s):
         from .kernels.rmsnorm import bytes_moved

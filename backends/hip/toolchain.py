@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tiles.compiler import CompileError, CompilerCrash, run  # noqa: F401 - CompilerCrash: this module's API
 
 from . import codegen
 
@@ -27,10 +28,6 @@ SHARED_INCLUDE = Path(__file__).parents[1] / "cuda" / "include"
 TARGETS = ("gfx942", "gfx950")
 LDS_PER_CU = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
 MAX_WAVES_PER_SIMD = 8
-
-
-class CompileError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -137,10 +134,6 @@ def compile_kernel(g: codegen.Generated) -> Report:
 HIPRTC_TIMEOUT_S = 600
 
 
-class CompilerCrash(RuntimeError):
-    """The compiler process died (signal, timeout) instead of answering."""
-
-
 def headers() -> list[Path]:
     """The headers a generated kernel includes, which hiprtc is handed by name (it has no include path)."""
     return sorted((INCLUDE / "tiles_hip").glob("*.hpp")) + [SHARED_INCLUDE / "tiles_cuda" / "philox.h"]
@@ -167,15 +160,8 @@ def compile_hiprtc(source: str, target: str, *, name: str = "kernel.hip", timeou
         src, out = Path(tmp) / name, Path(tmp) / "out.hsaco"
         src.write_text(source)
         cmd = _worker_cmd() + [str(src), str(out), json.dumps(opts)]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CompilerCrash(f"hiprtc did not finish {name} for {target} within {timeout:.0f} s") from None
-        log = p.stdout + p.stderr
-        if p.returncode < 0:
-            raise CompilerCrash(f"hiprtc crashed ({signal.Signals(-p.returncode).name}) compiling {name} for "
-                                f"{target}\n{log}")
-        if p.returncode != 0 or not out.is_file():
+        rc, log = run(cmd, f"hiprtc compiling {name} for {target}", timeout)
+        if rc != 0 or not out.is_file():
             raise CompileError(f"hiprtc failed on {name} for {target}:\n{log[-6000:]}")
         return out.read_bytes()
 
