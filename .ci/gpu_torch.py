@@ -136,8 +136,8 @@ def opcheck_all(budget):
     def run():
         for name, (op, args) in opcheck_cases().items():
             # test_schema compares values through float8 arithmetic torch does not have
-            utils = {"test_utils": [u for u in torch.library.opcheck.__kwdefaults__["test_utils"] if u != "test_schema"]} \
-                if name == "matmul_fp8" else {}
+            every = torch.library.opcheck.__kwdefaults__["test_utils"]
+            utils = {"test_utils": [u for u in every if u != "test_schema"]} if name == "matmul_fp8" else {}
             try:
                 torch.library.opcheck(op, args, **utils)
                 record(f"opcheck {name}", True)
@@ -163,7 +163,8 @@ def numerics(budget):
                     for dtype in (torch.bfloat16, torch.float16):
                         n, n_kv = 333, (333 if causal else 200)   # not a multiple of any block; N_kv != N
                         q = rand(2, h, n, d, dtype=dtype, grad=True)
-                        k, v = rand(2, h_kv, n_kv, d, dtype=dtype, grad=True), rand(2, h_kv, n_kv, d, dtype=dtype, grad=True)
+                        k = rand(2, h_kv, n_kv, d, dtype=dtype, grad=True)
+                        v = rand(2, h_kv, n_kv, d, dtype=dtype, grad=True)
                         do = rand(2, h, n, d, dtype=dtype)
                         name = "bf16" if dtype == torch.bfloat16 else "f16"
                         check_grads(f"attention D{d} {'causal' if causal else 'full'} H{h}/{h_kv} N{n}/{n_kv} {name}",
@@ -185,7 +186,8 @@ def numerics(budget):
         x2, r2 = rand(4, 300, 1024, grad=True), rand(4, 300, 1024, grad=True)
         w2, b2 = rand(1024, dtype=torch.float32, grad=True), rand(1024, dtype=torch.float32, grad=True)
         check_grads("layernorm (one pass)", lambda *a: tt.layernorm(*a), lambda x, r, w, b: (
-            F.layer_norm(r + x, (1024,), w, b, 1e-5), r + x), (x2, r2, w2, b2), (rand(4, 300, 1024), rand(4, 300, 1024)))
+            F.layer_norm(r + x, (1024,), w, b, 1e-5), r + x), (x2, r2, w2, b2),
+            (rand(4, 300, 1024), rand(4, 300, 1024)))
         xs, ws = rand(4, 300, 4096, grad=True), rand(4096, grad=True)
         check_grads("rmsnorm", lambda *a: tt.rmsnorm(*a), lambda x, w: x * torch.rsqrt(
             x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, (xs, ws), (rand(4, 300, 4096),))
@@ -297,8 +299,8 @@ def graphs(budget):
         g.replay()
         torch.cuda.synchronize()
         worst = max(rel(p.grad, e) for p, e in zip(params, eager))
-        record("CUDA graph: tiles model forward+backward captured and replayed", worst <= 1e-2 and bool(torch.isfinite(loss)),
-               worst_grad_rel_vs_eager=round(worst, 6), loss=float(loss))
+        record("CUDA graph: tiles model forward+backward captured and replayed",
+               worst <= 1e-2 and bool(torch.isfinite(loss)), worst_grad_rel_vs_eager=round(worst, 6), loss=float(loss))
     run()
 
 
@@ -338,7 +340,8 @@ def compiled_and_timed(budget, out: Path, n: int):
         times = {k: round(v, 3) for k, v in times.items()}
         (out / "step_times.json").write_text(json.dumps({
             "unit": "ms per training step (median), forward + backward + fused AdamW, autocast bf16",
-            "config": vars(CONFIG), "batch": BATCH, "seq": SEQ, "device": torch.cuda.get_device_name(), **times}, indent=1))
+            "config": vars(CONFIG), "batch": BATCH, "seq": SEQ, "device": torch.cuda.get_device_name(), **times},
+            indent=1))
         print("step times (ms):", times, flush=True)
         results["step_times_ms"] = times
     run()
@@ -395,7 +398,8 @@ def main():
     ap.add_argument("--budget", type=float, default=450.0)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--timed-steps", type=int, default=20)
-    ap.add_argument("--device", default="cuda", help="cpu: only the op checks, on the reference interpreter (a dry run)")
+    ap.add_argument("--device", default="cuda",
+                    help="cpu: only the op checks, on the reference interpreter (a dry run)")
     a = ap.parse_args()
     global DEV, OUT_DIR
     DEV = a.device

@@ -289,6 +289,7 @@ def test_static_arena_source_builds_against_the_msl_shim():
     check: no Metal compiler on Linux)."""
     from tiles.backends.metal import codegen, toolchain
     from tiles.kernels.rmsnorm import rmsnorm_fwd
-    a = [poisoned((8, 16), "bf16"), poisoned((8,), "f32"), random_array((8, 16), "bf16"), random_array((16,), "bf16"), 1e-6]
+    a = [poisoned((8, 16), "bf16"), poisoned((8,), "f32"), random_array((8, 16), "bf16"), random_array((16,), "bf16"),
+         1e-6]
     mk = codegen.generate(rmsnorm_fwd.trace(a, "apple"), static_arena=True)
     assert toolchain.compile(mk).ok

@@ -4,7 +4,8 @@ against the same model with torch's (scaled_dot_product_attention), two training
 Tolerance: the loss within 0.005 of the float64 model's; each parameter's gradient within 5% (relative L2) of
 the stock model's, and no farther from the float64 model's than twice the stock bf16 model's is (plus 1%): the
 tiles ops must be as exact as torch's in the same dtype. Measured (2026-12-01): worst gradient 2.2% from the
-stock model's, 1.6% from float64 (the stock model's 2.0%). The GPU run of the same check, a few hundred steps: scripts/gpu_torch.py."""
+stock model's, 1.6% from float64 (the stock model's 2.0%). The GPU run of the same check, a few hundred steps:
+.ci/gpu_torch.py."""
 import copy
 
 import pytest
@@ -48,7 +49,8 @@ def test_tiles_model_tracks_the_stock_model():
             g_stock, g_exact = out["stock"][1][name], out["exact"][1][name]
             assert rel(g, g_stock) <= 0.05, f"step {i}, {name}: {rel(g, g_stock):.3g} from the stock model's"
             assert rel(g, g_exact) <= 2 * rel(g_stock, g_exact) + 0.01, \
-                f"step {i}, {name}: {rel(g, g_exact):.3g} from float64, the stock bf16 model {rel(g_stock, g_exact):.3g}"
+                f"step {i}, {name}: {rel(g, g_exact):.3g} from float64, the stock bf16 model's " \
+                f"{rel(g_stock, g_exact):.3g}"
 
 
 def test_tiles_model_compiles_in_one_graph():

@@ -1,6 +1,6 @@
 """tiles.torch on CPU tensors (the reference interpreter): every op's output and gradients against float64 torch,
 torch.library.opcheck, torch.compile(fullgraph=True) without a graph break, the dispatch table, and the
-checks that refuse bad input with a TileError. The same ops on a GPU: scripts/gpu_torch.py."""
+checks that refuse bad input with a TileError. The same ops on a GPU: .ci/gpu_torch.py."""
 import math
 import subprocess
 import sys
@@ -119,7 +119,8 @@ def test_layernorm_forward_and_gradients(rows, cols, dtype, p, seed):
     # the mask: Philox of (seed, offset, row, column) of the (rows, C) view, as tiles/philox.py defines it
     u = philox.uniform(seed, 3, np.arange(2 * rows)[:, None], np.arange(cols)[None, :])
     keep = torch.from_numpy(u >= p).reshape(2, rows, cols)
-    (ref_y, ref_h), ref_g = grads(lambda *a: layernorm64(*a, 1e-5, keep, p), f64(x, r, w, b), (dy.double(), dh.double()))
+    (ref_y, ref_h), ref_g = grads(lambda *a: layernorm64(*a, 1e-5, keep, p), f64(x, r, w, b),
+                                  (dy.double(), dh.double()))
     close(h, ref_h, dtype, what="H")
     close(y, ref_y, dtype, what="Y")
     for name, a, ref in zip(("dx", "dresidual", "dweight", "dbias"), g, ref_g):
@@ -252,7 +253,8 @@ def _opcheck_cases():
         "attention_fwd": (ops.attention_fwd, (q, k, v, True, 0.125, "")),
         "attention_bwd": (ops.attention_bwd, (rand(1, 2, 20, 64), q.detach(), k.detach(), v.detach(), o.detach(),
                                               lse.detach(), True, 0.125, "")),
-        "layernorm": (ops.layernorm_fwd, (x, rand(3, 48, grad=True), w, rand(48, dtype="f32", grad=True), 1e-5, 0.2, 7, 0, "")),
+        "layernorm": (ops.layernorm_fwd, (x, rand(3, 48, grad=True), w, rand(48, dtype="f32", grad=True),
+                                          1e-5, 0.2, 7, 0, "")),
         "rmsnorm": (ops.rmsnorm_fwd, (x, rand(48, grad=True), 1e-6, "")),
         "rotary": (ops.rotary_fwd, (q, k, cos, cos, False, "")),
         "softmax": (ops.softmax_fwd, (x, "")),
@@ -266,8 +268,9 @@ def _opcheck_cases():
 def test_opcheck(name):
     op, args = _opcheck_cases()[name]
     # test_schema compares values through arithmetic CPU torch lacks for float8 (the GPU script runs it there)
-    utils = [u for u in torch.library.opcheck.__kwdefaults__["test_utils"] if u != "test_schema"] if name == "matmul_fp8" else None
-    torch.library.opcheck(op, args, **({"test_utils": utils} if utils else {}))
+    every = torch.library.opcheck.__kwdefaults__["test_utils"]
+    utils = {"test_utils": [u for u in every if u != "test_schema"]} if name == "matmul_fp8" else {}
+    torch.library.opcheck(op, args, **utils)
 
 
 def test_compile_fullgraph_has_no_graph_break():
@@ -278,7 +281,8 @@ def test_compile_fullgraph_has_no_graph_break():
         q2, k2 = tt.rotary(q, k, cos, sin)
         o = tt.attention(q2, k2, v, causal=True)
         y, r = tt.layernorm(h, h, w, w)
-        return o.float().sum() + tt.softmax(y).float().sum() + tt.matmul(r, w[:, None].expand(-1, 16).contiguous()).float().sum()
+        c = tt.matmul(r, w[:, None].expand(-1, 16).contiguous())
+        return o.float().sum() + tt.softmax(y).float().sum() + c.float().sum()
 
     args = [rand(4, 64, grad=True), rand(64, grad=True), rand(1, 2, 24, 64, grad=True), rand(1, 1, 24, 64, grad=True),
             rand(1, 1, 24, 64, grad=True), torch.rand(24, 32).bfloat16(), torch.rand(24, 32).bfloat16()]
@@ -327,7 +331,7 @@ def test_cpu_backend_from_argument_and_environment(monkeypatch):
 def test_cpu_tensors_on_an_emulator():
     """backend= runs the generated code of a vendor on the CPU, on the tensors' own memory."""
     x, w = rand(70, 100), rand(100)
-    for name in ("cuda-emu:sm_80", "hip-emu:gfx942"):
+    for name in ("cuda-emu:sm_80", "hip-emu:gfx942", "metal-emu"):
         close(tt.rmsnorm(x, w, backend=name), rmsnorm64(x.double(), w.double(), 1e-6), "bf16", what=name)
 
 

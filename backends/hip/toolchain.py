@@ -162,8 +162,9 @@ def _hiprtc_main(src_path: str, out_path: str, opts_json: str) -> int:
     from hip import hiprtc
 
     hs = headers()
+    names = [f"{h.parent.name}/{h.name}".encode() for h in hs]
     prog = _ok(hiprtc.hiprtcCreateProgram(Path(src_path).read_bytes(), Path(src_path).name.encode(), len(hs),
-                                          [h.read_bytes() for h in hs], [f"{h.parent.name}/{h.name}".encode() for h in hs]))
+                                          [h.read_bytes() for h in hs], names))
     opts = [o.encode() for o in json.loads(opts_json)]
     (rc,) = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
     size = _ok(hiprtc.hiprtcGetProgramLogSize(prog))

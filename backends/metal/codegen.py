@@ -213,7 +213,7 @@ class _Gen:
             w(f"    {ctype} {pname} {spelled}{',' if i + 1 < len(params) else ')'}")
         with w.block("{"):
             if self.static_arena:
-                w(f"threadgroup float4 tiles_arena[{max(1, -(-p.smem_bytes // 16))}];   // {p.smem_bytes} bytes, 16-aligned")
+                w(f"threadgroup float4 tiles_arena[{max(1, -(-p.smem_bytes // 16))}];   // {p.smem_bytes} bytes")
                 w("threadgroup uchar* smem = (threadgroup uchar*)tiles_arena;")
             for i, g in enumerate(globals_):
                 w(f"const gl<{msl_type(g.dtype)}> {self.name(g)} = make_gl({self.name(g)}_ptr, ints + {INTS_PER_GL * i});")

@@ -27,7 +27,8 @@ ENV = "TILES_TORCH_BACKEND"
 HOST_KINDS = ("reference", "emulator")   # backends that run on host memory
 
 # numpy has no bf16 or fp8: their tensors are viewed through integers of the same width
-_NARROW = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16), torch.float8_e4m3fn: (torch.uint8, ml_dtypes.float8_e4m3fn),
+_NARROW = {torch.bfloat16: (torch.int16, ml_dtypes.bfloat16),
+           torch.float8_e4m3fn: (torch.uint8, ml_dtypes.float8_e4m3fn),
            torch.float8_e5m2: (torch.uint8, ml_dtypes.float8_e5m2)}
 
 

@@ -5,7 +5,7 @@ RMSNorm -> SwiGLU MLP -> residual, a final RMSNorm and an untied LM head; no bia
 `Llama(config, tiles=True)` (or `model.use_tiles(True)`) swaps its attention, RMSNorm and rotary for tiles.torch's
 ops; everything else (the linear layers, embedding, SiLU, loss) stays torch's. With tiles=False it is the stock
 model: scaled_dot_product_attention (flash or cuDNN on a GPU), RMSNorm and rotary as Hugging Face computes them.
-The test of the ops in a model (tests/test_torch_model.py, scripts/gpu_torch.py) trains both from one seed.
+The test of the ops in a model (tests/test_torch_model.py, .ci/gpu_torch.py) trains both from one seed.
 """
 from __future__ import annotations
 

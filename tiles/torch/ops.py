@@ -55,17 +55,21 @@ def _empty(shape, like: Tensor, dtype=None) -> Tensor:
 
 def _check_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool):
     _require(q.dim() == 4 and k.dim() == 4 and v.dim() == 4,
-             f"attention: expected q (B, H, N, D), k and v (B, H_kv, N_kv, D); got ranks {q.dim()}, {k.dim()}, {v.dim()}")
+             f"attention: expected q (B, H, N, D), k and v (B, H_kv, N_kv, D); got ranks "
+             f"{q.dim()}, {k.dim()}, {v.dim()}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         _dtype(f"attention {name}", t, HALF)
-    _require(q.dtype == k.dtype == v.dtype, f"attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    _require(q.dtype == k.dtype == v.dtype,
+             f"attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     b, h, n, d = q.shape
     _require(k.shape == v.shape, f"attention: k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
     _require(k.shape[0] == b and k.shape[3] == d and h % k.shape[1] == 0,
              f"attention: k and v (B, H_kv, N_kv, D) with B and D of q and H a multiple of H_kv; q {tuple(q.shape)}, "
              f"k {tuple(k.shape)}")
-    _require(d in ATTENTION_HEAD_DIMS, f"attention: head dim {d} is not supported; expected one of {ATTENTION_HEAD_DIMS}")
-    _require(not causal or k.shape[2] == n, f"attention: causal needs as many keys as queries, got N {n}, N_kv {k.shape[2]}")
+    _require(d in ATTENTION_HEAD_DIMS,
+             f"attention: head dim {d} is not supported; expected one of {ATTENTION_HEAD_DIMS}")
+    _require(not causal or k.shape[2] == n,
+             f"attention: causal needs as many keys as queries, got N {n}, N_kv {k.shape[2]}")
 
 
 @torch.library.custom_op("tiles::attention_fwd", mutates_args=())
@@ -140,7 +144,8 @@ def _check_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, 
     _dtype("layernorm weight", weight, FLOAT)
     _dtype("layernorm bias", bias, FLOAT)
     _require(0.0 <= p < 1.0, f"layernorm: dropout probability must be in [0, 1), got {p}")
-    _require(0 <= seed < 2**31 and 0 <= offset < 2**31, f"layernorm: seed and offset must be in [0, 2**31), got {seed}, {offset}")
+    _require(0 <= seed < 2**31 and 0 <= offset < 2**31,
+             f"layernorm: seed and offset must be in [0, 2**31), got {seed}, {offset}")
 
 
 def _rows(t: Tensor) -> Tensor:
@@ -293,7 +298,8 @@ def _spread(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
 
 
 @torch.library.custom_op("tiles::rotary", mutates_args=())
-def rotary_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, backend: str) -> tuple[Tensor, Tensor]:
+def rotary_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool,
+               backend: str) -> tuple[Tensor, Tensor]:
     """(q', k'): every pair of q and k rotated by its position's angle (cos, sin: (N, D/2))."""
     _check_rotary(q, k, cos, sin, interleaved)
     qo, ko = _empty(q.shape, q), _empty(k.shape, k)
