@@ -293,3 +293,16 @@ def test_static_arena_source_builds_against_the_msl_shim():
          1e-6]
     mk = codegen.generate(rmsnorm_fwd.trace(a, "apple"), static_arena=True)
     assert toolchain.compile(mk).ok
+
+
+def test_mps_tensors_need_torchs_device_not_pyobjc(monkeypatch):
+    class MpsTensor:   # what available_for reads: a torch class
+        __module__ = "torch"
+    monkeypatch.setattr(runtime.sys, "platform", "darwin")
+    monkeypatch.setattr(runtime, "_torch_mps", lambda: True)
+    monkeypatch.setitem(sys.modules, "Metal", None)   # no PyObjC
+    b = runtime.MetalDevice()
+    assert b.available_for([MpsTensor(), 1.0]) is None
+    assert "pyobjc" in b.available_for([np.zeros(4)]).lower()
+    monkeypatch.setattr(runtime, "_torch_mps", lambda: False)
+    assert "no MPS device" in b.available_for([MpsTensor()])

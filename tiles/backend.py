@@ -29,6 +29,10 @@ class Backend:
         """None if this backend can run here, else why not."""
         return None
 
+    def available_for(self, args) -> str | None:
+        """available(), for a launch on these arrays (the metal backend takes torch's mps tensors without PyObjC)."""
+        return self.available()
+
     def asarray(self, a: np.ndarray):
         """A host array moved to where this backend runs."""
         return a
@@ -134,7 +138,7 @@ def for_arrays(args) -> Backend:
 def resolve(backend, args=()) -> Backend:
     """A Backend from a name, a Backend, or None (where the arrays live); raises if it cannot run here."""
     b = get(backend) if isinstance(backend, str) else backend or for_arrays(args)
-    why = b.available()
+    why = b.available_for(args)
     if why is not None:
         raise RuntimeError(f"backend {b.name} cannot run here: {why}")
     return b

@@ -105,11 +105,18 @@ class MetalDevice(Backend):
         return str(self._device.name()) if self._device is not None else "Apple GPU (Metal)"
 
     def available(self):
-        """None where an Apple GPU is here through PyObjC or through torch's MPS device."""
+        """None where PyObjC reaches an Apple GPU (what host arrays need)."""
         if sys.platform != "darwin":
             return f"Metal needs macOS (this is {sys.platform})"
-        why = self._objc_device()
-        return None if why is None or _torch_mps() else why
+        return self._objc_device()
+
+    def available_for(self, args):
+        """torch's mps tensors need torch's MPS device, not PyObjC."""
+        if any(map(is_torch, args)):
+            if sys.platform != "darwin":
+                return f"Metal needs macOS (this is {sys.platform})"
+            return None if _torch_mps() else "torch has no MPS device here"
+        return self.available()
 
     def _objc_device(self):
         try:
@@ -188,9 +195,6 @@ class MetalDevice(Backend):
     def run(self, k: ir.Kernel, args) -> None:
         if any(map(is_torch, args)):
             return launch_mps(k, args)
-        why = self._objc_device()
-        if why:
-            raise MetalError(f"arrays that are not torch mps tensors go through PyObjC: {why}")
         mk = generated(k)
         # the check covers float and half matrices; a kernel with bfloat (Metal 3.1) keeps the scratch path
         macros = ("TILES_METAL_LANE_MAP",) if mk.language == "3.0" and self.lane_map_checked() else ()

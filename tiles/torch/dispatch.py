@@ -52,7 +52,7 @@ def resolve(tensors, name: str = "") -> backends.Backend:
     if len(devices) != 1:
         raise TileError(f"tensors on different devices: {', '.join(sorted(map(str, devices)))}")
     (device,) = devices
-    b = backends.resolve(backend_name(device, name))
+    b = backends.resolve(backend_name(device, name), tensors)
     if (b.kind in HOST_KINDS) != (device.type == "cpu"):
         raise TileError(f"backend {b.name} ({b.kind}) cannot run on {device} tensors; "
                         f"{'move them to the CPU' if b.kind in HOST_KINDS else 'use a CPU backend for CPU tensors'}")
