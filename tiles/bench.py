@@ -501,6 +501,9 @@ class RowWorkload(Workload):
     def consts(self, s):
         return self.plan(s) or {}
 
+    def row_count(self, s):
+        return s["R"]
+
 
 class Softmax(RowWorkload):
     name = "softmax"
@@ -522,9 +525,6 @@ class Softmax(RowWorkload):
         x = _rows_of(args[1], s["C"], rows)
         e = np.exp(x - x.max(-1, keepdims=True))
         return [_as_view(e / e.sum(-1, keepdims=True), args[0])]
-
-    def row_count(self, s):
-        return s["R"]
 
     def bytes(self, s):
         from .kernels.softmax import bytes_moved
@@ -649,9 +649,6 @@ class LayerNorm(RowWorkload):
         y = (h - mean) / np.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + np.float32(args[6]))
         return [_as_view(y * w + b, args[0]), _as_view(h, args[1])]
 
-    def row_count(self, s):
-        return s["R"]
-
     def bytes(self, s):
         from .kernels.layernorm import bytes_moved
         return bytes_moved(s["R"], s["C"], 2)
@@ -668,6 +665,41 @@ class LayerNorm(RowWorkload):
             return fused, [(t.randn(r, c, dtype=dt, device=dev), t.randn(r, c, dtype=dt, device=dev))
                            for _ in range(sets)]
         return _eager_and_compiled(vendor, "add + layer_norm", make)
+
+
+class RMSNorm(RowWorkload):
+    name = "rmsnorm"
+    syntax = "RxC[,bf16|f16]  (Y = X / sqrt(mean(X^2) + eps) * W over each of R rows, and RSTD per row)"
+    default_shapes = ("16384x4096", "4096x16384")
+
+    def kernels(self):
+        from .kernels import rmsnorm   # two passes only: no one-pass plan
+        return (lambda rows, cols: None), rmsnorm.rmsnorm_fwd, rmsnorm.rmsnorm_fwd
+
+    def inputs(self, s, rng):
+        r, c, dt = s["R"], s["C"], s["dtype"]
+        return [poisoned((r, c), dt), poisoned((r,), "f32"), random_array((r, c), dt, rng, 2.0),
+                random_array((c,), dt, rng), 1e-6]
+
+    def outputs(self, s):
+        return [Output("Y", 0, s["dtype"], 0), Output("RSTD", 1, "f32", 0)]
+
+    def reference(self, s, args, rows=None):
+        x = _rows_of(args[2], s["C"], rows)
+        rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(args[4]))
+        return [x * rstd * args[3].astype(np.float64), rstd[:, 0]]
+
+    def bytes(self, s):
+        from .kernels.rmsnorm import bytes_moved
+        return bytes_moved(s["R"], s["C"], 2)
+
+    def baselines(self, vendor):
+        def make(s, sets, t, dev):
+            dt = _torch_dtype(t, s)
+            w = t.randn(s["C"], dtype=dt, device=dev)
+            return (lambda x: t.nn.functional.rms_norm(x, (s["C"],), w, 1e-6)), [
+                (t.randn(s["R"], s["C"], dtype=dt, device=dev),) for _ in range(sets)]
+        return _eager_and_compiled(vendor, "rms_norm", make)
 
 
 class AttentionBwd(Attention):
@@ -824,8 +856,8 @@ def _library(vendor: str, setup):
     return lambda s, sets: (*setup(s, sets, (torch, dev)), sync)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), BatchedGemm(), GemmFp8(), Attention(), AttentionBwd(), Softmax(),
-                                                       Rotary(), LayerNorm())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), BatchedGemm(), GemmFp8(), Attention(), AttentionBwd(),
+                                                       Softmax(), Rotary(), LayerNorm(), RMSNorm())}
 
 
 def workload(name: str) -> Workload:
