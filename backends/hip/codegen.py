@@ -105,12 +105,18 @@ class _Emitter:
         return next((p for p in self.k.params if getattr(p, "name", None) == name), None)
 
     def _layouts(self) -> dict:
-        """Register tiles that feed an MMA's A take the MFMA A-operand layout; everything else the accumulator's.
-        A vector takes the layout of the tiles it meets."""
+        """Register tiles that feed an MMA's A take the MFMA A-operand layout ("a"); everything else the
+        accumulator's ("c"), or the accumulator of the transpose ("t", _transposed); A operands copied from a
+        "t" tile take its K order ("a+"). A vector takes the layout of the tiles it meets."""
         lay = {}
         for op, _ in self.k.walk():
             if op.name == "mma" and isinstance(op.srcs[0], RT):
                 lay[id(op.srcs[0])] = "a"
+        for tid in self._transposed(lay):
+            lay[tid] = "t"
+        for op, _ in self.k.walk():
+            if op.name == "copy" and lay.get(id(op.dst)) == "a" and lay.get(id(op.srcs[0])) == "t":
+                lay[id(op.dst)] = "a+"
         for _ in range(2):
             for op, _ in self.k.walk():
                 tiles = [t for t in (op.dst, *op.srcs) if isinstance(t, (RT, RV))]
@@ -120,11 +126,46 @@ class _Emitter:
                         lay[id(t)] = rts[0]
         return lay
 
+    def _transposed(self, lay) -> set:
+        """Register tiles held as the accumulator of their transpose: each group of tiles and vectors that ops
+        other than copies tie together, where one of them is copied into an A operand (attention's S into P).
+        Computed as D^T = B^T A^T, a 16-bit MMA's accumulator holds in each lane one row and columns in runs of
+        four, which is the A operand's map: the copy then stays in the lane (no ds_bpermute) where the
+        accumulator's map would need a 4x4 transpose across lanes. Groups holding an A operand, or the
+        accumulator of an fp8 MMA, keep the plain layout."""
+        parent = {}
+
+        def find(x):
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+        for op, _ in self.k.walk():
+            if op.name == "copy":
+                continue
+            ts = [t for t in ((op.dst, op.srcs[2]) if op.name == "mma" else (op.dst, *op.srcs))
+                  if isinstance(t, (RT, RV))]
+            for t in ts[1:]:
+                parent[find(id(t))] = find(id(ts[0]))
+        members = {}
+        for t in self.k.tiles:
+            if isinstance(t, (RT, RV)):
+                members.setdefault(find(id(t)), []).append(t)
+        wanted = {find(id(op.srcs[0])) for op, _ in self.k.walk() if op.name == "copy"
+                  and isinstance(op.srcs[0], RT) and lay.get(id(op.dst)) == "a" and lay.get(id(op.srcs[0]), "c") == "c"}
+        bad = {find(id(op.dst)) for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0].dtype.bits != 16}
+        out = set()
+        for root in wanted - bad:
+            if all(lay.get(id(t), "c") == "c" for t in members[root]):
+                out |= {id(t) for t in members[root]}
+        return out
+
     def lay(self, t) -> str:
-        if self.layout.get(id(t), "c") == "a":
+        kind = self.layout.get(id(t), "c")
+        if kind in ("a", "a+"):
             dt = next(op.srcs[1].dtype for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0] is t)
-            return f"opa<{self.m}, {mfma_k(self.target, dt, self.m)}>"
-        return f"acc<{self.m}>"
+            order = ", true" if kind == "a+" else ""
+            return f"opa<{self.m}, {mfma_k(self.target, dt, self.m)}{order}>"
+        return f"acc_t<{self.m}>" if kind == "t" else f"acc<{self.m}>"
 
     def st_type(self, t) -> str:
         return f"{self.n(t)}_st"
@@ -389,7 +430,7 @@ class _Emitter:
             return f"store({r(d)}, {self.n(s)});{line}"
         if name == "mma":
             a, b, c = srcs
-            if isinstance(a, RT) and self.layout.get(id(a)) != "a":
+            if isinstance(a, RT) and self.layout.get(id(a)) not in ("a", "a+"):
                 raise TileError("internal: A operand not in the MFMA layout", op.loc)
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)

@@ -34,6 +34,12 @@ template <int M, int KS, int E> struct frag_k {
   }
 };
 
+// The K order of an MMA's fragments: a register operand's own (its layout's), else frag_k's.
+template <class A, int M, int KS, int E> struct operand_k { using type = frag_k<M, KS, E>; };
+template <class T, int R, int C, class L, int M, int KS, int E> struct operand_k<rt<T, R, C, L>, M, KS, E> {
+  using type = typename L::order;
+};
+
 // Element (kk * KS + k, c) of an operand read down its LDS columns (K runs down the rows), k < KS. Where
 // KS is a whole number of swizzle periods, the K step is a plain row offset: one address register per
 // (k, c) serves every step (immediate offsets), instead of one per element the compiler would otherwise
@@ -60,7 +66,7 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
 #endif
   if constexpr (FNUZ) mul(d, d, 0.25f);
   constexpr int KS = KS_ ? KS_ : mfma_k<M, T>::K, E = M * KS / 64;
-  using FK = frag_k<M, KS, E>;
+  using FK = typename operand_k<A, M, KS, E>::type;
   static_assert(KS != 128 || !is_rt<A>::value, "the 16x16x128 MFMA takes A from LDS only");
   static_assert(KDIM % KS == 0, "K of an mma must be a multiple of the MFMA's K");
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
@@ -108,6 +114,56 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
   }
   if constexpr (FNUZ) mul(d, d, 4.0f);
   // one mma's loads stay with its MFMAs: hoisting the next op's loads above them only adds registers
+  arch::sched_barrier();
+}
+
+// An operand fragment from LDS: the E elements of K step kk (in FK's order) that this lane holds for row or
+// column `idx` of the stored tile, along K where K is contiguous in LDS (runs, one ds_read each), else
+// down the columns (one read per element).
+template <bool K_CONTIGUOUS, int KS, int E, class FK, class S>
+TILES_DEV void read_frag(const S& s, int idx, int kk, int lane, typename S::dtype* out) {
+  if constexpr (K_CONTIGUOUS) {
+    TILES_UNROLL for (int e = 0; e < E; e += FK::RUN) s.template read_run<FK::RUN>(idx, kk * KS + FK::at(lane, e), out + e);
+  } else {
+    TILES_UNROLL for (int e = 0; e < E; ++e) out[e] = col_elem<KS>(s, kk, FK::at(lane, e), idx);
+  }
+}
+
+// d stored transposed (acc_t): computed as D^T = op(b)^T op(a)^T, so b gives the MFMA's A fragments (a
+// column fragment of D is a row fragment of D^T) and a its B fragments. A register a is in the A-operand
+// layout, which is the B fragment's map: it goes in as it is; its K order is the one the LDS operand is
+// read in.
+template <bool TA, bool TB, int KS_ = 0, int M, int R, int N, class A, class T, int BR, int BC, class SW>
+TILES_DEV void mma(rt<float, R, N, acc_t<M>>& d, const A& a, const st<T, BR, BC, SW>& b,
+                   const rt<float, R, N, acc_t<M>>& c) {
+  static_assert(sizeof(T) == 2 && KS_ == 0, "transposed accumulators take the 16-bit MFMAs");
+  constexpr int KDIM = TB ? BC : BR, KS = mfma_k<M, T>::K, E = M * KS / 64;
+  static_assert(KDIM % KS == 0, "K of an mma must be a multiple of the MFMA's K");
+  using D = rt<float, R, N, acc_t<M>>;
+  using FK = typename operand_k<A, M, KS, E>::type;
+  if (&d != &c) d = c;
+  const int lane = arch::lane_id(), r0 = arch::wave_id() * R, fr = lane % M;
+  constexpr bool UNROLL = is_rt<A>::value || (!TB && E <= 4);   // as in mma above
+#if !defined(TILES_EMU)
+#pragma unroll(UNROLL ? KDIM / KS : 1)
+#endif
+  for (int kk = 0; kk < KDIM / KS; ++kk) {
+    T bf[D::FM][E];  // op(a)^T: the MFMA's B
+    TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
+      if constexpr (is_rt<A>::value) {
+        static_assert(A::layout::FC == KS && A::layout::FR == M, "register A operand is not in the MFMA's A layout");
+        TILES_UNROLL for (int e = 0; e < E; ++e) bf[m][e] = a.v[m][kk][e];
+      } else {
+        read_frag<!TA, KS, E, FK>(a, r0 + m * M + fr, kk, lane, bf[m]);
+      }
+    }
+    TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
+      T af[E];       // op(b)^T: the MFMA's A
+      read_frag<TB, KS, E, FK>(b, n * M + fr, kk, lane, af);
+      TILES_UNROLL for (int m = 0; m < D::FM; ++m) arch::mfma_op<M, KS, T>::run(af, bf[m], d.v[m][n]);
+      if constexpr (!TB) arch::sched_barrier();
+    }
+  }
   arch::sched_barrier();
 }
 }  // namespace tiles_hip

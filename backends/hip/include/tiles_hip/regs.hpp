@@ -107,7 +107,7 @@ TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f) 
       TILES_UNROLL for (int e = 1; e < X::E; ++e) part[0] = f(part[0], part[e]);
       TILES_UNROLL for (int e = 1; e < X::E; ++e) part[e] = part[0];
     }
-    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+    TILES_UNROLL for (int e = 0; e < V::VE; ++e) {  // each of the vector's values once (dst may be acc)
       float r = lane_reduce<L::ROW_LO, L::ROW_HI>(part[e], f);
       if (acc) r = f(r, cvt<typename V::dtype>::to(acc->at(m, e)));
       dst.at(m, e) = cvt<typename V::dtype>::from(r);
@@ -137,7 +137,7 @@ TILES_DEV void col_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, 
   }
   arch::barrier();
   TILES_UNROLL for (int n = 0; n < X::FN; ++n) {
-    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+    TILES_UNROLL for (int e = 0; e < V::VE; ++e) {  // each of the vector's values once (dst may be acc)
       const int c = n * L::FC + L::col(lane, e);
       float r = scratch[c];
       for (int i = 1; i < WAVES; ++i) r = f(r, scratch[i * C + c]);
@@ -325,6 +325,29 @@ TILES_DEV void copy(rt<TD, R, C, LD>& dst, const rt<TS, R, C, LS>& src) {
         if (ns == want_n && es == want_e) x = y;
       }
       dst.v[m][n][e] = cvt<TD>::from(x);
+    }
+}
+// A transposed accumulator into the A operand in its K order: lane l holds row l % M in both, and the
+// columns its elements hold are the same, so element e of A fragment n is a register of the same lane
+// (source fragment and register known at compile time): one conversion per element, nothing crosses lanes.
+template <class LD, class LS, int FN> constexpr bool lane_local() {
+  for (int l = 0; l < 64; ++l) for (int n = 0; n < FN; ++n) for (int e = 0; e < LD::E; ++e) {
+    const int c = n * LD::FC + LD::col(l, e), ns = c / LS::FC, es = LS::e_of(LD::row(l, e), c % LS::FC);
+    if (LS::lane_of(LD::row(l, e), c % LS::FC) != l || ns != (n * LD::FC + LD::col(0, e)) / LS::FC ||
+        es != LS::e_of(0, (n * LD::FC + LD::col(0, e)) % LS::FC))
+      return false;
+  }
+  return true;
+}
+template <class TD, class TS, int R, int C, int M, int K>
+TILES_DEV void copy(rt<TD, R, C, opa<M, K, true>>& dst, const rt<TS, R, C, acc_t<M>>& src) {
+  using LD = opa<M, K, true>;
+  using LS = acc_t<M>;
+  static_assert(lane_local<LD, LS, C / K>(), "the A operand's K order is not the transposed accumulator's");
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
+      const int c = n * K + LD::col(0, e);
+      dst.v[m][n][e] = cvt<TD>::from(cvt<TS>::to(src.v[m][c / M][LS::e_of(0, c % M)]));
     }
 }
 // The 16x16 accumulator into a 16 x K A operand (attention's P): 4x4 transposes in rounds. Lane
