@@ -84,6 +84,7 @@ class _Emitter:
         self.plan = schedules.plan(k, target, self.lds_bytes)
         self.m = self.plan.mfma_m
         self.layout = self._layouts()
+        self.held = self._held()
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
 
     # ------------------------------------------------------------ names and types
@@ -158,6 +159,33 @@ class _Emitter:
             if all(lay.get(id(t), "c") == "c" for t in members[root]):
                 out |= {id(t) for t in members[root]}
         return out
+
+    def _held(self) -> dict:
+        """Shared tiles kept in registers across a pipelined loop: id -> (register tile's name, its loop). A tile
+        loaded from global once before the loop, then only read inside it, as the A operand of MMAs that read A
+        along its rows (attention's Q), would be read from LDS again every iteration, a ds_read per fragment and
+        K step; in registers (the A-operand layout) it costs rows * cols / (64 waves) elements a lane, held to
+        32 VGPRs (Q at 128 x 128 over 8 waves: 16)."""
+        held = {}
+        top = [s for s in self.k.body if isinstance(s, ir.Op)]
+        for lp in schedules._pipelines(self.k.body):
+            uses = {}
+            for op, loops in self.k.walk():
+                for t in (op.dst, *op.srcs):
+                    if isinstance(t, ST):
+                        uses.setdefault(id(t), []).append((op, loops))
+            for t in self.k.tiles:
+                if not isinstance(t, ST) or t in self.staged or t.rows % (self.plan.waves * self.m):
+                    continue
+                writes = [(op, loops) for op, loops in uses.get(id(t), []) if op.dst is t]
+                reads = [(op, loops) for op, loops in uses.get(id(t), []) if op.dst is not t]
+                ok = (len(writes) == 1 and writes[0][0] in top and writes[0][0].name == "load"
+                      and isinstance(writes[0][0].srcs[0], GL) and reads and
+                      all(lp in loops and op.name == "mma" and op.srcs[0] is t and t not in op.srcs[1:]
+                          and not op.attrs["trans_a"] for op, loops in reads))
+                if ok and t.rows * t.cols * t.dtype.bits // 8 // (64 * self.plan.waves) <= 128:
+                    held[id(t)] = (f"{self.n(t)}_regs", lp)
+        return held
 
     def lay(self, t) -> str:
         kind = self.layout.get(id(t), "c")
@@ -288,6 +316,10 @@ class _Emitter:
         for t in self.k.tiles:
             if isinstance(t, (RT, RV)):
                 w(self.tile_decl(t))
+            elif id(t) in self.held:
+                k = mfma_k(self.target, t.dtype, self.m)
+                w(f"rt<{CTYPE[t.dtype.name]}, {t.rows} / WAVES, {t.cols}, opa<{self.m}, {k}>> {self.held[id(t)][0]};"
+                  f"  // {self.n(t)}, held through the loop over {self.held[id(t)][1].var.name}")
 
     # ------------------------------------------------------------ statements
     def stmts(self, w, body, slot: str | None = None):
@@ -314,6 +346,11 @@ class _Emitter:
         def issue(shift: str, slot: str):
             for s in staged_ops:
                 w(self.op(s, slot, {v: shift}))
+        for t in self.k.tiles:
+            if self.held.get(id(t), (None, None))[1] is lp:
+                if self.barriers.before(_Read(t)):
+                    w("arch::barrier();")
+                w(f"load({self.held[id(t)][0]}, {self.n(t)});  // read once, not every iteration")
         w(f"// pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
         w(f"const int n_{v} = {self.expr(lp.count)};")
         if self.barriers.pipeline_entry(staged_ops):
@@ -435,7 +472,8 @@ class _Emitter:
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)
             k_arg = f", {ks}" if ks != mfma_k(self.target, a.dtype, self.m) else ""
-            return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
+            a_ref = self.held[id(a)][0] if id(a) in self.held else r(a)
+            return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {a_ref}, {r(b)}, {self.n(c)});{line}"
         if name == "zero":
             self._regs_only(op)
             return f"zero({self.n(d)});{line}"
@@ -481,6 +519,18 @@ class _Emitter:
         if len(lays) > 1 and not (allow_change and all(isinstance(t, RT) for t in tiles)):
             raise TileError(f"{op.name}: mixes a register tile that feeds an MMA's A operand with ones in the "
                             "accumulator layout; on CDNA copy it into a separate tile first", op.loc)
+
+
+@dataclass
+class _Read:
+    """A read of a shared tile that is no IR op (a held tile's one load into registers), for the barrier plan."""
+    tile: ST
+    name: str = "load"
+    dst: object = None
+
+    @property
+    def srcs(self):
+        return [self.tile]
 
 
 def _exchanges(op: ir.Op) -> bool:

@@ -191,15 +191,18 @@ TILES_DEV void store(const sv<U, N>& dst, const cv<T, N, L>& src) {
   TILES_UNROLL for (int n = 0; n < src.FN; ++n) TILES_UNROLL for (int e = 0; e < src.VE; ++e)
     if (L::row(lane, e) == 0) dst.at(n * L::FC + L::col(lane, e)) = convert<U>(src.at(n, e));
 }
-// Each wave moves its own rows (wave_id * R ..) of the block tile.
+// Each wave moves its own rows (wave_id * R ..) of the block tile. A lane's run of consecutive columns (the
+// A-operand layout's E) moves as one ds_read / ds_write.
 template <class T, int R, int C, class L, class U, int SR, class SW>
 TILES_DEV void load(rt<T, R, C, L>& dst, const st<U, SR, C, SW>& src) {
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
-    TILES_UNROLL for (int e = 0; e < dst.E; ++e)
-      dst.v[m][n][e] = convert<T>(src.at(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e)));
+    TILES_UNROLL for (int e = 0; e < dst.E; e += L::RUN) {
+      U run[L::RUN];
+      src.template read_run<L::RUN>(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e), run);
+      TILES_UNROLL for (int i = 0; i < L::RUN; ++i) dst.v[m][n][e + i] = convert<T>(run[i]);
+    }
 }
-// A lane's run of consecutive columns (the A-operand layout's E) goes out as one ds_write.
 template <class U, int SR, int C, class SW, class T, int R, class L>
 TILES_DEV void store(const st<U, SR, C, SW>& dst, const rt<T, R, C, L>& src) {
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
