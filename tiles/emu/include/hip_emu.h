@@ -44,6 +44,19 @@ inline uint8_t* lds_base() { return emu::shared_mem(); }
 // ds_bpermute_b32: lane i receives `v` of lane src (mod 64, as the hardware masks the address).
 inline uint32_t shfl(uint32_t v, int src) { return emu::wave_exchange(v)[src & 63]; }
 
+// v_permlane16_swap_b32 / v_permlane32_swap_b32 (CDNA4 ISA), vdst = x, src0 = y, rows of 16 lanes: the 16
+// variant swaps the odd rows of vdst with the even rows of src0, the 32 variant rows 2 and 3 of vdst with
+// rows 0 and 1 of src0, lane for lane. Both registers are written: x and y come back swapped.
+template <int M> inline void permlane_swap(uint32_t& x, uint32_t& y) {
+  static_assert(M == 16 || M == 32, "permlane swaps move rows by 16 or 32 lanes");
+  struct two { uint32_t x, y; };
+  const two* all = emu::wave_exchange(two{x, y});
+  const int lane = (int)emu::lane_id();
+  const bool upper = lane & M;   // an odd row (16), rows 2-3 (32): its vdst is swapped in
+  x = upper ? all[lane - M].y : all[lane].x;
+  y = upper ? all[lane].y : all[lane + M].x;
+}
+
 // Buffer accesses: an access that does not lie wholly inside the resource's range reads 0 and is
 // not written, per lane (the raw-buffer range check).
 inline bool in_range(uint32_t bytes, uint32_t off, uint32_t n) { return off <= bytes && n <= bytes - off; }

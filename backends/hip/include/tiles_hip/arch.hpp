@@ -125,6 +125,23 @@ template <int M> TILES_DEV uint32_t butterfly(uint32_t v) {
 #endif
 }
 
+#if defined(TILES_GFX950)
+// The values of lanes l & ~M and l | M (M = 16 or 32) in every lane l, as (lo, hi): one v_permlane16_swap /
+// v_permlane32_swap of v with itself (VALU; ds_bpermute is an LDS instruction and an lgkmcnt wait).
+struct lane_pair { uint32_t lo, hi; };
+template <int M> TILES_DEV lane_pair halves(uint32_t v) {
+  uint32_t x = v, y = v;
+#if defined(TILES_EMU)
+  hip_emu::permlane_swap<M>(x, y);
+#else
+  auto r = M == 16 ? __builtin_amdgcn_permlane16_swap(x, y, false, false)
+                   : __builtin_amdgcn_permlane32_swap(x, y, false, false);
+  x = r[0], y = r[1];
+#endif
+  return {x, y};
+}
+#endif
+
 // ---------------------------------------------------------------- global memory
 // A buffer resource: base, size in bytes; loads past the size return 0, stores past it are dropped.
 // That is how tiles implements "elements past the end of a global read as 0".

@@ -84,9 +84,16 @@ template <class T, int R, int C, class L> TILES_DEV void swap_pairs(rt<T, R, C, 
 }
 
 // ---------------------------------------------------------------- reductions
-// Butterfly over lane bits [LO, HI): afterwards every lane of a group holds the group's result.
+// Butterfly over lane bits [LO, HI): afterwards every lane of a group holds the group's result. CDNA4 takes
+// lane bits 4 and 5 (the rows of a transposed accumulator) through permlane swaps, both lanes as f(lo, hi).
 template <int LO, int HI, class F> TILES_DEV float lane_reduce(float x, F f) {
   if constexpr (LO < HI) {
+#if defined(TILES_GFX950)
+    if constexpr (LO >= 16) {
+      const arch::lane_pair p = arch::halves<LO>(__builtin_bit_cast(uint32_t, x));
+      return lane_reduce<LO * 2, HI>(f(__builtin_bit_cast(float, p.lo), __builtin_bit_cast(float, p.hi)), f);
+    }
+#endif
     x = f(x, __builtin_bit_cast(float, arch::butterfly<LO>(__builtin_bit_cast(uint32_t, x))));
     return lane_reduce<LO * 2, HI>(x, f);
   } else {
