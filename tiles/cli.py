@@ -446,6 +446,10 @@ def cmd_devices(a) -> int:
 
 def cmd_inspect(a) -> int:
     from . import toolchains as tc
+    if a.asm:
+        return _inspect_asm(a.asm, a.target, a.emit)
+    if not a.kernel:
+        raise ValueError("name a kernel (" + ", ".join(bench.WORKLOADS) + ") or give --asm FILE.s")
     w = bench.workload(a.kernel)
     s = w.parse(a.shape or w.small_shapes[0])
     # the main kernel's launch; tracing reads only dtypes and ranks of its arguments
@@ -461,11 +465,12 @@ def cmd_inspect(a) -> int:
     rows = [("target", "compiler", "threads", "registers", "shared", "spills/scratch", "occupancy",
              "matrix instr. in main loop", "code", "notes")]
     prog = Progress(len(names), f"inspect {w.name}")
-    failed = False
+    failed, loops = False, []
     for t in names:
         prog.doing(f"compile {t}")
         try:
             st = tc.static(kfn, args, t, **consts)
+            loops += [st.loop] if st.loop and st.loop.mfma else []
             rows.append((t, st.compiler, str(st.threads), st.registers,
                          "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,
                          st.occupancy, st.mma, "?" if st.code_bytes is None else f"{st.code_bytes / 1024:.1f} KB",
@@ -480,7 +485,27 @@ def cmd_inspect(a) -> int:
     prog.close()
     print(f"tiles inspect {w.name} {s and a.shape or w.small_shapes[0]}: static resources per target\n")
     print(_grid(rows))
+    if loops:
+        print("\nmain loop per MFMA along its hot path (--emit loop --target T: the path, the counts, the bound)\n")
+        print(_grid([loops[0].HEADER] + [r.row(w.name) for r in loops]))
     return 1 if failed else 0
+
+
+def _inspect_asm(files: list[str], target: str | None, emit: str | None) -> int:
+    """The main-loop report of assembly files made elsewhere (e.g. HipKittens' kernels): a row each, or with
+    --emit loop the whole report."""
+    from . import toolchains as tc
+    if emit not in (None, "loop"):
+        raise ValueError("--asm takes --emit loop only")
+    reports = [(Path(f).stem, tc.asm_loop(Path(f).read_text(), target)) for f in files]
+    for name, r in reports:
+        if r is None:
+            raise ValueError(f"{name}: no loop in the assembly")
+    if emit:
+        print("\n\n".join(r.text(name) for name, r in reports))
+    else:
+        print(_grid([reports[0][1].HEADER] + [r.row(name) for name, r in reports]))
+    return 0
 
 
 def _grid(rows) -> str:
@@ -563,12 +588,15 @@ def parser() -> argparse.ArgumentParser:
                         "combination")
     c.set_defaults(fn=cmd_compare)
 
-    i = sub.add_parser("inspect", help="static resources across targets, or the generated source/assembly")
-    i.add_argument("kernel", choices=list(bench.WORKLOADS))
+    i = sub.add_parser("inspect", help="static resources across targets, the generated source/assembly, or the "
+                       "main loop of AMD assembly counted per MFMA")
+    i.add_argument("kernel", nargs="?", choices=list(bench.WORKLOADS))
     i.add_argument("--targets", default=",".join(targets.TARGETS))
     i.add_argument("--shape", help="shape whose constants (dtype, flags, head dim) to compile for")
-    i.add_argument("--emit", choices=("source", "ir", "ptx", "sass", "asm"))
-    i.add_argument("--target", help="the one target of --emit")
+    i.add_argument("--emit", choices=("source", "ir", "ptx", "sass", "asm", "loop"))
+    i.add_argument("--target", help="the one target of --emit (of --asm: instead of the file's .amdgcn_target)")
+    i.add_argument("--asm", nargs="+", metavar="FILE.s", help="the main-loop report of AMDGPU assembly files "
+                   "made elsewhere, instead of a kernel's")
     i.set_defaults(fn=cmd_inspect)
 
     k = sub.add_parser("cache", help="the compile caches")

@@ -41,9 +41,10 @@ class Static:
     spills: str = "?"
     occupancy: str = "?"
     mma: str = "?"               # matrix instructions of the main loop (CUDA: the innermost loop that has any;
-    #                              AMD: the loop with the most, as the HIP toolchain reports it)
+    #                              AMD: one iteration of the main loop's hot path, backends/hip/loopreport.py)
     code_bytes: int | None = None
     note: str = ""
+    loop: object = None          # AMD: the main loop counted per MFMA (backends/hip/loopreport.LoopReport)
 
     def summary(self) -> str:
         smem = "?" if self.shared_bytes is None else f"{self.shared_bytes / 1024:.1f} KB"
@@ -192,7 +193,19 @@ def _hip_static(k, target) -> Static:
                   f"{rep.spills}, scratch {rep.scratch} B" if rep.spills or rep.scratch else "0",
                   f"{rep.waves_per_simd}/8 waves/SIMD",
                   ", ".join(f"{n} x{c}" for n, c in rep.loop_mfma.items()) or "none in a loop",
-                  int(code.group(1)) if code else None)
+                  int(code.group(1)) if code else None, loop=rep.loop)
+
+
+def asm_loop(asm: str, target: str | None = None):
+    """The main-loop report of AMDGPU assembly from any compiler (e.g. HipKittens' kernels built with clang -S):
+    the target from its .amdgcn_target unless given; waves per SIMD from its metadata (registers, threads,
+    static LDS)."""
+    m = re.search(r'\.amdgcn_target\s+"amdgcn-amd-amdhsa--(gfx\w+?)(?:[:"])', asm)
+    target = target or (m.group(1) if m else None)
+    if target not in ("gfx942", "gfx950"):
+        raise ValueError(f"give --target gfx942 or gfx950 (the assembly names {target or 'no target'})")
+    ht = _vendor_module(target, "toolchain")
+    return ht.report(asm, target, ht._meta(asm, "max_flat_workgroup_size") or 64, 0).loop
 
 
 def _metal_static(k, target) -> Static:
@@ -247,9 +260,12 @@ def emit(kfn, args, target: str, what: str, **consts) -> str:
             return _vendor_module(target, "codegen").generate(k, target).source
         if what == "asm":
             return _hip_compile(k, target)[1].assembly
+        if what == "loop":
+            st = static(kfn, args, target, **consts)
+            return st.loop.text(kfn.__name__) if st.loop else "no loop in the generated assembly"
     elif what == "source":
         return _vendor_module(target, "codegen").generate(k, target).source
-    kinds = {"cuda": "source, ir, ptx, sass", "hip": "source, ir, asm", "metal": "source, ir"}[vendor]
+    kinds = {"cuda": "source, ir, ptx, sass", "hip": "source, ir, asm, loop", "metal": "source, ir"}[vendor]
     raise ValueError(f"--emit {what} is not available for {target}; choose one of {kinds}")
 
 

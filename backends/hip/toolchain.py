@@ -4,7 +4,7 @@ clang from the `ziglang` wheel has the AMDGPU target: ``-x hip --cuda-device-onl
 needs no ROCm install; TILES_HIP_BARE makes tiles.hpp supply the few HIP keywords itself. The compile
 runs in a subprocess, so a compiler crash cannot take the caller down. The report comes from the
 assembly and its metadata: VGPRs, AGPRs, SGPRs, spills, scratch, LDS (static + the kernel's dynamic
-arena), waves per SIMD and occupancy, and the MFMA instructions of the main loop (the loop with the most).
+arena), waves per SIMD and occupancy, and the main loop counted per MFMA (loopreport.py).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import codegen
+from . import codegen, loopreport
 
 INCLUDE = Path(__file__).parent / "include"
 # tiles_cuda/philox.h: the Philox rounds of tl.dropout, one copy shared with the CUDA headers
@@ -42,8 +42,13 @@ class Report:
     lds: int
     threads: int
     waves_per_simd: int
-    loop_mfma: Counter = field(default_factory=Counter)
+    loop: loopreport.LoopReport | None = None   # the main loop, counted per MFMA along its hot path
     assembly: str = field(default="", repr=False)
+
+    @property
+    def loop_mfma(self) -> Counter:
+        """MFMA mnemonics (with counts) of one iteration of the main loop's hot path."""
+        return self.loop.counts["mfma"] if self.loop else Counter()
 
     @property
     def occupancy(self) -> float:
@@ -90,37 +95,19 @@ def _meta(asm: str, key: str) -> int:
     return int(m.group(1) or m.group(2)) if m else 0
 
 
-def loop_mfma(asm: str) -> Counter:
-    """MFMA mnemonics (with counts) of the loop (a label reached by a later backward branch) with the most."""
-    lines = asm.splitlines()
-    labels = {}
-    best = Counter()
-    for i, line in enumerate(lines):
-        m = re.match(r"^(\.LBB\w+):", line)
-        if m:
-            labels[m.group(1)] = i
-            continue
-        b = re.match(r"^\s*s_(?:cbranch_\w+|branch)\s+(\.LBB\w+)", line)
-        if b and b.group(1) in labels:
-            body = lines[labels[b.group(1)]:i]
-            c = Counter(x.split()[0] for x in body if x.strip().startswith("v_mfma"))
-            if sum(c.values()) > sum(best.values()):
-                best = c
-    return best
-
-
 def report(asm: str, target: str, threads: int, dynamic_lds: int) -> Report:
     vgpr, agpr = _meta(asm, "num_vgpr"), _meta(asm, "num_agpr")
     lds = _meta(asm, "group_segment_fixed_size") + dynamic_lds
     r = Report(target, vgpr, agpr, _meta(asm, "sgpr_count"), _meta(asm, "vgpr_spill_count"),
                _meta(asm, "sgpr_spill_count"), _meta(asm, "private_segment_fixed_size"), lds, threads, 0,
-               loop_mfma(asm), asm)
+               assembly=asm)
     regs = -(-r.registers // 8) * 8 or 8
     by_regs = min(MAX_WAVES_PER_SIMD, 512 // regs)
     waves_per_block_per_simd = -(-threads // 64 // 4)
     blocks_by_lds = LDS_PER_CU[target] // lds if lds else 64
     by_lds = blocks_by_lds * waves_per_block_per_simd
     r.waves_per_simd = min(by_regs, by_lds) // waves_per_block_per_simd * waves_per_block_per_simd
+    r.loop = loopreport.analyse(asm, target, r.waves_per_simd)
     return r
 
 
