@@ -90,4 +90,13 @@ template <class T, int C, class L> struct cv {
   TILES_DEV T& at(int n, int e) { return v[n][VE == 1 ? 0 : e]; }
   TILES_DEV const T& at(int n, int e) const { return v[n][VE == 1 ? 0 : e]; }
 };
+// An MFMA operand read from LDS stored with M (N) contiguous, through CDNA4's transposing read (A of
+// mma_AtB, B of mma_AB, attention's P on its way to the A layout): the lane's fragment (column l % M,
+// K run E (l / M) ..) is E / 4 reads of 4 K elements; in read h the 16 lanes of a group read the 4 x 16 block at K rows E (l / M) + 4 h .., columns (l % M) - (l % 16) ..,
+// lane p of the group row p / 4, columns 4 (p % 4) .. + 3 (arch::ds_read_tr16_b64).
+// FK: the fragment's K order (k_order's), whose runs of 4 each read h fetches.
+template <int M, int E, class FK = k_order<M, E, false>> struct tr_frag {
+  TILES_DEV static constexpr int k(int lane, int h) { return FK::at(lane, 4 * h) + (lane % 16) / 4; }
+  TILES_DEV static constexpr int c(int lane) { return lane % M - lane % 16 + 4 * (lane % 4); }
+};
 }  // namespace tiles_hip
