@@ -10,7 +10,7 @@
         tl.mul(x, x, s)
         tl.store(Y, x, (br, bc))
 """
-from .dsl import (TileError, abs, add, add_col, add_row, atomic_add, bounds_mask, causal_mask, cdiv, check_eq, col_max,
+from .dsl import (TileError, abs, add, add_col, add_row, atomic_add, bounds_mask, broadcast_over, causal_mask, cdiv, check_eq, col_max,
                   col_min, col_sum, copy, div, div_col, div_row, dropout, exp, exp2, fill, grid, kernel, load, log,
                   log2, logsumexp2, max, maximum, min, minimum, mma_AB, mma_ABt, mma_AtB, mma_AtBt, mul, mul_col,
                   mul_row, neg, pipeline, range, regs, row_max, row_min, row_sum, rvec, shared, shared_vec, store, sub,

@@ -50,6 +50,7 @@ RESERVED = frozenset("""
 class _Builder:
     def __init__(self):
         self.tiles, self.body, self.checks, self.grid = [], [], [], None
+        self.broadcast: dict[str, set] = {}
         self.blocks = [self.body]
         self.names: dict[str, int] = {}
 
@@ -159,6 +160,20 @@ def minimum(a, b):
 
 def maximum(a, b):
     return ir.Call("max", (ir.as_expr(a), ir.as_expr(b)))
+
+
+def broadcast_over(g, *axes):
+    """Declare that the kernel uses only index 0 of global g along these axes ("batch", "depth", "rows",
+    "cols"), however long the caller's array is there: a stride-0 expanded view (torch's expand), say. Without
+    it, an argument longer than 1 along an axis no access of the kernel indexes is refused before the launch,
+    where its other entries would be silently ignored."""
+    if not isinstance(g, GL):
+        raise TileError(f"tl.broadcast_over takes a global argument, got {g!r}", _loc())
+    bad = [a for a in axes if a not in ir.Dim.NAMES]
+    if bad or not axes:
+        raise TileError(f"tl.broadcast_over({g.name}, ...): axes must be among {', '.join(ir.Dim.NAMES)}, "
+                        f"got {', '.join(map(repr, bad or axes)) or 'none'}", _loc())
+    _builder().broadcast.setdefault(g.name, set()).update(ir.Dim.NAMES.index(a) for a in axes)
 
 
 def check_eq(a, b):
@@ -378,7 +393,8 @@ class KernelFn:
         src_file = os.path.basename(inspect.getsourcefile(self.fn) or "?")
         line = self.fn.__code__.co_firstlineno
         k = ir.Kernel(self.__name__, params, consts, options, b.grid or (), b.tiles, b.body, b.checks,
-                      ir.Loc(src_file, line, f"def {self.__name__}(...)"))
+                      ir.Loc(src_file, line, f"def {self.__name__}(...)"),
+                      {n: frozenset(a) for n, a in b.broadcast.items()})
         verify(k, target)
         return k
 

@@ -244,6 +244,22 @@ class Kernel:
     body: list             # Op | Loop
     checks: list           # Check
     loc: Loc | None = None
+    broadcast: dict = field(default_factory=dict)   # global's name -> axes (0..3) it is declared broadcast over
+
+    def indexed_axes(self) -> dict:
+        """For each global the kernel accesses: the 4-D axes some access indexes (a tile coordinate of length n
+        indexes the trailing n axes) or that tl.broadcast_over declares, and the first access that leaves
+        each other axis at 0."""
+        out = {}
+        for op, _ in self.walk():
+            for g in (op.dst, *op.srcs):
+                if getattr(g, "kind", None) == "gl" and "idx" in op.attrs:
+                    axes, first = out.setdefault(g.name, (set(self.broadcast.get(g.name, ())), {}))
+                    n = len(op.attrs["idx"])
+                    axes.update(range(4 - n, 4))
+                    for ax in range(4 - n):
+                        first.setdefault(ax, op)
+        return out
 
     def walk(self):
         return walk(self.body)
