@@ -10,7 +10,6 @@ from .dsl import TileError
 from .types import GL, RT, RV, ST, SV
 
 MMA_INPUTS = (dtypes.bf16, dtypes.f16, dtypes.fp8e4m3, dtypes.fp8e5m2)
-BASE_TILE = {"nvidia": 16, "amd": 16, "apple": 8}  # register-tile granularity per vendor (the MMA atoms' size)
 
 # (dst kind, src kind) pairs each memory op accepts, and whether it may convert dtypes on the way
 LOADS = {("st", "gl"): False, ("sv", "gl"): False, ("rt", "gl"): True, ("rt", "st"): True,
@@ -252,9 +251,11 @@ def _check_pipeline(loop: ir.Loop):
 
 
 def _check_target(k: ir.Kernel, target: str):
+    """The target's dtypes and the granularity of every tile (tiles/targets.py: base tiles, the K step of the
+    MMA atom the backend issues), so that what passes here compiles for the target."""
     from . import targets
     t = targets.target(target)
-    unit = BASE_TILE.get(t.vendor, 1)
+    unit = t.tile
     for tile in k.tiles:
         if tile.dtype.name not in t.dtypes:
             raise TileError(f"{tile.name}: {t.name} does not support dtype {tile.dtype}", k.loc)
@@ -264,3 +265,21 @@ def _check_target(k: ir.Kernel, target: str):
     for p in k.params:
         if isinstance(p, GL) and p.dtype.name not in t.dtypes:
             raise TileError(f"argument {p.name}: {t.name} does not support dtype {p.dtype}", k.loc)
+    for op, _ in k.walk():
+        if op.name == "mma":
+            _check_mma_step(op, t)
+
+
+def _check_mma_step(op: ir.Op, t):
+    a, b = op.srcs[0], op.srcs[1]
+    kdim = a.rows if op.attrs["trans_a"] else a.cols
+    atom = t.mma_atom(a.dtype.name)
+    if atom is None:
+        raise TileError(f"mma: {t.name} has no matrix instruction for {a.dtype} inputs", op.loc)
+    if isinstance(a, RT) and t.mma_a_regs is not None and a.dtype.name not in t.mma_a_regs:
+        raise TileError(f"mma: on {t.name} an A operand in registers must be {'/'.join(sorted(t.mma_a_regs))}, "
+                        f"{a.name} is {a.type_str()}; stage it through a shared tile", op.loc)
+    if kdim % atom.k:
+        raise TileError(f"mma: the inner dimension K = {kdim} of {a.name} ({a.type_str()}) and {b.name} "
+                        f"({b.type_str()}) does not fit {t.name}'s granularity: its {atom.name} steps K by {atom.k}, "
+                        f"so K must be a multiple of {atom.k}", op.loc)
