@@ -267,8 +267,15 @@ def _broadcast(name):
     return f
 
 
-exp, exp2, log, log2, abs, neg = (_unary(n) for n in ir.UNARY)  # noqa: A001
-add, sub, mul, div, max, min = (_binary(n) for n in ir.BINARY)  # noqa: A001
+exp, exp2, log, log2, abs, neg, sqrt, rsqrt, tanh, sigmoid, erf, relu, sin, cos = (  # noqa: A001
+    _unary(n) for n in ir.UNARY)
+add, sub, mul, div, max, min, pow, lt, le, gt, ge, eq, ne = (_binary(n) for n in ir.BINARY)  # noqa: A001
+
+
+def where(dst, mask, a, b):
+    """dst = a where mask is nonzero, else b (a mask from lt/le/gt/ge/eq/ne holds 1.0 or 0.0); a and b are
+    tiles of dst's shape or scalars."""
+    _op("where", dst, mask, _scalar_or_tile(a), _scalar_or_tile(b))
 row_max, row_min, row_sum = (_reduce(f"row_{r}") for r in ir.REDUCE)
 col_max, col_min, col_sum = (_reduce(f"col_{r}") for r in ir.REDUCE)
 add_row, sub_row, mul_row, div_row = (_broadcast(f"{b}_row") for b in ir.BROADCAST)

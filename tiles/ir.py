@@ -202,12 +202,13 @@ class Check:
     loc: Loc | None = None
 
 
-UNARY = ("exp", "exp2", "log", "log2", "abs", "neg")
-BINARY = ("add", "sub", "mul", "div", "max", "min")
+UNARY = ("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "relu", "sin", "cos")
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")   # 1.0 where the comparison holds, else 0.0: a mask for `where`
+BINARY = ("add", "sub", "mul", "div", "max", "min", "pow") + COMPARE   # pow: by a scalar only
 REDUCE = ("max", "min", "sum")
 BROADCAST = ("add", "sub", "mul", "div")
 OPS = (("load", "store", "atomic_add", "mma", "zero", "fill", "copy", "swap_pairs", "causal_mask", "bounds_mask",
-        "dropout", "logsumexp2")
+        "dropout", "logsumexp2", "where")
        + UNARY + BINARY
        + tuple(f"row_{r}" for r in REDUCE) + tuple(f"col_{r}" for r in REDUCE)
        + tuple(f"{b}_row" for b in BROADCAST) + tuple(f"{b}_col" for b in BROADCAST))

@@ -167,6 +167,16 @@ def _rule_map(c, op):
         c.fail(f"first operand must be a tile or vector, got {_desc(op.srcs[0])}")
 
 
+def _rule_pow(c, op):
+    _rule_map(c, op)
+    c.expect(isinstance(op.srcs[1], ir.Expr), "exponent", "a scalar (pow raises every element to one power)",
+             _desc(op.srcs[1]))
+
+
+def _rule_where(c, op):
+    _rule_map(c, op)   # mask first: a tile or vector of dst's shape; a and b tiles of that shape or scalars
+
+
 def _rule_reduce(c, op):
     dst, (src, acc) = op.dst, op.srcs
     c.kind(src, ("rt",), "source")
@@ -221,7 +231,7 @@ def _rule_dropout(c, op):
 _RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "mma": _rule_mma,
           "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy, "swap_pairs": _rule_swap_pairs,
           "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout,
-          "logsumexp2": _rule_logsumexp2}
+          "logsumexp2": _rule_logsumexp2, "pow": _rule_pow, "where": _rule_where}
 _RULES.update({f"{a}_{r}": _rule_reduce for a in ("row", "col") for r in ir.REDUCE})
 _RULES.update({f"{b}_{a}": _rule_broadcast for a in ("row", "col") for b in ir.BROADCAST})
 _rule_map_names = ir.UNARY + ir.BINARY
