@@ -89,7 +89,8 @@ template <class F> struct with_scalar {  // b is one runtime number
   template <class D, class A, class B> TILES_DEV void NAME(D& d, const A& a, const B& b) {          \
     map(d, a, b, op_##NAME{});                                                                      \
   }                                                                                                 \
-  template <class D, class A> TILES_DEV void NAME(D& d, const A& a, float s) { map(d, a, with_scalar<op_##NAME>{s}); }
+  template <class D, class A> TILES_DEV void NAME(D& d, const A& a, float s) { map(d, a, with_scalar<op_##NAME>{s}); } \
+  template <class D, class A> TILES_DEV void NAME(D& d, const A& a, int s) { map(d, a, with_scalar<op_##NAME>{float(s)}); }
 TILES_UNARY(exp) TILES_UNARY(exp2) TILES_UNARY(log) TILES_UNARY(log2) TILES_UNARY(abs) TILES_UNARY(neg)
 TILES_UNARY(sqrt) TILES_UNARY(rsqrt) TILES_UNARY(tanh) TILES_UNARY(sigmoid) TILES_UNARY(erf) TILES_UNARY(relu)
 TILES_UNARY(sin) TILES_UNARY(cos)
