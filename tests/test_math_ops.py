@@ -175,7 +175,7 @@ def test_bf16_silu_rounds_once_per_op(backend, m, n):
     r = lambda v: up(tl.bf16.round(v))  # noqa: E731
     sig = r(1 / (1 + np.exp(-up(x))))
     ref = r(r(sig * up(x)) * 1.3)
-    assert_close(y, ref, "bf16", tol=4e-3)
+    assert_close(y, ref, "bf16", tol=1.2e-3)   # the bias alone is 2.4e-3
 
 
 def test_pow_takes_a_scalar_exponent():
