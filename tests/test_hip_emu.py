@@ -37,9 +37,10 @@ def test_deleted_barrier_breaks_the_result(target, schedule):
     emu.run_emu(g, [c, a, b])
     assert_close(c, ref, "f32")
     lines = g.source.splitlines()
-    loop = next(i for i, l in enumerate(lines) if l.strip().startswith("for (int k = 0;"))
+    loop = next(i for i, l in enumerate(lines) if l.strip().startswith("for (int k = 0"))
     mma = next(i for i in range(loop, len(lines)) if lines[i].strip().startswith("mma<"))
-    last_barrier = max(i for i in range(loop, mma) if lines[i].strip() == "arch::barrier();")
+    barriers = ("arch::barrier();", "arch::lds_barrier();", "arch::meet();")
+    last_barrier = max(i for i in range(loop, mma) if lines[i].strip().startswith(barriers))
     broken = "\n".join(lines[:last_barrier] + lines[last_barrier + 1:]) + "\n"
     c2 = poisoned((96, 80), "f32")
     try:

@@ -21,7 +21,7 @@ from . import schedules, swizzle
 
 CTYPE = {"bf16": "bf16", "f16": "f16", "f32": "float", "i32": "int", "fp8e4m3": "fp8e4m3", "fp8e5m2": "fp8e5m2"}
 _RESERVED = {"WAVES", "VM_PER_STAGE", "block_x", "block_y", "block_z", "blk", "gl", "st", "rt", "rv", "cv", "acc",
-             "opa", "red_scratch", "n_iter", "zero", "fill", "copy", "load", "store", "mma", "exp", "exp2", "log",
+             "opa", "red_scratch", "xpose_scratch", "n_iter", "zero", "fill", "copy", "load", "store", "mma", "exp", "exp2", "log",
              "log2", "abs", "neg", "add", "sub", "mul", "div", "max", "min", "arch", "int", "float", "bf16", "f16",
              "for", "if", "else", "const", "auto", "do", "while", "return", "struct", "template", "using",
              "namespace", "new", "delete", "this", "true", "false", "default", "case", "switch", "char", "long",
@@ -82,9 +82,10 @@ class _Emitter:
             n = t.name
             self.names[id(t)] = n + "_" if n in _RESERVED else n
         self.staged = {t for lp in schedules._pipelines(k.body) for t in schedules.staged_tiles(lp)}
+        self.layout = self._layouts()
         self.plan = schedules.plan(k, target, self.lds_bytes)
         self.m = self.plan.mfma_m
-        self.layout = self._layouts()
+        self.held = self._held()
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
 
     # ------------------------------------------------------------ names and types
@@ -106,12 +107,18 @@ class _Emitter:
         return next((p for p in self.k.params if getattr(p, "name", None) == name), None)
 
     def _layouts(self) -> dict:
-        """Register tiles that feed an MMA's A take the MFMA A-operand layout; everything else the accumulator's.
-        A vector takes the layout of the tiles it meets."""
+        """Register tiles that feed an MMA's A take the MFMA A-operand layout ("a"); everything else the
+        accumulator's ("c"), or the accumulator of the transpose ("t", _acc_transposed); A operands copied from a
+        "t" tile take its K order ("a+"). A vector takes the layout of the tiles it meets."""
         lay = {}
         for op, _ in self.k.walk():
             if op.name == "mma" and isinstance(op.srcs[0], RT):
                 lay[id(op.srcs[0])] = "a"
+        for tid in self._acc_transposed(lay):
+            lay[tid] = "t"
+        for op, _ in self.k.walk():
+            if op.name == "copy" and lay.get(id(op.dst)) == "a" and lay.get(id(op.srcs[0])) == "t":
+                lay[id(op.dst)] = "a+"
         for _ in range(2):
             for op, _ in self.k.walk():
                 tiles = [t for t in (op.dst, *op.srcs) if isinstance(t, (RT, RV))]
@@ -121,11 +128,73 @@ class _Emitter:
                         lay[id(t)] = rts[0]
         return lay
 
+    def _acc_transposed(self, lay) -> set:
+        """Register tiles held as the accumulator of their transpose: each group of tiles and vectors that ops
+        other than copies tie together, where one of them is copied into an A operand (attention's S into P).
+        Computed as D^T = B^T A^T, a 16-bit MMA's accumulator holds in each lane one row and columns in runs of
+        four, which is the A operand's map: the copy then stays in the lane (no ds_bpermute) where the
+        accumulator's map would need a 4x4 transpose across lanes. Groups holding an A operand, or the
+        accumulator of an fp8 MMA, keep the plain layout."""
+        parent = {}
+
+        def find(x):
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+        for op, _ in self.k.walk():
+            if op.name == "copy":
+                continue
+            ts = [t for t in ((op.dst, op.srcs[2]) if op.name == "mma" else (op.dst, *op.srcs))
+                  if isinstance(t, (RT, RV))]
+            for t in ts[1:]:
+                parent[find(id(t))] = find(id(ts[0]))
+        members = {}
+        for t in self.k.tiles:
+            if isinstance(t, (RT, RV)):
+                members.setdefault(find(id(t)), []).append(t)
+        wanted = {find(id(op.srcs[0])) for op, _ in self.k.walk() if op.name == "copy"
+                  and isinstance(op.srcs[0], RT) and lay.get(id(op.dst)) == "a" and lay.get(id(op.srcs[0]), "c") == "c"}
+        bad = {find(id(op.dst)) for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0].dtype.bits != 16}
+        out = set()
+        for root in wanted - bad:
+            if all(lay.get(id(t), "c") == "c" for t in members[root]):
+                out |= {id(t) for t in members[root]}
+        return out
+
+    def _held(self) -> dict:
+        """Shared tiles kept in registers across a pipelined loop: id -> (register tile's name, its loop). A tile
+        loaded from global once before the loop, then only read inside it, as the A operand of MMAs that read A
+        along its rows (attention's Q), would be read from LDS again every iteration, a ds_read per fragment and
+        K step; in registers (the A-operand layout) it costs rows * cols / (64 waves) elements a lane, held to
+        32 VGPRs (Q at 128 x 128 over 8 waves: 16)."""
+        held = {}
+        top = [s for s in self.k.body if isinstance(s, ir.Op)]
+        for lp in schedules._pipelines(self.k.body):
+            uses = {}
+            for op, loops in self.k.walk():
+                for t in (op.dst, *op.srcs):
+                    if isinstance(t, ST):
+                        uses.setdefault(id(t), []).append((op, loops))
+            for t in self.k.tiles:
+                if not isinstance(t, ST) or t in self.staged or t.rows % (self.plan.waves * self.m):
+                    continue
+                writes = [(op, loops) for op, loops in uses.get(id(t), []) if op.dst is t]
+                reads = [(op, loops) for op, loops in uses.get(id(t), []) if op.dst is not t]
+                ok = (len(writes) == 1 and writes[0][0] in top and writes[0][0].name == "load"
+                      and isinstance(writes[0][0].srcs[0], GL) and reads and
+                      all(lp in loops and op.name == "mma" and op.srcs[0] is t and t not in op.srcs[1:]
+                          and not op.attrs["trans_a"] for op, loops in reads))
+                if ok and t.rows * t.cols * t.dtype.bits // 8 // (64 * self.plan.waves) <= 128:
+                    held[id(t)] = (f"{self.n(t)}_regs", lp)
+        return held
+
     def lay(self, t) -> str:
-        if self.layout.get(id(t), "c") == "a":
+        kind = self.layout.get(id(t), "c")
+        if kind in ("a", "a+"):
             dt = next(op.srcs[1].dtype for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0] is t)
-            return f"opa<{self.m}, {mfma_k(self.target, dt, self.m)}>"
-        return f"acc<{self.m}>"
+            order = ", true" if kind == "a+" else ""
+            return f"opa<{self.m}, {mfma_k(self.target, dt, self.m)}{order}>"
+        return f"acc_t<{self.m}>" if kind == "t" else f"acc<{self.m}>"
 
     def st_type(self, t) -> str:
         return f"{self.n(t)}_st"
@@ -148,20 +217,56 @@ class _Emitter:
         pair per wave (logsumexp2 of row vectors)."""
         floats = max((ir.exchange_floats(op) for op, _ in self.k.walk()), default=0)
         waves = int(self.k.options.get("workers", schedules.WAVES[self.k.options.get("schedule", "plain")]))
-        return 4 * waves * floats
+        return -(-4 * waves * floats // 16) * 16 + self._xpose_bytes()
+
+    def _lds_copy(self, op) -> bool:
+        """A copy into a 16-bit A operand from an accumulator-layout tile that goes through the wave's LDS and
+        CDNA4's transposing read instead of ds_bpermute (16x16 fragments)."""
+        d, src = op.dst, op.srcs[0] if op.srcs else None
+        return (op.name == "copy" and self.target == "gfx950" and isinstance(d, RT) and isinstance(src, RT) and
+                self.layout.get(id(d)) == "a" and self.layout.get(id(src), "c") == "c" and d.dtype.bits == 16 and
+                int(self.k.options.get("mfma", 16)) == 16)
+
+    def _xpose_bytes(self) -> int:
+        """LDS of the layout-changing copies (each wave's copy of the tile; one copy at a time reuses it)."""
+        return max((op.dst.rows * op.dst.cols * 2 for op, _ in self.k.walk() if self._lds_copy(op)), default=0)
 
     def _swizzle(self, t: ST) -> str:
         """Swizzle for the MFMA operand read the tile serves. Tiles read down their columns (B of mma_AB, A of
         mma_AtB: one element per read) stay unswizzled, so the reads' addresses are one base plus immediate
         offsets instead of an XOR per element; tiles no MMA reads stay unswizzled too."""
         elem = t.dtype.bits // 8
-        rows_read = [op for op, _ in self.k.walk() if op.name == "mma" and
-                     ((op.srcs[0] is t and not op.attrs["trans_a"]) or (op.srcs[1] is t and op.attrs["trans_b"]))]
-        if not rows_read:
-            return f"swizzle<{swizzle.granule(self.target, 16)}, 0, 0>"
         e = self.m * mfma_k(self.target, t.dtype, self.m) // 64
+        if self._transposed(t):   # its stored rows are the columns the MMA reads
+            g, s, mask = swizzle.choose(self.target, t.cols, t.rows * elem, self.m, e, elem)
+            return f"transposed<{g}, {s}, {mask}>"
+        if not self._mma_reads(t)[0]:
+            return f"swizzle<{swizzle.granule(self.target, 16)}, 0, 0>"
         g, s, mask = swizzle.choose(self.target, t.rows, t.cols * elem, self.m, e, elem)
         return f"swizzle<{g}, {s}, {mask}>"
+
+    def _mma_reads(self, t) -> tuple[bool, bool]:
+        """Whether an MMA reads shared tile t along its rows (K contiguous), and down its columns."""
+        rows = cols = False
+        for op, _ in self.k.walk():
+            if op.name == "mma":
+                if op.srcs[0] is t:
+                    cols, rows = cols or op.attrs["trans_a"], rows or not op.attrs["trans_a"]
+                if op.srcs[1] is t:
+                    cols, rows = cols or not op.attrs["trans_b"], rows or op.attrs["trans_b"]
+        return rows, cols
+
+    def _transposed(self, t) -> bool:
+        """CDNA3 has no transposing LDS read: a tile only read down its columns by MMAs (B of mma_AB, A of
+        mma_AtB) and only written by loads from global memory is stored transposed, its layout chosen at
+        store time (tiles_hip::transposed, filled through registers), so the read is one ds_read per K run
+        instead of one ds_read_u16 per element."""
+        if self.target != "gfx942" or not isinstance(t, ST) or t.rows % 4 or t.cols % 4:
+            return False
+        if any(op.dst is t and not (op.name == "load" and isinstance(op.srcs[0], GL)) for op, _ in self.k.walk()):
+            return False
+        rows, cols = self._mma_reads(t)
+        return cols and not rows
 
     def tile_decl(self, t) -> str:
         c = CTYPE[t.dtype.name]
@@ -243,11 +348,19 @@ class _Emitter:
                 else:
                     w(f"const {self.st_type(t)} {self.n(t)} = st_at<{self.st_type(t)}>({off});")
                     off += size
-        if self._scratch_bytes():
+        xpose = self._xpose_bytes()
+        if self._scratch_bytes() - xpose:
             w(f"float* const red_scratch = (float*)(arch::lds_base() + {off});  // reductions across waves")
+        if xpose:
+            w(f"uint8_t* const xpose_scratch = arch::lds_base() + {off + self._scratch_bytes() - xpose};"
+              "  // layout changes, a copy per wave")
         for t in self.k.tiles:
             if isinstance(t, (RT, RV)):
                 w(self.tile_decl(t))
+            elif id(t) in self.held:
+                k = mfma_k(self.target, t.dtype, self.m)
+                w(f"rt<{CTYPE[t.dtype.name]}, {t.rows} / WAVES, {t.cols}, opa<{self.m}, {k}>> {self.held[id(t)][0]};"
+                  f"  // {self.n(t)}, held through the loop over {self.held[id(t)][1].var.name}")
 
     # ------------------------------------------------------------ statements
     def stmts(self, w, body, slot: str | None = None):
@@ -255,8 +368,9 @@ class _Emitter:
             if isinstance(s, ir.Loop):
                 self.loop(w, s)
             else:
-                if self.barriers.before(s):
-                    w("arch::barrier();")
+                need = self.barriers.before(s)
+                if need:
+                    w("arch::barrier();" if need == "vm" else "arch::lds_barrier();")
                 w(self.op(s, slot))
 
     def loop(self, w, lp: ir.Loop):
@@ -271,11 +385,35 @@ class _Emitter:
         S, p = self.plan.stages, self.plan
         vm = " + ".join(f"lds_load<WAVES, {self.st_type(s.dst)}>::VM_OPS" for s in staged_ops) or "0"
 
-        def issue(shift: str, slot: str):
-            for s in staged_ops:
-                w(self.op(s, slot, {v: shift}))
-        w(f"// pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
+        fills = [f"{self.n(s.dst)}_fill" if isinstance(s.dst, ST) else None for s in staged_ops]
+
+        staged_regs = [(s, fill) for s, fill in zip(staged_ops, fills) if fill and self._transposed(s.dst)]
+
+        def issue(shift: str, slot: str, land: bool = False):
+            for s, fill in zip(staged_ops, fills):
+                line = f"  // {s.loc.file}:{s.loc.line}" if s.loc else ""
+                w(f"{fill}({self.ref(s.dst, slot)}, {self.idx(s, s.dst, {v: shift})});{line}" if fill
+                  else self.op(s, slot, {v: shift}))
+            if land:
+                land_regs(slot)
+
+        def land_regs(slot: str):
+            for s, fill in staged_regs:
+                w(f"{fill}.land({self.ref(s.dst, slot)});  // through registers, transposed")
+        for t in self.k.tiles:
+            if self.held.get(id(t), (None, None))[1] is lp:
+                if self.barriers.before(_Read(t)):
+                    w("arch::barrier();")
+                w(f"load({self.held[id(t)][0]}, {self.n(t)});  // read once, not every iteration")
+        w(f"{{  // pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
+        w.depth += 1
         w(f"const int n_{v} = {self.expr(lp.count)};")
+        for s, fill in zip(staged_ops, fills):
+            if not fill:
+                continue
+            g = s.srcs[0]
+            w(f"const lds_fill<WAVES, {self.st_type(s.dst)}, {CTYPE[g.dtype.name]}> {fill}{{{self.n(g)}}};"
+              f"  // lanes' offsets in a tile of {self.n(g)}, once")
         if self.barriers.pipeline_entry(staged_ops):
             w("arch::barrier();")
         if p.schedule == "pingpong" or S == 1:
@@ -285,30 +423,40 @@ class _Emitter:
                 w(f"constexpr int VM_PER_STAGE = {vm};  // vm loads one wave issues per stage: what s_waitcnt may leave in flight")
             for i in range(S - 1):
                 with w.block(f"if ({i} < n_{v}) {{"):
-                    issue(str(i), str(i))
+                    issue(str(i), str(i), land=True)
         if p.schedule == "pingpong":
             with w.block(f"if (0 < n_{v}) {{"):
-                issue("0", "0")
+                issue("0", "0", land=True)
             w("pingpong_enter();  // group 1 runs one barrier behind group 0")
-        with w.block(f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{"):
+        ring = 3 if p.schedule == "pingpong" else S   # buffers: tile v is in slot v % ring, counted, not divided
+        ahead = 1 if p.schedule == "pingpong" else S - 1   # the tile this iteration fills: v + ahead
+        head = f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{" if ring == 1 else \
+            f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {v}_slot = {v}_slot == {ring - 1} ? 0 : {v}_slot + 1) {{"
+        with w.block(head):
+            if ring > 1:
+                nxt = f"{v}_slot + {ahead}"
+                w(f"const int {v}_fill = {nxt} >= {ring} ? {nxt} - {ring} : {nxt};  // ({v} + {ahead}) % {ring}")
             self.barriers.reset_pipeline(compute, self._sim)
             if p.schedule == "pingpong":
                 w("// memory cluster: this group's share of the next tile, straight into LDS")
-                w("arch::waitcnt<0, 0>();")
-                w("arch::barrier();")
+                w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one this wave has in flight, has landed")
+                w("arch::meet();")
                 with w.block(f"if ({v} + 1 < n_{v}) {{"):
-                    issue(f"({v} + 1)", f"({v} + 1) % 3")
-                w("arch::barrier();")
+                    issue(f"({v} + 1)", f"{v}_fill")
+                w(f"arch::meet();  // tile {v} + 1 stays in flight through the MFMA cluster")
                 w("// MFMA cluster")
                 w("mfma_cluster_begin();")
                 self.count_mfma(compute)
-                self.stmts(w, compute, f"{v} % 3")
+                self.stmts(w, compute, f"{v}_slot")
                 w("mfma_cluster_end();")
+                if staged_regs:
+                    with w.block(f"if ({v} + 1 < n_{v}) {{"):
+                        land_regs(f"{v}_fill")
             elif S == 1:
-                w("arch::barrier();")
-                issue(v, "0")
+                w("arch::lds_barrier();")
+                issue(v, "0", land=True)
                 w("arch::waitcnt<0, 0>();")
-                w("arch::barrier();")
+                w("arch::meet();")
                 self.count_mfma(compute)
                 self.stmts(w, compute, "0")
             else:
@@ -322,15 +470,20 @@ class _Emitter:
                     w("arch::waitcnt<0, 0>();")
                     w.depth -= 1
                     w("}")
-                w("arch::barrier();")
+                w("arch::meet();")
                 with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
-                    issue(f"({v} + {S - 1})", f"({v} + {S - 1}) % {S}")
+                    issue(f"({v} + {S - 1})", f"{v}_fill")
                 self.count_mfma(compute)
-                self.stmts(w, compute, f"{v} % {S}")
+                self.stmts(w, compute, f"{v}_slot")
+                if staged_regs:
+                    with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
+                        land_regs(f"{v}_fill")
                 if p.schedule == "interleave":
                     w(f"interleave_hint<{sum(self.mfma_count.values())}>();")
         if p.schedule == "pingpong":
             w("pingpong_leave();")
+        w.depth -= 1
+        w("}")
         self.barriers.after_pipeline(staged_ops)
 
     def _sim(self, body):
@@ -390,12 +543,13 @@ class _Emitter:
             return f"store({r(d)}, {self.n(s)});{line}"
         if name == "mma":
             a, b, c = srcs
-            if isinstance(a, RT) and self.layout.get(id(a)) != "a":
+            if isinstance(a, RT) and self.layout.get(id(a)) not in ("a", "a+"):
                 raise TileError("internal: A operand not in the MFMA layout", op.loc)
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)
             k_arg = f", {ks}" if ks != mfma_k(self.target, a.dtype, self.m) else ""
-            return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
+            a_ref = self.held[id(a)][0] if id(a) in self.held else r(a)
+            return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {a_ref}, {r(b)}, {self.n(c)});{line}"
         if name == "zero":
             self._regs_only(op)
             return f"zero({self.n(d)});{line}"
@@ -404,7 +558,8 @@ class _Emitter:
             return f"fill({self.n(d)}, {self.expr(srcs[0], shift)});{line}"
         if name == "copy":
             self._same_layout(op, allow_change=True)
-            return f"copy({self.n(d)}, {self.n(srcs[0])});{line}"
+            via = ", xpose_scratch" if self._lds_copy(op) else ""
+            return f"copy({self.n(d)}, {self.n(srcs[0])}{via});{line}"
         if name == "swap_pairs":
             self._same_layout(op)
             return f"swap_pairs({self.n(d)}, {self.n(srcs[0])});{line}"
@@ -443,6 +598,18 @@ class _Emitter:
                             "accumulator layout; on CDNA copy it into a separate tile first", op.loc)
 
 
+@dataclass
+class _Read:
+    """A read of a shared tile that is no IR op (a held tile's one load into registers), for the barrier plan."""
+    tile: ST
+    name: str = "load"
+    dst: object = None
+
+    @property
+    def srcs(self):
+        return [self.tile]
+
+
 def _exchanges(op: ir.Op) -> bool:
     """Ops that combine the waves' values through red_scratch, between two barriers of their own."""
     return ir.exchange_floats(op) > 0
@@ -469,20 +636,30 @@ class _BarrierPlan:
     def __init__(self, staged):
         self.staged = staged
         self.reads, self.writes = set(), set()
+        self.direct = set()   # tiles written since the last barrier by global -> LDS loads (vmcnt, not lgkmcnt)
 
-    def _step(self, op) -> bool:
+    def _clear(self):
+        self.reads, self.writes, self.direct = set(), set(), set()
+
+    def _step(self, op):
+        """None, or the barrier needed before op: "vm" where a tile it touches came from global memory straight
+        into LDS (arch::barrier(), which waits for every load), else "lds" (arch::lds_barrier(): global loads
+        in flight stay so)."""
         r, wr = _effects(op)
         if _exchanges(op):   # the header brackets these with barriers of their own
-            self.reads, self.writes = set(), set()
-            return False
-        need = bool(r & self.writes) or bool(wr & (self.reads | self.writes))
+            self._clear()
+            return None
+        touched = (r & self.writes) | (wr & (self.reads | self.writes))
+        need = ("vm" if touched & self.direct else "lds") if touched else None
         if need:
-            self.reads, self.writes = set(), set()
+            self._clear()
         self.reads |= r
         self.writes |= wr
+        if op.name == "load" and isinstance(op.srcs[0], GL):
+            self.direct |= wr
         return need
 
-    def before(self, op) -> bool:
+    def before(self, op):
         return self._step(op)
 
     def enter_loop(self, lp, sim):
@@ -497,18 +674,13 @@ class _BarrierPlan:
         tiles = {s.dst for s in staged_ops}
         need = bool(tiles & (self.reads | self.writes))
         if need:
-            self.reads, self.writes = set(), set()
+            self._clear()
         return need
 
     def reset_pipeline(self, compute, sim):
         """Inside the loop the schedule's barrier precedes the compute: staged tiles are in sync there."""
-        self.reads, self.writes = set(), set()
-        for op, _, _ in sim(compute):
-            self._step(op)
-        self.reads -= self.staged
-        self.writes -= self.staged
-        # after the schedule's barrier, what the previous iteration's compute left is settled too
-        self.reads, self.writes = set(), set()
+        # after the schedule's barrier, what the previous iteration's compute left is settled
+        self._clear()
 
     def after_pipeline(self, staged_ops):
         self.reads |= {s.dst for s in staged_ops}

@@ -44,6 +44,46 @@ inline uint8_t* lds_base() { return emu::shared_mem(); }
 // ds_bpermute_b32: lane i receives `v` of lane src (mod 64, as the hardware masks the address).
 inline uint32_t shfl(uint32_t v, int src) { return emu::wave_exchange(v)[src & 63]; }
 
+// v_permlane16_swap_b32 / v_permlane32_swap_b32 (CDNA4 ISA), vdst = x, src0 = y, rows of 16 lanes: the 16
+// variant swaps the odd rows of vdst with the even rows of src0, the 32 variant rows 2 and 3 of vdst with
+// rows 0 and 1 of src0, lane for lane. Both registers are written: x and y come back swapped.
+template <int M> inline void permlane_swap(uint32_t& x, uint32_t& y) {
+  static_assert(M == 16 || M == 32, "permlane swaps move rows by 16 or 32 lanes");
+  struct two { uint32_t x, y; };
+  const two* all = emu::wave_exchange(two{x, y});
+  const int lane = (int)emu::lane_id();
+  const bool upper = lane & M;   // an odd row (16), rows 2-3 (32): its vdst is swapped in
+  x = upper ? all[lane - M].y : all[lane].x;
+  y = upper ? all[lane].y : all[lane + M].x;
+}
+
+// ds_read_b64_tr_b16 (CDNA4): each lane reads 8 bytes (four 16-bit elements) at its LDS address, which
+// must be 8-byte aligned and inside the arena; then, per group of 16 lanes, lane i receives as element j
+// the element i % 4 that lane 4 j + i / 4 of its group read (a 4 x 16 block transposed to 16 x 4).
+// As on the GPU, the instruction reads after every lane's earlier LDS writes and before any lane's later
+// ones: the wave meets, each lane reads, and the reads travel in a second exchange.
+inline void ds_read_tr16_b64(const uint8_t* p, uint32_t out[2]) {
+  struct row { uint16_t e[4]; };
+  const uint8_t* lds = emu::shared_mem();
+  if (p < lds || p + 8 > lds + emu::shared_bytes() || (p - lds) % 8)
+    emu::fail("ds_read_b64_tr_b16: lane %u reads LDS byte %lld: not an 8-byte aligned address in the arena",
+              emu::lane_id(), (long long)(p - lds));
+  emu::wave_barrier();
+  row mine;
+  std::memcpy(&mine, p, 8);
+  const row* all = emu::wave_exchange(mine);
+  const int lane = (int)emu::lane_id(), g = lane & ~15, i = lane & 15;
+  uint16_t r[4];
+  for (int j = 0; j < 4; ++j) r[j] = all[g + 4 * j + i / 4].e[i % 4];
+  std::memcpy(out, r, 8);
+}
+
+// v_exp_f32: 2^x without subnormal results (below 2^-126 it returns +0).
+inline float v_exp_f32(float x) {
+  const float r = __builtin_exp2f(x);
+  return r < 0x1p-126f ? 0.0f : r;
+}
+
 // Buffer accesses: an access that does not lie wholly inside the resource's range reads 0 and is
 // not written, per lane (the raw-buffer range check).
 inline bool in_range(uint32_t bytes, uint32_t off, uint32_t n) { return off <= bytes && n <= bytes - off; }

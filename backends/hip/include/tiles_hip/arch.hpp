@@ -65,10 +65,16 @@ TILES_DEV uint8_t* lds_base() {
 }
 #endif
 TILES_DEV int lane_id() { return thread_id() % WAVE; }
+// Uniform across the wave; readfirstlane tells the compiler so (an SGPR: branches on it stay scalar).
+#if defined(TILES_EMU)
 TILES_DEV int wave_id() { return thread_id() / WAVE; }
+#else
+TILES_DEV int wave_id() { return __builtin_amdgcn_readfirstlane(thread_id() / WAVE); }
+#endif
 
 // ---------------------------------------------------------------- scheduling hints (no CPU meaning)
 // s_waitcnt immediates for gfx9: vmcnt bits [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8].
+constexpr int VM_ANY = 63;  // a vmcnt no wave reaches: s_waitcnt leaves vector memory alone
 constexpr int waitcnt_imm(int vm, int lgkm) {
   return (vm & 15) | ((vm >> 4) << 14) | (7 << 4) | ((lgkm & 15) << 8);
 }
@@ -78,6 +84,21 @@ template <int VM, int LGKM> TILES_DEV void waitcnt() {
   __builtin_amdgcn_s_waitcnt(waitcnt_imm(VM, LGKM));
 #endif
 }
+#if defined(TILES_EMU)
+TILES_DEV void lds_barrier() { hip_emu::barrier(); }
+TILES_DEV void meet() { hip_emu::barrier(); }
+#else
+// barrier() for LDS handed over by ds_write: this wave's LDS ops complete (lgkmcnt), then every wave
+// meets. Unlike barrier(), whose workgroup fence makes LLVM drain vmcnt(0) too, global loads (and
+// direct-to-LDS loads) stay in flight: where those matter, the caller waits for them with waitcnt<VM, ..>
+// first, counted. The asm's memory clobber keeps the compiler from moving memory ops across it.
+TILES_DEV void lds_barrier() {
+  waitcnt<VM_ANY, 0>();
+  asm volatile("s_barrier" ::: "memory");
+}
+// The bare meeting: nothing waited for. For schedule points where this wave has no LDS write pending.
+TILES_DEV void meet() { asm volatile("s_barrier" ::: "memory"); }
+#endif
 template <int P> TILES_DEV void setprio() {
 #if !defined(TILES_EMU)
   __builtin_amdgcn_s_setprio(P);
@@ -96,6 +117,18 @@ template <int MASK, int N, int GROUP> TILES_DEV void sched_group() {
 TILES_DEV void sched_barrier() {
 #if !defined(TILES_EMU)
   __builtin_amdgcn_sched_barrier(0);
+#endif
+}
+
+// ---------------------------------------------------------------- transcendentals
+// 2^x as one v_exp_f32 (1 ULP): results below 2^-126 come out 0, where the library exp2 spends a range
+// reduction on every call to produce them. The library's exp2 callers take values whose subnormal powers
+// do not matter (a softmax's x - max, the logsumexp merges).
+TILES_DEV float exp2(float x) {
+#if defined(TILES_EMU)
+  return hip_emu::v_exp_f32(x);
+#else
+  return __builtin_amdgcn_exp2f(x);
 #endif
 }
 
@@ -125,6 +158,38 @@ template <int M> TILES_DEV uint32_t butterfly(uint32_t v) {
 #endif
 }
 
+#if defined(TILES_GFX950)
+// The values of lanes l & ~M and l | M (M = 16 or 32) in every lane l, as (lo, hi): one v_permlane16_swap /
+// v_permlane32_swap of v with itself (VALU; ds_bpermute is an LDS instruction and an lgkmcnt wait).
+struct lane_pair { uint32_t lo, hi; };
+template <int M> TILES_DEV lane_pair halves(uint32_t v) {
+  uint32_t x = v, y = v;
+#if defined(TILES_EMU)
+  hip_emu::permlane_swap<M>(x, y);
+#else
+  auto r = M == 16 ? __builtin_amdgcn_permlane16_swap(x, y, false, false)
+                   : __builtin_amdgcn_permlane32_swap(x, y, false, false);
+  x = r[0], y = r[1];
+#endif
+  return {x, y};
+}
+
+// ds_read_b64_tr_b16 (CDNA4 ISA, "MFMA transpose load from LDS"): every lane reads 8 bytes (four 16-bit
+// elements, 8-byte aligned) at its own address, then each group of 16 lanes transposes: lane i of the
+// group gets, as element j, element i % 4 of what lane 4 j + i / 4 of the group read. So if lane p reads
+// row p / 4, columns 4 (p % 4) .. + 3 of a 4 x 16 block, lane i ends up with column i, rows 0..3: the
+// MFMA operand layout (4 consecutive K per lane) out of a block stored with M / N contiguous.
+TILES_DEV void ds_read_tr16_b64(const uint8_t* p, uint32_t out[2]) {
+#if defined(TILES_EMU)
+  hip_emu::ds_read_tr16_b64(p, out);
+#else
+  typedef short v4s __attribute__((ext_vector_type(4)));
+  v4s v = __builtin_amdgcn_ds_read_tr16_b64_v4i16((__attribute__((address_space(3))) v4s*)p);
+  __builtin_memcpy(out, &v, 8);
+#endif
+}
+#endif
+
 // ---------------------------------------------------------------- global memory
 // A buffer resource: base, size in bytes; loads past the size return 0, stores past it are dropped.
 // That is how tiles implements "elements past the end of a global read as 0".
@@ -134,6 +199,7 @@ struct buffer {
   uint32_t bytes;
 #else
   __amdgpu_buffer_rsrc_t rsrc;
+  int desc[4];  // the same resource as 4 dwords, for inline asm
 #endif
 };
 constexpr uint32_t OOB = 0x80000000u;  // an offset no buffer reaches: the lane's access is dropped
@@ -142,22 +208,25 @@ TILES_DEV buffer make_buffer(const void* p, uint32_t bytes) {
   return buffer{(const uint8_t*)p, bytes};
 #else
   // dword 3 = 0x00020000: raw buffer, 32-bit data format, the CDNA default for untyped access
-  return buffer{__builtin_amdgcn_make_buffer_rsrc((void*)p, 0, (int)bytes, 0x00020000)};
+  const uint64_t a = (uint64_t)p;
+  return buffer{__builtin_amdgcn_make_buffer_rsrc((void*)p, 0, (int)bytes, 0x00020000),
+                {(int)(uint32_t)a, (int)(uint32_t)(a >> 32) & 0xFFFF, (int)bytes, 0x00020000}};
 #endif
 }
 // N bytes (4, 8 or 16) at byte offset `off`; 0 where off + N is past the buffer.
 template <int N> struct bytes_t { uint32_t w[N / 4]; };
-template <int N> TILES_DEV bytes_t<N> buffer_load(buffer b, uint32_t off) {
+// `soff`: a wave-uniform part of the offset (SGPR), as for buffer_load_lds.
+template <int N> TILES_DEV bytes_t<N> buffer_load(buffer b, uint32_t off, uint32_t soff = 0) {
   bytes_t<N> r;
 #if defined(TILES_EMU)
-  for (int i = 0; i < N / 4; ++i) r.w[i] = hip_emu::load_u32(b.base, b.bytes, off + 4 * i);
+  for (int i = 0; i < N / 4; ++i) r.w[i] = hip_emu::load_u32(b.base, b.bytes, off == OOB ? OOB : off + soff + 4 * i);
 #else
-  if constexpr (N == 4) r.w[0] = __builtin_amdgcn_raw_buffer_load_b32(b.rsrc, off, 0, 0);
+  if constexpr (N == 4) r.w[0] = __builtin_amdgcn_raw_buffer_load_b32(b.rsrc, off, soff, 0);
   else if constexpr (N == 8) {
-    auto v = __builtin_amdgcn_raw_buffer_load_b64(b.rsrc, off, 0, 0);
+    auto v = __builtin_amdgcn_raw_buffer_load_b64(b.rsrc, off, soff, 0);
     __builtin_memcpy(&r, &v, 8);
   } else {
-    auto v = __builtin_amdgcn_raw_buffer_load_b128(b.rsrc, off, 0, 0);
+    auto v = __builtin_amdgcn_raw_buffer_load_b128(b.rsrc, off, soff, 0);
     __builtin_memcpy(&r, &v, 16);
   }
 #endif
@@ -201,16 +270,28 @@ TILES_DEV void buffer_store_u8(buffer b, uint32_t off, uint8_t v) {
 // Global -> LDS without registers: the wave writes DIRECT_LDS_BYTES per lane, lane i at
 // lds + i * DIRECT_LDS_BYTES (consecutive), each lane reading its own global offset. So a
 // swizzled shared tile is filled by applying the swizzle to the global side.
-TILES_DEV void buffer_load_lds(buffer b, uint32_t off, uint8_t* lds_wave_base) {
+// `soff` is a wave-uniform part of the offset (an SGPR: the tile's position, so the per-lane part is
+// loop-invariant). Out-of-range lanes (voff = OOB) are only ever issued with soff = 0.
+TILES_DEV void buffer_load_lds(buffer b, uint32_t voff, uint32_t soff, uint8_t* lds_wave_base) {
 #if defined(TILES_EMU)
   uint8_t* dst = lds_wave_base + lane_id() * DIRECT_LDS_BYTES;
   for (int i = 0; i < DIRECT_LDS_BYTES / 4; ++i) {
-    uint32_t w = hip_emu::load_u32(b.base, b.bytes, off == OOB ? OOB : off + 4 * i);
+    uint32_t w = hip_emu::load_u32(b.base, b.bytes, voff == OOB ? OOB : voff + soff + 4 * i);
     __builtin_memcpy(dst + 4 * i, &w, 4);
   }
 #else
-  __builtin_amdgcn_raw_ptr_buffer_load_lds(b.rsrc, (__attribute__((address_space(3))) void*)lds_wave_base,
-                                           DIRECT_LDS_BYTES, off, 0, 0, 0);
+  // Inline asm, not __builtin_amdgcn_raw_ptr_buffer_load_lds: LLVM cannot tell which LDS bytes the builtin
+  // writes, so it drains vmcnt(0) before every LDS read it cannot prove apart (ds_read_b64_tr_b16: all of
+  // them), which would land the next tile before this one's MFMAs. The library counts these loads itself
+  // (waitcnt<VM, ..> before each barrier that publishes a tile); the memory clobber keeps program order.
+  typedef int i32x4 __attribute__((ext_vector_type(4)));
+  const i32x4 r = {b.desc[0], b.desc[1], b.desc[2], b.desc[3]};
+  const uint32_t m0 = (uint32_t)(uintptr_t)(__attribute__((address_space(3))) uint8_t*)lds_wave_base;
+#if defined(TILES_GFX950)
+  asm volatile("s_mov_b32 m0, %0\n\ts_nop 0\n\tbuffer_load_dwordx4 %1, %2, %3 offen lds" :: "s"(m0), "v"(voff), "s"(r), "s"(soff) : "memory", "m0");
+#else
+  asm volatile("s_mov_b32 m0, %0\n\ts_nop 0\n\tbuffer_load_dword %1, %2, %3 offen lds" :: "s"(m0), "v"(voff), "s"(r), "s"(soff) : "memory", "m0");
+#endif
 #endif
 }
 // f32 atomic add at byte offset `off`, dropped where it is past the buffer (as a store is): no branch

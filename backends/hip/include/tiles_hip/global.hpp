@@ -108,32 +108,46 @@ TILES_DEV void store(const gl<G>& dst, const cv<T, N, L>& src, int b, int d, int
 }
 
 // ---------------------------------------------------------------- global -> LDS
-// Cooperative over the block's WAVES waves. Two paths, chosen per launch (uniformly):
-//  direct: buffer_load ... lds, DIRECT_LDS_BYTES per lane with no registers in between; needs rows
-//          that are whole DIRECT_LDS_BYTES runs (cols and row stride multiples of it);
-//  staged: through registers, element by element where a run crosses the array's edge.
+// Two paths: direct (buffer_load ... lds, DIRECT_LDS_BYTES per lane with no registers in between; needs
+// rows that are whole DIRECT_LDS_BYTES runs: cols and row stride multiples of it) and staged (through
+// registers, element by element where a run crosses the array's edge).
 template <int WAVES, class S> struct lds_load {
   using T = typename S::dtype;
   static constexpr int D = arch::DIRECT_LDS_BYTES, SPAN = 64 * D;
-  static constexpr bool DIRECT_FITS = S::BYTES % SPAN == 0 && D <= S::swz::GRANULE && S::ROW_BYTES % D == 0;
+  static constexpr bool DIRECT_FITS = !S::TR && S::BYTES % SPAN == 0 && D <= S::swz::GRANULE && S::ROW_BYTES % D == 0;
   // vm instructions one wave issues per direct load (the fewest any wave issues): what s_waitcnt
   // vmcnt may leave outstanding when later tiles are already in flight.
   static constexpr int VM_OPS = DIRECT_FITS ? S::BYTES / SPAN / WAVES : 0;
 };
+// The direct path: one buffer_load ... lds per 64 lanes x D bytes of the tile (a span), spans dealt
+// round-robin to the waves. Lane i of span s fills LDS byte s * SPAN + i * D, i.e. (row r, byte in row);
+// the global element it reads is the swizzle applied to that position.
+template <int WAVES, class S> struct direct_span {
+  using LL = lds_load<WAVES, S>;
+  static constexpr int SPANS = S::BYTES / LL::SPAN, PER_WAVE = (SPANS + WAVES - 1) / WAVES;
+  TILES_DEV static bool mine(int i) { return SPANS % WAVES == 0 || arch::wave_id() + i * WAVES < SPANS; }
+  TILES_DEV static int span(int i) { return arch::wave_id() + i * WAVES; }
+  // (row, column) in the tile of the element lane `lane` moves in this wave's i-th span
+  TILES_DEV static void at(int i, int lane, int& r, int& c) {
+    const int p = span(i) * LL::SPAN + lane * LL::D, in_row = p % S::ROW_BYTES;
+    r = p / S::ROW_BYTES;
+    c = (S::swz::unit(r, in_row / S::swz::GRANULE) * S::swz::GRANULE + in_row % S::swz::GRANULE) / (int)sizeof(typename S::dtype);
+  }
+};
+// Edge tiles and ragged rows: direct loads with every lane's row and column checked (OOB past the array's
+// edge), or staged through registers, one element at a time where a run could cross the edge.
 template <int WAVES, class T, int R, int C, class SW, class G>
-TILES_DEV void load(const st<T, R, C, SW>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
-  static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
+TILES_DEV void load_checked(const st<T, R, C, SW>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
   using S = st<T, R, C, SW>;
   using LL = lds_load<WAVES, S>;
+  using DS = direct_span<WAVES, S>;
   const arch::buffer buf = src.buffer();
-  const int lane = arch::lane_id(), w = arch::wave_id();
   constexpr int V = LL::D / (int)sizeof(T);  // elements per lane per direct load
-  if (LL::DIRECT_FITS && src.cols % V == 0 && src.sr % V == 0) {
-    for (int span = w; span < S::BYTES / LL::SPAN; span += WAVES) {
-      const int p = span * LL::SPAN + lane * LL::D;  // the LDS byte this lane fills
-      const int r = p / S::ROW_BYTES, in_row = p % S::ROW_BYTES;
-      const int g = SW::unit(r, in_row / SW::GRANULE) * SW::GRANULE + in_row % SW::GRANULE;
-      arch::buffer_load_lds(buf, src.offset(b, d, r0 + r, c0 + g / (int)sizeof(T)), dst.base + span * LL::SPAN);
+  if (LL::DIRECT_FITS && (src.cols | src.sr) % V == 0) {
+    TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i) if (DS::mine(i)) {
+      int r, c;
+      DS::at(i, arch::lane_id(), r, c);
+      arch::buffer_load_lds(buf, src.offset(b, d, r0 + r, c0 + c), 0, dst.base + DS::span(i) * LL::SPAN);
     }
     return;
   }
@@ -142,8 +156,112 @@ TILES_DEV void load(const st<T, R, C, SW>& dst, const gl<G>& src, int b, int d, 
     const int r = i / (C / RUN), c = i % (C / RUN) * RUN;
     T run[RUN];
     TILES_UNROLL for (int j = 0; j < RUN; ++j) run[j] = load_elem<T>(buf, src.offset(b, d, r0 + r, c0 + c + j));
-    __builtin_memcpy(&dst.at(r, c), run, sizeof(run));
+    if constexpr (st<T, R, C, SW>::TR) TILES_UNROLL for (int j = 0; j < RUN; ++j) dst.at(r, c + j) = run[j];
+    else __builtin_memcpy(&dst.at(r, c), run, sizeof(run));
   }
+}
+// The loads of one pipelined tile from one global: the lanes' offsets within a tile are computed once,
+// before the loop (a VGPR per span this wave moves), so an iteration's fill is its buffer_loads plus the
+// tile's offset in an SGPR.
+// A tile wholly inside an array whose rows are whole direct runs (every tile of a GEMM but the edge ones)
+// takes the unchecked direct path; the choice is per tile and uniform (one scalar branch).
+template <int WAVES, class S, class G, bool TR = S::TR> struct lds_fill {
+  using T = typename S::dtype;
+  using LL = lds_load<WAVES, S>;
+  using DS = direct_span<WAVES, S>;
+  static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
+  const gl<G>& src;
+  bool direct;  // the array's rows are whole direct runs
+  uint32_t off[DS::PER_WAVE];
+  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
+    direct = LL::DIRECT_FITS && (g.cols | g.sr) % (LL::D / (int)sizeof(T)) == 0;
+#if defined(TILES_HOT_PATH)  // static reports only: the assembly of the main loop's hot path alone
+    direct = LL::DIRECT_FITS;
+#endif
+    TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i) {
+      int r, c;
+      DS::at(i, arch::lane_id(), r, c);
+      off[i] = (uint32_t)(r * src.sr + c) * (uint32_t)sizeof(T);
+    }
+  }
+  TILES_DEV void operator()(const S& dst, int b, int d, int r0, int c0) const {
+    bool full = direct && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
+#if defined(TILES_HOT_PATH)
+    full = direct;
+#endif
+    if (full) {
+      const arch::buffer buf = src.buffer();
+      const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
+      TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
+        if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + DS::span(i) * LL::SPAN);
+    } else {
+      load_checked<WAVES>(dst, src, b, d, r0, c0);
+    }
+  }
+  TILES_DEV void land(const S&) const {}  // the direct loads land by themselves
+};
+// A transposed tile (shared.hpp): through registers. Each lane moves 4 x 4 blocks: four loads of 4
+// consecutive elements of a row at the fill (operator()), kept in registers through the MFMA cluster, and at
+// land() four writes of a column's 4 consecutive rows, contiguous in the transposed storage. Edge tiles
+// check each lane's rows and 4-column group (whole groups: the array's columns a multiple of 4), ragged
+// arrays fall back to single elements.
+template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, true> {
+  using T = typename S::dtype;
+  static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
+  static_assert(S::ROWS % 4 == 0 && S::COLS % 4 == 0, "a transposed tile is whole 4 x 4 blocks");
+  static constexpr int BC = S::COLS / 4, BLOCKS = S::ROWS / 4 * BC, THREADS = 64 * WAVES;
+  static constexpr int PER = (BLOCKS + THREADS - 1) / THREADS, RUN = 4 * (int)sizeof(T);
+  const gl<G>& src;
+  bool runs;  // rows start at multiples of 4 elements: each 4-element run is one load
+  uint32_t off[PER];
+  mutable arch::bytes_t<RUN> x[PER][4];  // the blocks in flight, row by row
+  TILES_DEV static bool mine(int j) { return BLOCKS % THREADS == 0 || arch::thread_id() + j * THREADS < BLOCKS; }
+  TILES_DEV static int block(int j) { return arch::thread_id() + j * THREADS; }
+  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
+    runs = (g.cols | g.sr) % 4 == 0;
+    TILES_UNROLL for (int j = 0; j < PER; ++j)
+      off[j] = (uint32_t)(4 * (block(j) / BC) * g.sr + 4 * (block(j) % BC)) * (uint32_t)sizeof(T);
+  }
+  TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
+    const arch::buffer buf = src.buffer();
+    const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
+    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
+    if (full) {
+      const uint32_t row = src.sr * (uint32_t)sizeof(T);
+      TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
+        TILES_UNROLL for (int i = 0; i < 4; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * row, tile);
+      return;
+    }
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
+      const int r = r0 + 4 * (block(j) / BC), c = c0 + 4 * (block(j) % BC);
+      TILES_UNROLL for (int i = 0; i < 4; ++i) {
+        if (runs) {
+          x[j][i] = arch::buffer_load<RUN>(buf, src.offset(b, d, r + i, c));
+        } else {
+          T e[4];
+          TILES_UNROLL for (int q = 0; q < 4; ++q) e[q] = load_elem<T>(buf, src.offset(b, d, r + i, c + q));
+          __builtin_memcpy(&x[j][i], e, RUN);
+        }
+      }
+    }
+  }
+  TILES_DEV void land(const S& dst) const {
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
+      T e[4][4], col[4];
+      __builtin_memcpy(e, x[j], sizeof(e));
+      TILES_UNROLL for (int q = 0; q < 4; ++q) {
+        TILES_UNROLL for (int i = 0; i < 4; ++i) col[i] = e[i][q];
+        dst.template write_col_run<4>(4 * (block(j) / BC), 4 * (block(j) % BC) + q, col);
+      }
+    }
+  }
+};
+// Cooperative over the block's WAVES waves.
+template <int WAVES, class T, int R, int C, class SW, class G>
+TILES_DEV void load(const st<T, R, C, SW>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
+  const lds_fill<WAVES, st<T, R, C, SW>, G> fill{src};
+  fill(dst, b, d, r0, c0);
+  fill.land(dst);
 }
 template <int WAVES, class G, class T, int R, int C, class SW>
 TILES_DEV void store(const gl<G>& dst, const st<T, R, C, SW>& src, int b, int d, int r0, int c0) {
@@ -191,15 +309,18 @@ TILES_DEV void store(const sv<U, N>& dst, const cv<T, N, L>& src) {
   TILES_UNROLL for (int n = 0; n < src.FN; ++n) TILES_UNROLL for (int e = 0; e < src.VE; ++e)
     if (L::row(lane, e) == 0) dst.at(n * L::FC + L::col(lane, e)) = convert<U>(src.at(n, e));
 }
-// Each wave moves its own rows (wave_id * R ..) of the block tile.
+// Each wave moves its own rows (wave_id * R ..) of the block tile. A lane's run of consecutive columns (the
+// A-operand layout's E) moves as one ds_read / ds_write.
 template <class T, int R, int C, class L, class U, int SR, class SW>
 TILES_DEV void load(rt<T, R, C, L>& dst, const st<U, SR, C, SW>& src) {
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
-    TILES_UNROLL for (int e = 0; e < dst.E; ++e)
-      dst.v[m][n][e] = convert<T>(src.at(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e)));
+    TILES_UNROLL for (int e = 0; e < dst.E; e += L::RUN) {
+      U run[L::RUN];
+      src.template read_run<L::RUN>(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e), run);
+      TILES_UNROLL for (int i = 0; i < L::RUN; ++i) dst.v[m][n][e + i] = convert<T>(run[i]);
+    }
 }
-// A lane's run of consecutive columns (the A-operand layout's E) goes out as one ds_write.
 template <class U, int SR, int C, class SW, class T, int R, class L>
 TILES_DEV void store(const st<U, SR, C, SW>& dst, const rt<T, R, C, L>& src) {
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;

@@ -6,6 +6,10 @@
 //   acc<M>     the C/D operand of an M x M MFMA: lane l holds column l % M, rows in groups of 4
 //   opa<M, K>  the A operand of an M x M x K MFMA: lane l holds row l % M, K-run E*(l / M) .. +E-1
 //              (B uses the same map with rows and columns swapped; it is read from LDS, see mma.hpp)
+//   opa<M, K, true>  the same lanes and rows, K in the order acc_t holds its columns (runs of 4)
+//   acc_t<M>   the accumulator of the transpose: the tile is computed as D^T (mma.hpp), so lane l holds
+//              row l % M and columns in runs of 4 -- the A operand's map, so copying it into opa<M, K, true>
+//              moves no data between lanes (attention's P)
 #pragma once
 #include "types.hpp"
 
@@ -23,15 +27,39 @@ template <int M> struct acc {
   static constexpr int RUN = 1;  // a lane's elements that are consecutive columns of one row
 };
 
-template <int M, int K> struct opa {
+// K order of an operand fragment: where element e of lane l sits along the MFMA's K. ACC_K: in runs of 4,
+// lane groups interleaved as the accumulator's rows are (4 GROUPS (e / 4) + 4 (l / M) + e % 4); the sum over
+// K does not care, as long as both operands of one MFMA take the same order (mma.hpp).
+template <int M, int E, bool ACC_K> struct k_order {
+  static constexpr int GROUPS = 64 / M, RUN = ACC_K && E > 4 ? 4 : E;
+  TILES_DEV static constexpr int at(int l, int e) {
+    return RUN == E ? E * (l / M) + e : 4 * GROUPS * (e / 4) + 4 * (l / M) + e % 4;
+  }
+  TILES_DEV static constexpr int group_of(int c) { return RUN == E ? c / E : (c / 4) % GROUPS; }
+  TILES_DEV static constexpr int e_of(int c) { return RUN == E ? c % E : 4 * (c / (4 * GROUPS)) + c % 4; }
+};
+template <int M, int K, bool ACC_K = false> struct opa {
   static constexpr int FR = M, FC = K, E = M * K / 64;
+  using order = k_order<M, E, ACC_K>;
   TILES_DEV static constexpr int row(int l, int) { return l % M; }
-  TILES_DEV static constexpr int col(int l, int e) { return E * (l / M) + e; }
-  TILES_DEV static constexpr int lane_of(int r, int c) { return r + M * (c / E); }
-  TILES_DEV static constexpr int e_of(int, int c) { return c % E; }
+  TILES_DEV static constexpr int col(int l, int e) { return order::at(l, e); }
+  TILES_DEV static constexpr int lane_of(int r, int c) { return r + M * order::group_of(c); }
+  TILES_DEV static constexpr int e_of(int, int c) { return order::e_of(c); }
   static constexpr int ROW_LO = M, ROW_HI = 64, COL_LO = 1, COL_HI = M;
   static constexpr bool ROW_BY_LANE = true, COL_BY_LANE = false;
-  static constexpr int RUN = E;
+  static constexpr int RUN = order::RUN;  // a lane's elements that are consecutive columns of one row
+};
+
+template <int M> struct acc_t {
+  using T = acc<M>;
+  static constexpr int FR = M, FC = M, E = T::E, GROUPS = T::GROUPS;
+  TILES_DEV static constexpr int row(int l, int e) { return T::col(l, e); }
+  TILES_DEV static constexpr int col(int l, int e) { return T::row(l, e); }
+  TILES_DEV static constexpr int lane_of(int r, int c) { return T::lane_of(c, r); }
+  TILES_DEV static constexpr int e_of(int r, int c) { return T::e_of(c, r); }
+  static constexpr int ROW_LO = T::COL_LO, ROW_HI = T::COL_HI, COL_LO = T::ROW_LO, COL_HI = T::ROW_HI;
+  static constexpr bool ROW_BY_LANE = true, COL_BY_LANE = false;
+  static constexpr int RUN = 4;
 };
 
 // A register tile: the rows one wave owns (R = block rows / waves) by C columns.
@@ -61,5 +89,14 @@ template <class T, int C, class L> struct cv {
   T v[FN][VE];
   TILES_DEV T& at(int n, int e) { return v[n][VE == 1 ? 0 : e]; }
   TILES_DEV const T& at(int n, int e) const { return v[n][VE == 1 ? 0 : e]; }
+};
+// An MFMA operand read from LDS stored with M (N) contiguous, through CDNA4's transposing read (A of
+// mma_AtB, B of mma_AB, attention's P on its way to the A layout): the lane's fragment (column l % M,
+// K run E (l / M) ..) is E / 4 reads of 4 K elements; in read h the 16 lanes of a group read the 4 x 16 block at K rows E (l / M) + 4 h .., columns (l % M) - (l % 16) ..,
+// lane p of the group row p / 4, columns 4 (p % 4) .. + 3 (arch::ds_read_tr16_b64).
+// FK: the fragment's K order (k_order's), whose runs of 4 each read h fetches.
+template <int M, int E, class FK = k_order<M, E, false>> struct tr_frag {
+  TILES_DEV static constexpr int k(int lane, int h) { return FK::at(lane, 4 * h) + (lane % 16) / 4; }
+  TILES_DEV static constexpr int c(int lane) { return lane % M - lane % 16 + 4 * (lane % 4); }
 };
 }  // namespace tiles_hip

@@ -34,6 +34,12 @@ template <int M, int KS, int E> struct frag_k {
   }
 };
 
+// The K order of an MMA's fragments: a register operand's own (its layout's), else frag_k's.
+template <class A, int M, int KS, int E> struct operand_k { using type = frag_k<M, KS, E>; };
+template <class T, int R, int C, class L, int M, int KS, int E> struct operand_k<rt<T, R, C, L>, M, KS, E> {
+  using type = typename L::order;
+};
+
 // Element (kk * KS + k, c) of an operand read down its LDS columns (K runs down the rows), k < KS. Where
 // KS is a whole number of swizzle periods, the K step is a plain row offset: one address register per
 // (k, c) serves every step (immediate offsets), instead of one per element the compiler would otherwise
@@ -43,12 +49,60 @@ template <int KS, class S> TILES_DEV typename S::dtype col_elem(const S& s, int 
   else return s.at(kk * KS + k, c);
 }
 
+template <class T, int E> struct use_tr {
+#if defined(TILES_GFX950)
+  static constexpr bool value = sizeof(T) == 2 && E % 4 == 0;
+#else
+  static constexpr bool value = false;
+#endif
+};
+
+// One operand fragment read down the LDS columns: E / 4 transposing reads on CDNA4, one read of the K run
+// where the tile is stored transposed (CDNA3), else E single reads.
+// FK: the K order the fragment is read in (the register operand's, when the MMA has one).
+template <int M, int KS, int E, class FK, class S>
+TILES_DEV void read_col_frag(const S& s, int kk, int lane, int c0, typename S::dtype* out) {
+  using T = typename S::dtype;
+  if constexpr (use_tr<T, E>::value) {
+    static_assert(FK::RUN % 4 == 0, "a transposing read fetches runs of 4 K");
+    using TR = tr_frag<M, E, FK>;
+    TILES_UNROLL for (int h = 0; h < E / 4; ++h) {
+      if constexpr (KS % S::swz::PERIOD == 0) s.read_tr(kk * KS, TR::k(lane, h), c0 + TR::c(lane), out + 4 * h);
+      else s.read_tr(0, kk * KS + TR::k(lane, h), c0 + TR::c(lane), out + 4 * h);
+    }
+  } else if constexpr (S::TR) {  // stored transposed: a K run is contiguous
+    TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+      s.template read_col_run<FK::RUN>(kk * KS + FK::at(lane, e), c0 + lane % M, out + e);
+  } else {
+    TILES_UNROLL for (int e = 0; e < E; ++e) out[e] = col_elem<KS>(s, kk, FK::at(lane, e), c0 + lane % M);
+  }
+}
+
+// The most K steps (a divisor of steps) whose fragments fit `budget` VGPRs, at least 1.
+constexpr int group_steps(int steps, int per_step, int budget) {
+  int g = 1;
+  for (int c = 1; c <= steps; ++c) if (steps % c == 0 && c * per_step <= budget) g = c;
+  return g;
+}
+
 // KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
-template <bool TA, bool TB, int KS_ = 0, int M, int R, int N, class A, class T, int BR, int BC, class SW>
-TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, SW>& b,
-                   const rt<float, R, N, acc<M>>& c) {
-  constexpr int KDIM = TB ? BC : BR;
-  using D = rt<float, R, N, acc<M>>;
+//
+// Per group of K steps the wave reads all its fragments (A's unless A is in registers, every B), waits for
+// them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues the step's MFMAs back to back, with
+// nothing between them; sched_barriers keep the scheduler from pulling reads into the MFMA run (each read
+// would bring its own wait). Global loads in flight are left alone (vmcnt is not waited for here).
+//
+// A transposed accumulator (DL = acc_t<M>) is computed as D^T = op(b)^T op(a)^T: the same fragments, b's
+// as the MFMA's A (a column fragment of D is a row fragment of D^T) and a's as its B; a register a is in
+// the A-operand layout, which is the B fragment's map, and its K order is the one b is read in.
+template <class DL> struct acc_transposed { static constexpr bool value = false; };
+template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
+template <bool TA, bool TB, int KS_ = 0, int R, int N, class DL, class A, class T, int BR, int BC, class SW>
+TILES_DEV void mma(rt<float, R, N, DL>& d, const A& a, const st<T, BR, BC, SW>& b, const rt<float, R, N, DL>& c) {
+  constexpr int M = DL::FR, KDIM = TB ? BC : BR;
+  constexpr bool DT = acc_transposed<DL>::value;
+  static_assert(__is_same(DL, acc<M>) || (DT && sizeof(T) == 2), "an MMA accumulates in acc<M>, or acc_t<M> (16-bit inputs)");
+  using D = rt<float, R, N, DL>;
   if (&d != &c) d = c;
 #if defined(TILES_GFX950)
   constexpr bool FNUZ = false;
@@ -60,54 +114,55 @@ TILES_DEV void mma(rt<float, R, N, acc<M>>& d, const A& a, const st<T, BR, BC, S
 #endif
   if constexpr (FNUZ) mul(d, d, 0.25f);
   constexpr int KS = KS_ ? KS_ : mfma_k<M, T>::K, E = M * KS / 64;
-  using FK = frag_k<M, KS, E>;
+  using FK = typename operand_k<A, M, KS, E>::type;
   static_assert(KS != 128 || !is_rt<A>::value, "the 16x16x128 MFMA takes A from LDS only");
   static_assert(KDIM % KS == 0, "K of an mma must be a multiple of the MFMA's K");
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
   const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
-  // K steps stay a loop when A comes from LDS: unrolled, the scheduler hoists every step's LDS reads
-  // and runs out of registers next to a large accumulator. A register A needs static indices: unrolled.
-  // B read down its columns in E <= 4 single reads per fragment (gfx942's 16-bit MFMAs) unrolls too: the
-  // sched_barrier per fragment bounds the hoisting, and each step's addresses become immediate offsets
-  // of the registers other MMAs over tiles of that shape already hold (gfx942 attention backward:
-  // 255 VGPR + 0 AGPR instead of 256 + 51). With E = 8 (gfx950) the unrolled steps cost more registers
-  // than they share (256 + 37 -> 256 + 75): a loop. Measured in the compile report, not timed.
-  constexpr bool UNROLL = is_rt<A>::value || (!TB && E <= 4);
-#if !defined(TILES_EMU)
-#pragma unroll(UNROLL ? KDIM / KS : 1)
-#endif
-  for (int kk = 0; kk < KDIM / KS; ++kk) {
-    T af[D::FM][E];
-    TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
-      if constexpr (is_rt<A>::value) {
-        static_assert(sizeof(typename A::layout) && A::layout::FC == KS && A::layout::FR == M,
-                      "register A operand is not in the MFMA's A layout");
-        TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = a.v[m][kk][e];
-      } else if constexpr (TA) {
-        TILES_UNROLL for (int e = 0; e < E; ++e) af[m][e] = col_elem<KS>(a, kk, FK::at(lane, e), r0 + m * M + fr);
-      } else {
-        TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-          a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), af[m] + e);
+  // K steps read together, up to ~96 VGPRs of fragments: one wait for the group
+  constexpr int STEPS = KDIM / KS, FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) + D::FN) * E * (int)sizeof(T) / 4;
+  constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS, 96);
+  arch::sched_barrier();
+  TILES_UNROLL for (int k0 = 0; k0 < STEPS; k0 += GROUP) {
+    T af[GROUP][D::FM][E], bf[GROUP][D::FN][E];
+    TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
+      const int kk = k0 + g;
+      TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
+        if constexpr (is_rt<A>::value) {
+          static_assert(sizeof(typename A::layout) && A::layout::FC == KS && A::layout::FR == M,
+                        "register A operand is not in the MFMA's A layout");
+          TILES_UNROLL for (int e = 0; e < E; ++e) af[g][m][e] = a.v[m][kk][e];
+        } else if constexpr (TA) {
+          read_col_frag<M, KS, E, FK>(a, kk, lane, r0 + m * M, af[g][m]);
+        } else {
+          TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+            a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), af[g][m] + e);
+        }
+      }
+      TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
+        if constexpr (TB) {
+          TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+            b.template read_run<FK::RUN>(n * M + fr, kk * KS + FK::at(lane, e), bf[g][n] + e);
+        } else {
+          read_col_frag<M, KS, E, FK>(b, kk, lane, n * M, bf[g][n]);
+        }
       }
     }
-    if constexpr (FNUZ) TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E>(af[m]);
-    TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
-      T bf[E];
-      if constexpr (TB) {
-        TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-          b.template read_run<FK::RUN>(n * M + fr, kk * KS + FK::at(lane, e), bf + e);
-      } else {
-        TILES_UNROLL for (int e = 0; e < E; ++e) bf[e] = col_elem<KS>(b, kk, FK::at(lane, e), n * M + fr);
+    arch::sched_barrier();
+    arch::waitcnt<arch::VM_ANY, 0>();
+    TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
+      if constexpr (FNUZ) {
+        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E>(af[g][m]);
+        TILES_UNROLL for (int n = 0; n < D::FN; ++n) clear_negative_zero<E>(bf[g][n]);
       }
-      if constexpr (FNUZ) clear_negative_zero<E>(bf);
-      TILES_UNROLL for (int m = 0; m < D::FM; ++m) arch::mfma_op<M, KS, T>::run(af[m], bf, d.v[m][n]);
-      // B read element by element (K down LDS columns) is E registers per fragment before packing; let
-      // the scheduler hoist one fragment's reads, not every fragment's.
-      if constexpr (!TB) arch::sched_barrier();
+      TILES_UNROLL for (int n = 0; n < D::FN; ++n)
+        TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
+          if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[g][n], af[g][m], d.v[m][n]);
+          else arch::mfma_op<M, KS, T>::run(af[g][m], bf[g][n], d.v[m][n]);
+        }
     }
+    arch::sched_barrier();
   }
   if constexpr (FNUZ) mul(d, d, 4.0f);
-  // one mma's loads stay with its MFMAs: hoisting the next op's loads above them only adds registers
-  arch::sched_barrier();
 }
 }  // namespace tiles_hip

@@ -37,7 +37,7 @@ struct op_div { TILES_DEV float operator()(float a, float b) const { return a / 
 struct op_max { TILES_DEV float operator()(float a, float b) const { return __builtin_fmaxf(a, b); } };
 struct op_min { TILES_DEV float operator()(float a, float b) const { return __builtin_fminf(a, b); } };
 struct op_exp { TILES_DEV float operator()(float a) const { return __builtin_expf(a); } };
-struct op_exp2 { TILES_DEV float operator()(float a) const { return __builtin_exp2f(a); } };
+struct op_exp2 { TILES_DEV float operator()(float a) const { return arch::exp2(a); } };
 struct op_log { TILES_DEV float operator()(float a) const { return __builtin_logf(a); } };
 struct op_log2 { TILES_DEV float operator()(float a) const { return __builtin_log2f(a); } };
 struct op_abs { TILES_DEV float operator()(float a) const { return __builtin_fabsf(a); } };
@@ -136,9 +136,16 @@ template <class T, int R, int C, class L> TILES_DEV void swap_pairs(rt<T, R, C, 
 }
 
 // ---------------------------------------------------------------- reductions
-// Butterfly over lane bits [LO, HI): afterwards every lane of a group holds the group's result.
+// Butterfly over lane bits [LO, HI): afterwards every lane of a group holds the group's result. CDNA4 takes
+// lane bits 4 and 5 (the rows of a transposed accumulator) through permlane swaps, both lanes as f(lo, hi).
 template <int LO, int HI, class F> TILES_DEV float lane_reduce(float x, F f) {
   if constexpr (LO < HI) {
+#if defined(TILES_GFX950)
+    if constexpr (LO >= 16) {
+      const arch::lane_pair p = arch::halves<LO>(__builtin_bit_cast(uint32_t, x));
+      return lane_reduce<LO * 2, HI>(f(__builtin_bit_cast(float, p.lo), __builtin_bit_cast(float, p.hi)), f);
+    }
+#endif
     x = f(x, __builtin_bit_cast(float, arch::butterfly<LO>(__builtin_bit_cast(uint32_t, x))));
     return lane_reduce<LO * 2, HI>(x, f);
   } else {
@@ -159,7 +166,7 @@ TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f) 
       TILES_UNROLL for (int e = 1; e < X::E; ++e) part[0] = f(part[0], part[e]);
       TILES_UNROLL for (int e = 1; e < X::E; ++e) part[e] = part[0];
     }
-    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+    TILES_UNROLL for (int e = 0; e < V::VE; ++e) {  // each of the vector's values once (dst may be acc)
       float r = lane_reduce<L::ROW_LO, L::ROW_HI>(part[e], f);
       if (acc) r = f(r, cvt<typename V::dtype>::to(acc->at(m, e)));
       dst.at(m, e) = cvt<typename V::dtype>::from(r);
@@ -189,7 +196,7 @@ TILES_DEV void col_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, 
   }
   arch::barrier();
   TILES_UNROLL for (int n = 0; n < X::FN; ++n) {
-    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
+    TILES_UNROLL for (int e = 0; e < V::VE; ++e) {  // each of the vector's values once (dst may be acc)
       const int c = n * L::FC + L::col(lane, e);
       float r = scratch[c];
       for (int i = 1; i < WAVES; ++i) r = f(r, scratch[i * C + c]);
@@ -216,7 +223,7 @@ TILES_REDUCE(sum, op_add) TILES_REDUCE(max, op_max) TILES_REDUCE(min, op_min)
 // empty pairs (-inf, 0) merge into one without a NaN.
 TILES_DEV void merge_max_sum(float& m, float& s, float m2, float s2) {
   const float top = __builtin_fmaxf(m, m2);
-  s = s * __builtin_exp2f(__builtin_fminf(m - top, 0.0f)) + s2 * __builtin_exp2f(__builtin_fminf(m2 - top, 0.0f));
+  s = s * arch::exp2(__builtin_fminf(m - top, 0.0f)) + s2 * arch::exp2(__builtin_fminf(m2 - top, 0.0f));
   m = top;
 }
 // The butterfly of lane_reduce over lane bits [LO, HI), on pairs.
@@ -291,9 +298,15 @@ TILES_BCAST(add) TILES_BCAST(sub) TILES_BCAST(mul) TILES_BCAST(div)
 
 // ---------------------------------------------------------------- masks
 // (i, j) are coordinates in the block tile: this wave owns rows wave_id * R .. + R - 1.
+// A wave whose whole tile is kept (every one but the edge and diagonal tiles) only copies: one scalar
+// branch, no compare per element.
 template <class D, class T, int R, int C, class L, class Keep>
 TILES_DEV void mask(D& dst, const rt<T, R, C, L>& src, Keep keep, float fill_value) {
   const int lane = arch::lane_id(), row0 = arch::wave_id() * R;
+  if (keep.all(row0, R, C)) {
+    if ((const void*)&dst != (const void*)&src) copy(dst, src);
+    return;
+  }
   TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
     TILES_UNROLL for (int e = 0; e < D::E; ++e) {
       const int i = row0 + m * L::FR + L::row(lane, e), j = n * L::FC + L::col(lane, e);
@@ -304,10 +317,12 @@ TILES_DEV void mask(D& dst, const rt<T, R, C, L>& src, Keep keep, float fill_val
 struct keep_causal {
   int row0, col0;
   TILES_DEV bool operator()(int i, int j) const { return col0 + j <= row0 + i; }
+  TILES_DEV bool all(int i0, int n, int m) const { return col0 + m - 1 <= row0 + i0; }  // rows i0.., columns 0..m-1
 };
 struct keep_bounds {
   int rows, cols;
   TILES_DEV bool operator()(int i, int j) const { return i < rows && j < cols; }
+  TILES_DEV bool all(int i0, int n, int m) const { return i0 + n <= rows && m <= cols; }
 };
 template <class D, class X> TILES_DEV void causal_mask(D& d, const X& s, int row0, int col0, float fill_value) {
   mask(d, s, keep_causal{row0, col0}, fill_value);
@@ -379,6 +394,29 @@ TILES_DEV void copy(rt<TD, R, C, LD>& dst, const rt<TS, R, C, LS>& src) {
       dst.v[m][n][e] = cvt<TD>::from(x);
     }
 }
+// A transposed accumulator into the A operand in its K order: lane l holds row l % M in both, and the
+// columns its elements hold are the same, so element e of A fragment n is a register of the same lane
+// (source fragment and register known at compile time): one conversion per element, nothing crosses lanes.
+template <class LD, class LS, int FN> constexpr bool lane_local() {
+  for (int l = 0; l < 64; ++l) for (int n = 0; n < FN; ++n) for (int e = 0; e < LD::E; ++e) {
+    const int c = n * LD::FC + LD::col(l, e), ns = c / LS::FC, es = LS::e_of(LD::row(l, e), c % LS::FC);
+    if (LS::lane_of(LD::row(l, e), c % LS::FC) != l || ns != (n * LD::FC + LD::col(0, e)) / LS::FC ||
+        es != LS::e_of(0, (n * LD::FC + LD::col(0, e)) % LS::FC))
+      return false;
+  }
+  return true;
+}
+template <class TD, class TS, int R, int C, int M, int K>
+TILES_DEV void copy(rt<TD, R, C, opa<M, K, true>>& dst, const rt<TS, R, C, acc_t<M>>& src) {
+  using LD = opa<M, K, true>;
+  using LS = acc_t<M>;
+  static_assert(lane_local<LD, LS, C / K>(), "the A operand's K order is not the transposed accumulator's");
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
+      const int c = n * K + LD::col(0, e);
+      dst.v[m][n][e] = cvt<TD>::from(cvt<TS>::to(src.v[m][c / M][LS::e_of(0, c % M)]));
+    }
+}
 // The 16x16 accumulator into a 16 x K A operand (attention's P): 4x4 transposes in rounds. Lane
 // (a, b, q) = 16a + 4b + q needs S[4b + q][K n + E a + e] for e < E, held as register q of lane
 // 16b + (E a + e) % 16 in source fragment (K n + E a) / 16. Round j of element group h fetches
@@ -401,4 +439,37 @@ TILES_DEV void copy(rt<TD, R, C, opa<16, K>>& dst, const rt<TS, R, C, acc<16>>& 
       TILES_UNROLL for (int i = 0; i < E; ++i) if (i == e) dst.v[m][n][i] = cvt<TD>::from(x);
     }
 }
+#if defined(TILES_GFX950)
+// The same conversion through this wave's LDS, for 16-bit A operands on CDNA4 (no ds_bpermute): each lane
+// writes its four rows of one column of a 16x16 accumulator fragment as one ds_write_b64 into the wave's
+// copy of the tile stored transposed (a row per column, 16 elements: the fragment's rows), and the A
+// fragment comes back with the transposing read (ds_read_b64_tr_b16, two per 32 K), which gives each lane
+// its row's consecutive columns. One wave writes and reads its own copy, in order: no barrier.
+// scratch: WAVES x R x C elements of TD.
+template <class TD, class TS, int R, int C, int K>
+TILES_DEV void copy(rt<TD, R, C, opa<16, K>>& dst, const rt<TS, R, C, acc<16>>& src, uint8_t* scratch) {
+  static_assert(sizeof(TD) == 2 && K % 8 == 0, "the LDS route is for 16-bit A operands");
+  using S = rt<TS, R, C, acc<16>>;
+  const int lane = arch::lane_id();
+  TD* t = (TD*)scratch + arch::wave_id() * R * C;  // t[m][c][r]: fragment row m, column c, row r < 16
+  TILES_UNROLL for (int m = 0; m < S::FM; ++m) TILES_UNROLL for (int n = 0; n < S::FN; ++n) {
+    TD run[4];
+    TILES_UNROLL for (int i = 0; i < 4; ++i) run[i] = cvt<TD>::from(cvt<TS>::to(src.v[m][n][i]));
+    TD* at = t + (m * C + n * 16 + lane % 16) * 16 + 4 * (lane / 16);
+#if defined(TILES_EMU)
+    __builtin_memcpy(at, run, 8);
+#else
+    typedef uint32_t w2 __attribute__((ext_vector_type(2)));  // one ds_write_b64
+    w2 x;
+    __builtin_memcpy(&x, run, 8);
+    *(w2*)at = x;
+#endif
+  }
+  using TR = tr_frag<16, K / 4>;
+  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+    TILES_UNROLL for (int h = 0; h < K / 16; ++h)
+      arch::ds_read_tr16_b64((const uint8_t*)(t + (m * C + n * K + TR::k(lane, h)) * 16 + TR::c(lane)),
+                             (uint32_t*)(dst.v[m][n] + 4 * h));
+}
+#endif
 }  // namespace tiles_hip

@@ -15,36 +15,72 @@ template <int G, int S, int MASK> struct swizzle {
   static_assert(G == 4 || G == 8 || G == 16, "swizzle granule is 4, 8 or 16 bytes");
   static constexpr int GRANULE = G;
   static constexpr int PERIOD = (MASK + 1) << S;  // rows after which the XOR pattern repeats
+  static constexpr bool TRANSPOSED = false;
   TILES_DEV static constexpr int unit(int row, int u) { return u ^ ((row >> S) & MASK); }  // its own inverse
 };
 using no_swizzle = swizzle<16, 0, 0>;
+// The tile stored transposed (a stored row per column, swizzled as above): for an MFMA operand read down
+// its columns on CDNA3, which has no transposing LDS read, so that the read is one ds_read of E
+// consecutive K. Filled through registers (lds_fill), which transpose 4 x 4 blocks on the way.
+template <int G, int S, int MASK> struct transposed : swizzle<G, S, MASK> {
+  static constexpr bool TRANSPOSED = true;
+};
 
 template <class T, int R, int C, class SW = no_swizzle> struct st {
-  static constexpr int ROWS = R, COLS = C, ROW_BYTES = C * (int)sizeof(T), BYTES = R * ROW_BYTES;
+  static constexpr bool TR = SW::TRANSPOSED;
+  // ROW_BYTES: of a stored row (a column of the tile when TR)
+  static constexpr int ROWS = R, COLS = C, ROW_BYTES = (TR ? R : C) * (int)sizeof(T), BYTES = R * C * (int)sizeof(T);
   static_assert(ROW_BYTES % SW::GRANULE == 0, "a shared tile row must be whole swizzle granules");
   using dtype = T;
   using swz = SW;
   uint8_t* base;
-  TILES_DEV static constexpr uint32_t offset(int r, int c) {
-    const int b = c * (int)sizeof(T);
-    return r * ROW_BYTES + SW::unit(r, b / SW::GRANULE) * SW::GRANULE + b % SW::GRANULE;
+  // byte of element j of stored row i
+  TILES_DEV static constexpr uint32_t stored(int i, int j) {
+    const int b = j * (int)sizeof(T);
+    return i * ROW_BYTES + SW::unit(i, b / SW::GRANULE) * SW::GRANULE + b % SW::GRANULE;
   }
+  TILES_DEV static constexpr uint32_t offset(int r, int c) { return TR ? stored(c, r) : stored(r, c); }
   TILES_DEV T& at(int r, int c) const { return *(T*)(base + offset(r, c)); }
   // (r0 + r, c) with r0 a multiple of the swizzle's period: row r0 is a plain byte offset, so an
   // unrolled walk down the rows keeps one address per (r, c) and the steps become immediate offsets.
-  TILES_DEV T& at(int r0, int r, int c) const { return *(T*)(base + r0 * ROW_BYTES + offset(r, c)); }
+  TILES_DEV T& at(int r0, int r, int c) const {
+    if constexpr (TR) return at(r0 + r, c);
+    else return *(T*)(base + r0 * ROW_BYTES + offset(r, c));
+  }
+#if defined(TILES_GFX950)
+  // ds_read_b64_tr_b16 at (r0 + r, c), r0 a multiple of the swizzle's period (as at()): 4 elements of
+  // column c .. read transposed across the lane's group of 16 (arch::ds_read_tr16_b64).
+  TILES_DEV void read_tr(int r0, int r, int c, T* out) const {
+    static_assert(sizeof(T) == 2, "the transposing LDS read is for 16-bit elements");
+    arch::ds_read_tr16_b64(base + r0 * ROW_BYTES + offset(r, c), (uint32_t*)out);
+  }
+#endif
   // N consecutive elements of row r from column c (c a multiple of N): one ds_read (ds_write) of
   // N*sizeof(T) bytes per granule.
-  template <int N> TILES_DEV void read_run(int r, int c, T* out) const { move_run<N, false>(r, c, (uint8_t*)out); }
+  template <int N> TILES_DEV void read_run(int r, int c, T* out) const {
+    static_assert(!TR, "a row run of a transposed tile is not contiguous");
+    move_run<N, false>(r, c, (uint8_t*)out);
+  }
   template <int N> TILES_DEV void write_run(int r, int c, const T* in) const {
+    static_assert(!TR, "a row run of a transposed tile is not contiguous");
     move_run<N, true>(r, c, (uint8_t*)const_cast<T*>(in));
+  }
+  // N consecutive elements of column c from row r (r a multiple of N) of a transposed tile: contiguous.
+  template <int N> TILES_DEV void read_col_run(int r, int c, T* out) const {
+    static_assert(TR, "a column run is contiguous only in a transposed tile");
+    move_run<N, false>(c, r, (uint8_t*)out);
+  }
+  template <int N> TILES_DEV void write_col_run(int r, int c, const T* in) const {
+    static_assert(TR, "a column run is contiguous only in a transposed tile");
+    move_run<N, true>(c, r, (uint8_t*)const_cast<T*>(in));
   }
 
  private:
-  template <int N, bool TO_LDS> TILES_DEV void move_run(int r, int c, uint8_t* regs) const {
+  // N elements of stored row i from element j, one ds_read (ds_write) per granule
+  template <int N, bool TO_LDS> TILES_DEV void move_run(int i0, int j0, uint8_t* regs) const {
     constexpr int bytes = N * (int)sizeof(T), piece = bytes < SW::GRANULE ? bytes : SW::GRANULE;
     TILES_UNROLL for (int i = 0; i < bytes / piece; ++i) {
-      uint8_t* p = base + offset(r, c + i * piece / (int)sizeof(T));
+      uint8_t* p = base + stored(i0, j0 + i * piece / (int)sizeof(T));
       uint8_t* q = regs + i * piece;
 #if !defined(TILES_EMU)
       if constexpr (piece >= 8) {  // the aligned vector type is what makes this one ds_read/ds_write_b64/b128
