@@ -11,6 +11,7 @@ import importlib
 import os
 import shutil
 import sys
+import weakref
 
 import numpy as np
 
@@ -166,6 +167,7 @@ def check_args(k: ir.Kernel, args) -> dict:
                             f"got strides {strides} (in elements)", k.loc)
         if any(n == 0 for n in shape):
             raise TileError(f"argument {p.name}: empty array of shape {shape}", k.loc)
+    _check_indexed(k, args)
     env = interp.bind(k, args)
     for c in k.checks:
         va, vb = ir.evaluate(c.a, env), ir.evaluate(c.b, env)
@@ -173,6 +175,32 @@ def check_args(k: ir.Kernel, args) -> dict:
             want = f"must be {vb}" if ir.fmt(c.b) == str(vb) else f"{ir.fmt(c.b)} is {vb}"
             raise TileError(f"argument check failed: {ir.fmt(c.a)} is {va} but {want}", c.loc)
     return env
+
+
+_INDEXED: "weakref.WeakKeyDictionary[ir.Kernel, dict]" = weakref.WeakKeyDictionary()
+
+
+def _check_indexed(k: ir.Kernel, args) -> None:
+    """Every dimension longer than 1 of an array the kernel accesses must be one some access indexes (or one the
+    kernel declares with tl.broadcast_over): the others' entries past 0 would be silently ignored."""
+    if k not in _INDEXED:
+        _INDEXED[k] = k.indexed_axes()
+    for p, a in zip(k.params, args):
+        if not isinstance(p, GL) or p.name not in _INDEXED[k]:
+            continue
+        axes, first = _INDEXED[k][p.name]
+        shape = tuple(a.shape)
+        for d, n in enumerate(shape):
+            ax = 4 - len(shape) + d
+            if n > 1 and ax not in axes:
+                op = first[ax]
+                kept = len(op.attrs["idx"])
+                raise TileError(
+                    f"argument {p.name}: dimension {d} ({p.name}.{ir.Dim.NAMES[ax]}) has size {n} of shape {shape}, "
+                    f"but the kernel never indexes it: this {op.name} (tile coordinates over the last {kept} dims) "
+                    f"would use only index 0 there and silently ignore the rest. Index it (e.g. a grid over "
+                    f"{p.name}.{ir.Dim.NAMES[ax]}), pass an array without that dimension, or declare "
+                    f"tl.broadcast_over({p.name}, {ir.Dim.NAMES[ax]!r}) in the kernel", op.loc)
 
 
 def _strides(a) -> tuple:

@@ -1,4 +1,4 @@
-"""The `tiles` command: demo, devices, compare, inspect, tune, cache, bench (docs/cli.md)."""
+"""The `tiles` command: demo, devices, compare, inspect, tune, cache, fuzz, bench (docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import backend as registry
-from . import bench, report, targets
+from . import bench, fuzz, report, targets
 from .report import Row
 from .testing import run as run_on
 
@@ -679,6 +679,12 @@ def cmd_bench(args: list[str]) -> int:
     return mod.main(args)
 
 
+def cmd_fuzz(a) -> int:
+    rep = fuzz.fuzz(a.budget, [b.strip() for b in a.backends.split(",") if b.strip()], a.seed)
+    print(rep.summary())
+    return 1 if rep.findings else 0
+
+
 # ---------------------------------------------------------------- argument parsing
 
 def parser() -> argparse.ArgumentParser:
@@ -744,6 +750,13 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("action", choices=("info", "clear"))
     k.add_argument("only", nargs="*", metavar="BACKEND", help="only these cache folders")
     k.set_defaults(fn=cmd_cache)
+
+    f = sub.add_parser("fuzz", help="differential fuzzing: random kernels on the reference and every engine")
+    f.add_argument("--budget", type=float, default=60.0, help="seconds of generating and checking (default 60)")
+    f.add_argument("--backends", default=",".join(fuzz.CPU_ENGINES),
+                   help="comma-separated backends to check against the reference (default: the CPU engines)")
+    f.add_argument("--seed", type=int, default=0)
+    f.set_defaults(fn=cmd_fuzz)
 
     # every argument after `bench` is the benchmark's own (main() passes them on before parsing)
     sub.add_parser("bench", help="the H200 benchmark of the CUDA backend: tiles bench --help for its options")

@@ -50,6 +50,7 @@ RESERVED = frozenset("""
 class _Builder:
     def __init__(self):
         self.tiles, self.body, self.checks, self.grid = [], [], [], None
+        self.broadcast: dict[str, set] = {}
         self.blocks = [self.body]
         self.names: dict[str, int] = {}
 
@@ -161,6 +162,20 @@ def maximum(a, b):
     return ir.Call("max", (ir.as_expr(a), ir.as_expr(b)))
 
 
+def broadcast_over(g, *axes):
+    """Declare that the kernel uses only index 0 of global g along these axes ("batch", "depth", "rows",
+    "cols"), however long the caller's array is there: a stride-0 expanded view (torch's expand), say. Without
+    it, an argument longer than 1 along an axis no access of the kernel indexes is refused before the launch,
+    where its other entries would be silently ignored."""
+    if not isinstance(g, GL):
+        raise TileError(f"tl.broadcast_over takes a global argument, got {g!r}", _loc())
+    bad = [a for a in axes if a not in ir.Dim.NAMES]
+    if bad or not axes:
+        raise TileError(f"tl.broadcast_over({g.name}, ...): axes must be among {', '.join(ir.Dim.NAMES)}, "
+                        f"got {', '.join(map(repr, bad or axes)) or 'none'}", _loc())
+    _builder().broadcast.setdefault(g.name, set()).update(ir.Dim.NAMES.index(a) for a in axes)
+
+
 def check_eq(a, b):
     """Require two argument extents to be equal; tested before every launch, the error names this line."""
     _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc()))
@@ -252,8 +267,15 @@ def _broadcast(name):
     return f
 
 
-exp, exp2, log, log2, abs, neg = (_unary(n) for n in ir.UNARY)  # noqa: A001
-add, sub, mul, div, max, min = (_binary(n) for n in ir.BINARY)  # noqa: A001
+exp, exp2, log, log2, abs, neg, sqrt, rsqrt, tanh, sigmoid, erf, relu, sin, cos = (  # noqa: A001
+    _unary(n) for n in ir.UNARY)
+add, sub, mul, div, max, min, pow, lt, le, gt, ge, eq, ne = (_binary(n) for n in ir.BINARY)  # noqa: A001
+
+
+def where(dst, mask, a, b):
+    """dst = a where mask is nonzero, else b (a mask from lt/le/gt/ge/eq/ne holds 1.0 or 0.0); a and b are
+    tiles of dst's shape or scalars."""
+    _op("where", dst, mask, _scalar_or_tile(a), _scalar_or_tile(b))
 row_max, row_min, row_sum = (_reduce(f"row_{r}") for r in ir.REDUCE)
 col_max, col_min, col_sum = (_reduce(f"col_{r}") for r in ir.REDUCE)
 add_row, sub_row, mul_row, div_row = (_broadcast(f"{b}_row") for b in ir.BROADCAST)
@@ -381,7 +403,8 @@ class KernelFn:
         src_file = os.path.basename(inspect.getsourcefile(self.fn) or "?")
         line = self.fn.__code__.co_firstlineno
         k = ir.Kernel(self.__name__, params, consts, options, b.grid or (), b.tiles, b.body, b.checks,
-                      ir.Loc(src_file, line, f"def {self.__name__}(...)"))
+                      ir.Loc(src_file, line, f"def {self.__name__}(...)"),
+                      {n: frozenset(a) for n, a in b.broadcast.items()})
         verify(k, target)
         return k
 

@@ -7,15 +7,22 @@ after another; tiles start as NaN so that reading what nothing wrote shows up in
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from . import dtypes, ir, philox
 from .types import GL, RT, RV, ST, SV
 
-_UNARY = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "abs": np.abs, "neg": np.negative}
+_erf = np.frompyfunc(math.erf, 1, 1)
+_UNARY = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "abs": np.abs, "neg": np.negative,
+          "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
+          "sigmoid": lambda x: 0.5 + 0.5 * np.tanh(0.5 * x), "erf": lambda x: _erf(x).astype(np.float64),
+          "relu": lambda x: np.where(x < 0, 0.0, x), "sin": np.sin, "cos": np.cos}
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-           "max": np.maximum, "min": np.minimum}
+           "max": np.maximum, "min": np.minimum, "pow": np.power,
+           "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
+           "ne": np.not_equal}   # comparisons: booleans, which put() stores as 1.0 and 0.0
 _REDUCE = {"max": np.max, "min": np.min, "sum": np.sum}
 _COMBINE = {"max": np.maximum, "min": np.minimum, "sum": np.add}
 
@@ -162,6 +169,10 @@ class _Block:
         with np.errstate(invalid="ignore", divide="ignore"):
             terms = np.where(m == -np.inf, 0.0, s * np.exp2(m - top))
             self.put(op.dst, top + np.log2(np.sum(terms)))
+
+    def op_where(self, op):
+        mask, a, b = (self.val(x) for x in op.srcs)
+        self.put(op.dst, np.where(mask != 0, a, b))
 
     def generic(self, op):
         name = op.name

@@ -202,12 +202,13 @@ class Check:
     loc: Loc | None = None
 
 
-UNARY = ("exp", "exp2", "log", "log2", "abs", "neg")
-BINARY = ("add", "sub", "mul", "div", "max", "min")
+UNARY = ("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "relu", "sin", "cos")
+COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")   # 1.0 where the comparison holds, else 0.0: a mask for `where`
+BINARY = ("add", "sub", "mul", "div", "max", "min", "pow") + COMPARE   # pow: by a scalar only
 REDUCE = ("max", "min", "sum")
 BROADCAST = ("add", "sub", "mul", "div")
 OPS = (("load", "store", "atomic_add", "mma", "zero", "fill", "copy", "swap_pairs", "causal_mask", "bounds_mask",
-        "dropout", "logsumexp2")
+        "dropout", "logsumexp2", "where")
        + UNARY + BINARY
        + tuple(f"row_{r}" for r in REDUCE) + tuple(f"col_{r}" for r in REDUCE)
        + tuple(f"{b}_row" for b in BROADCAST) + tuple(f"{b}_col" for b in BROADCAST))
@@ -244,6 +245,22 @@ class Kernel:
     body: list             # Op | Loop
     checks: list           # Check
     loc: Loc | None = None
+    broadcast: dict = field(default_factory=dict)   # global's name -> axes (0..3) it is declared broadcast over
+
+    def indexed_axes(self) -> dict:
+        """For each global the kernel accesses: the 4-D axes some access indexes (a tile coordinate of length n
+        indexes the trailing n axes) or that tl.broadcast_over declares, and the first access that leaves
+        each other axis at 0."""
+        out = {}
+        for op, _ in self.walk():
+            for g in (op.dst, *op.srcs):
+                if getattr(g, "kind", None) == "gl" and "idx" in op.attrs:
+                    axes, first = out.setdefault(g.name, (set(self.broadcast.get(g.name, ())), {}))
+                    n = len(op.attrs["idx"])
+                    axes.update(range(4 - n, 4))
+                    for ax in range(4 - n):
+                        first.setdefault(ax, op)
+        return out
 
     def walk(self):
         return walk(self.body)

@@ -251,6 +251,18 @@ class Target:
     dtypes: frozenset[str]
     atoms: tuple[Atom, ...] = field(repr=False)
     notes: str = ""
+    # The granularity of every tile the verifier checks for this target, so that nothing it accepts fails in the
+    # target's compiler: register tiles are built from `tile` x `tile` base tiles (the MMA fragments' edge), and
+    # an mma's inner dimension K steps by the K of the atom the backend issues for its input dtype (`mma_step`:
+    # dtype -> atom name; gfx950's 16-bit MFMA is 16x16x32, so K = 80 does not fit, where gfx942's 16x16x16 does)
+    tile: int = 16
+    mma_step: tuple[tuple[str, str], ...] = ()
+    mma_a_regs: frozenset[str] | None = None   # dtypes an mma's A may hold in registers (None: every mma input)
+
+    def mma_atom(self, dtype: str) -> Atom | None:
+        """The atom whose K an mma of this input dtype steps by on this target (None: no mma of that dtype)."""
+        name = dict(self.mma_step).get(dtype)
+        return self.atom(name) if name else None
 
     def atom(self, name: str) -> Atom:
         for a in self.atoms:
@@ -277,28 +289,37 @@ _gfx942_atoms = (
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("sm_80", "nvidia", "cuda", 32, 1024, 163 * 1024, 32, 4,
-           "64K 32-bit registers per SM, at most 255 per thread", _BASE, _sm80_atoms),
+           "64K 32-bit registers per SM, at most 255 per thread", _BASE, _sm80_atoms,
+           mma_step=tuple((d, f"mma.sync.m16n8k16.{d}") for d in ("bf16", "f16")), mma_a_regs=frozenset({"bf16", "f16"})),
     Target("sm_90a", "nvidia", "cuda", 32, 1024, 227 * 1024, 32, 4,
            "64K 32-bit registers per SM, at most 255 per thread; setmaxnreg moves them between "
            "warpgroups", _BASE | set(_FP8),
            _sm80_atoms
            + tuple(wgmma(n, d) for d in ("bf16", "f16") for n in range(8, 257, 8))
-           + tuple(wgmma(n, x, y) for x, y in _FP8_PAIRS for n in range(8, 257, 8))),
+           + tuple(wgmma(n, x, y) for x, y in _FP8_PAIRS for n in range(8, 257, 8)),
+           # fp8 runs on wgmma (k32) or m16n8k32 where K allows it, else as f16 on m16n8k16 (exact): K steps by 16
+           mma_step=tuple((d, f"mma.sync.m16n8k16.{d}") for d in ("bf16", "f16"))
+           + tuple((d, "mma.sync.m16n8k16.f16") for d in _FP8), mma_a_regs=frozenset({"bf16", "f16"})),
     Target("gfx942", "amd", "hip", 64, 1024, 64 * 1024, 32, 4,
            "vgprs=512 per lane incl. AGPRs (256 arch VGPRs + 256 AGPRs) at one wave per SIMD",
            _BASE | set(_FP8), _gfx942_atoms,
-           notes="fp8 is the FNUZ variant (e4m3fnuz/e5m2fnuz) on CDNA3"),
+           notes="fp8 is the FNUZ variant (e4m3fnuz/e5m2fnuz) on CDNA3",
+           mma_step=(("bf16", "mfma_f32_16x16x16_bf16"), ("f16", "mfma_f32_16x16x16_f16"),
+                     ("fp8e4m3", "mfma_f32_16x16x32_fp8_fp8"), ("fp8e5m2", "mfma_f32_16x16x32_bf8_bf8"))),
     Target("gfx950", "amd", "hip", 64, 1024, 160 * 1024, 64, 4,
            "vgprs=512 per lane incl. AGPRs (256 arch VGPRs + 256 AGPRs) at one wave per SIMD",
            _BASE | set(_FP8),
            _gfx942_atoms
            + tuple(mfma(m, k, d) for d in ("bf16", "f16") for m, k in ((16, 32), (32, 16)))
            + tuple(mfma_scale_16x16x128(x, y) for x, y in _FP8_PAIRS),
-           notes="fp8 is OCP e4m3fn/e5m2 on CDNA4"),
+           notes="fp8 is OCP e4m3fn/e5m2 on CDNA4",
+           mma_step=(("bf16", "mfma_f32_16x16x32_bf16"), ("f16", "mfma_f32_16x16x32_f16"),
+                     ("fp8e4m3", "mfma_f32_16x16x32_fp8_fp8"), ("fp8e5m2", "mfma_f32_16x16x32_bf8_bf8"))),
     Target("apple", "apple", "metal", 32, 1024, 32 * 1024, 32, 4,
            "not documented by Apple; register pressure lowers occupancy",
            _BASE, tuple(simdgroup_8x8(d) for d in ("f16", "bf16", "f32")),
-           notes="threadgroup-memory banking is not documented; 32 banks of 4 bytes assumed"),
+           notes="threadgroup-memory banking is not documented; 32 banks of 4 bytes assumed",
+           tile=8, mma_step=tuple((d, f"simdgroup_8x8.{d}") for d in ("f16", "bf16"))),
 )}
 
 

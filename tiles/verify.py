@@ -10,7 +10,6 @@ from .dsl import TileError
 from .types import GL, RT, RV, ST, SV
 
 MMA_INPUTS = (dtypes.bf16, dtypes.f16, dtypes.fp8e4m3, dtypes.fp8e5m2)
-BASE_TILE = {"nvidia": 16, "amd": 16, "apple": 8}  # register-tile granularity per vendor (the MMA atoms' size)
 
 # (dst kind, src kind) pairs each memory op accepts, and whether it may convert dtypes on the way
 LOADS = {("st", "gl"): False, ("sv", "gl"): False, ("rt", "gl"): True, ("rt", "st"): True,
@@ -168,6 +167,16 @@ def _rule_map(c, op):
         c.fail(f"first operand must be a tile or vector, got {_desc(op.srcs[0])}")
 
 
+def _rule_pow(c, op):
+    _rule_map(c, op)
+    c.expect(isinstance(op.srcs[1], ir.Expr), "exponent", "a scalar (pow raises every element to one power)",
+             _desc(op.srcs[1]))
+
+
+def _rule_where(c, op):
+    _rule_map(c, op)   # mask first: a tile or vector of dst's shape; a and b tiles of that shape or scalars
+
+
 def _rule_reduce(c, op):
     dst, (src, acc) = op.dst, op.srcs
     c.kind(src, ("rt",), "source")
@@ -222,7 +231,7 @@ def _rule_dropout(c, op):
 _RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "mma": _rule_mma,
           "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy, "swap_pairs": _rule_swap_pairs,
           "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout,
-          "logsumexp2": _rule_logsumexp2}
+          "logsumexp2": _rule_logsumexp2, "pow": _rule_pow, "where": _rule_where}
 _RULES.update({f"{a}_{r}": _rule_reduce for a in ("row", "col") for r in ir.REDUCE})
 _RULES.update({f"{b}_{a}": _rule_broadcast for a in ("row", "col") for b in ir.BROADCAST})
 _rule_map_names = ir.UNARY + ir.BINARY
@@ -252,9 +261,11 @@ def _check_pipeline(loop: ir.Loop):
 
 
 def _check_target(k: ir.Kernel, target: str):
+    """The target's dtypes and the granularity of every tile (tiles/targets.py: base tiles, the K step of the
+    MMA atom the backend issues), so that what passes here compiles for the target."""
     from . import targets
     t = targets.target(target)
-    unit = BASE_TILE.get(t.vendor, 1)
+    unit = t.tile
     for tile in k.tiles:
         if tile.dtype.name not in t.dtypes:
             raise TileError(f"{tile.name}: {t.name} does not support dtype {tile.dtype}", k.loc)
@@ -264,3 +275,21 @@ def _check_target(k: ir.Kernel, target: str):
     for p in k.params:
         if isinstance(p, GL) and p.dtype.name not in t.dtypes:
             raise TileError(f"argument {p.name}: {t.name} does not support dtype {p.dtype}", k.loc)
+    for op, _ in k.walk():
+        if op.name == "mma":
+            _check_mma_step(op, t)
+
+
+def _check_mma_step(op: ir.Op, t):
+    a, b = op.srcs[0], op.srcs[1]
+    kdim = a.rows if op.attrs["trans_a"] else a.cols
+    atom = t.mma_atom(a.dtype.name)
+    if atom is None:
+        raise TileError(f"mma: {t.name} has no matrix instruction for {a.dtype} inputs", op.loc)
+    if isinstance(a, RT) and t.mma_a_regs is not None and a.dtype.name not in t.mma_a_regs:
+        raise TileError(f"mma: on {t.name} an A operand in registers must be {'/'.join(sorted(t.mma_a_regs))}, "
+                        f"{a.name} is {a.type_str()}; stage it through a shared tile", op.loc)
+    if kdim % atom.k:
+        raise TileError(f"mma: the inner dimension K = {kdim} of {a.name} ({a.type_str()}) and {b.name} "
+                        f"({b.type_str()}) does not fit {t.name}'s granularity: its {atom.name} steps K by {atom.k}, "
+                        f"so K must be a multiple of {atom.k}", op.loc)

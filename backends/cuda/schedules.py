@@ -217,6 +217,8 @@ def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
         t = op.dst
         if t.dtype.itemsize not in (1, 2) or t.rows > 256:
             return f"TMA here fills 1- or 2-byte tiles of at most 256 rows; {t.name} is {t.type_str()}"
+        if t.cols * t.dtype.itemsize % 32:   # st's rule (types.cuh): no swizzle mode, which TMA's box needs
+            return f"TMA's swizzle modes need rows of a multiple of 32 bytes; {t.name} is {t.type_str()}"
         if sources.setdefault(t, op.srcs[0]) is not op.srcs[0]:   # one tensor map per pipelined tile
             return f"its pipelined tile {t.name} is loaded from two globals"
     return None

@@ -25,7 +25,8 @@ _RESERVED = {"WAVES", "VM_PER_STAGE", "block_x", "block_y", "block_z", "blk", "g
              "log2", "abs", "neg", "add", "sub", "mul", "div", "max", "min", "arch", "int", "float", "bf16", "f16",
              "for", "if", "else", "const", "auto", "do", "while", "return", "struct", "template", "using",
              "namespace", "new", "delete", "this", "true", "false", "default", "case", "switch", "char", "long",
-             "short", "double", "void", "signed", "unsigned", "static", "operator", "union", "enum", "inline"}
+             "short", "double", "void", "signed", "unsigned", "static", "operator", "union", "enum", "inline",
+             *ir.UNARY, *ir.BINARY, "where", "elem_at"}
 _UNARY = set(ir.UNARY)
 _BINARY = set(ir.BINARY)
 
@@ -562,7 +563,7 @@ class _Emitter:
         if name == "swap_pairs":
             self._same_layout(op)
             return f"swap_pairs({self.n(d)}, {self.n(srcs[0])});{line}"
-        if name in _UNARY or name in _BINARY:
+        if name in _UNARY or name in _BINARY or name == "where":
             self._same_layout(op)
             return f"{name}({self.n(d)}, {', '.join(val(x) for x in srcs)});{line}"
         if name.startswith("row_"):

@@ -37,10 +37,11 @@ _RESERVED = {"smem", "ints", "floats", "tgid", "tid", "sg", "lane", "self", "blo
              "static", "template", "typename", "using", "namespace", "sizeof", "void", "signed", "unsigned",
              "double", "volatile", "inline", "operator", "this", "true", "false", "new", "delete", "metal",
              "tiles_metal", "exp", "exp2", "log", "log2", "abs", "min", "max", "fill", "zero", "load", "store",
-             "map", "convert", "vec", "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "dropout"}
+             "map", "convert", "vec", "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "dropout", "where", "pair_at",
+             "elem_at", "erf_as", "pow_as", *ir.UNARY}
 
-_UNARY = {"exp": "op_exp", "exp2": "op_exp2", "log": "op_log", "log2": "op_log2", "abs": "op_abs", "neg": "op_neg"}
-_BINARY = {"add": "op_add", "sub": "op_sub", "mul": "op_mul", "div": "op_div", "max": "op_max", "min": "op_min"}
+_UNARY = {n: f"op_{n}" for n in ir.UNARY}     # the functors of tiles_metal/base.h
+_BINARY = {n: f"op_{n}" for n in ir.BINARY}
 _REDUCE = {"max": "op_max", "min": "op_min", "sum": "op_add"}
 BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup);"
 
@@ -347,6 +348,10 @@ class _Gen:
             self.w(f"convert({self.ref(op.dst)}, {self.ref(op.srcs[0])}{tail});")
         elif name in _UNARY or name in _BINARY:
             self.op_map(op)
+        elif name == "where":
+            self.same_dtype(op, *op.srcs)
+            args = [self.ref(x) if not isinstance(x, ir.Expr) else f"float({self.expr(x)})" for x in (op.dst, *op.srcs)]
+            self.w(f"where({', '.join(args)});")
         elif name == "swap_pairs":
             self.w(f"swap_pairs({self.ref(op.dst)}, {self.ref(op.srcs[0])}, self);")
         elif name[4:] in _REDUCE and name[:4] in ("row_", "col_"):

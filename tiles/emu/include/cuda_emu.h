@@ -120,6 +120,7 @@ template <class T> inline T __shfl_sync(unsigned mask, T v, int src) {
   return emu::wave_exchange(v)[unsigned(src) & 31];
 }
 inline void __syncthreads() { emu::barrier(); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }   // CUDA's math library; the host has none
 inline float atomicAdd(float* p, float v) { return emu::atomic_add(p, v); }
 // The offset of a shared-memory address in the block's arena: what the PTX instructions below take as [addr].
 inline size_t __cvta_generic_to_shared(const void* p) {

@@ -105,6 +105,15 @@ inline float exp2(float x) { return std::exp2(x); }
 inline float log(float x) { return std::log(x); }
 inline float log2(float x) { return std::log2(x); }
 inline float fabs(float x) { return std::fabs(x); }
+inline float sqrt(float x) { return std::sqrt(x); }
+inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
+inline float tanh(float x) { return std::tanh(x); }
+inline float sin(float x) { return std::sin(x); }
+inline float cos(float x) { return std::cos(x); }
+inline float pow(float x, float y) { return std::pow(x, y); }
+inline float floor(float x) { return std::floor(x); }
+inline float fmod(float x, float y) { return std::fmod(x, y); }
+inline float copysign(float x, float y) { return std::copysign(x, y); }
 inline float fmax(float a, float b) { return std::fmax(a, b); }
 inline float fmin(float a, float b) { return std::fmin(a, b); }
 inline uint mulhi(uint a, uint b) { return uint((uint64_t(a) * b) >> 32); }

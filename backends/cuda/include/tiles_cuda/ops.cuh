@@ -73,6 +73,16 @@ TC_UNARY(log, logf(x))
 TC_UNARY(log2, log2f(x))
 TC_UNARY(abs, fabsf(x))
 TC_UNARY(neg, -x)
+// The math library's f32 functions (within 1-2 ulp, CUDA's programming guide, table of single-precision
+// functions; NVRTC compiles without fast math); sigmoid through expf, relu passes NaN on.
+TC_UNARY(sqrt, sqrtf(x))
+TC_UNARY(rsqrt, rsqrtf(x))
+TC_UNARY(tanh, tanhf(x))
+TC_UNARY(sigmoid, 1.f / (1.f + expf(-x)))
+TC_UNARY(erf, erff(x))
+TC_UNARY(relu, x < 0.f ? 0.f : x)
+TC_UNARY(sin, sinf(x))
+TC_UNARY(cos, cosf(x))
 #undef TC_UNARY
 
 // b is a tile or vector of dst's shape, or a scalar (any arithmetic type, used as f32).
@@ -91,7 +101,42 @@ TC_BINARY(mul, x * y)
 TC_BINARY(div, x / y)
 TC_BINARY(max, fmaxf(x, y))
 TC_BINARY(min, fminf(x, y))
+TC_BINARY(pow, powf(x, y))
+TC_BINARY(lt, x < y ? 1.f : 0.f)   // comparisons make masks: 1 where they hold, else 0
+TC_BINARY(le, x <= y ? 1.f : 0.f)
+TC_BINARY(gt, x > y ? 1.f : 0.f)
+TC_BINARY(ge, x >= y ? 1.f : 0.f)
+TC_BINARY(eq, x == y ? 1.f : 0.f)
+TC_BINARY(ne, x != y ? 1.f : 0.f)
 #undef TC_BINARY
+
+// dst = a where mask is nonzero, else b; a and b tiles/vectors of dst's shape or scalars.
+template <typename X> __device__ __forceinline__ float pair_elem(const X& x, int i, int j, int p, bool hi) {
+    if constexpr (is_scalar<X>) return float(x);
+    else return to_float(hi ? x.d[i][j][p].y : x.d[i][j][p].x);
+}
+template <typename X> __device__ __forceinline__ float vec_elem(const X& x, int o, int k) {
+    if constexpr (is_scalar<X>) return float(x);
+    else return to_float(x.d[o][k]);
+}
+template <typename T, typename M, int R, int C, int NW, typename A, typename B>
+__device__ inline void where(rt<T, R, C, NW>& dst, const rt<M, R, C, NW>& mask, const A& a, const B& b) {
+    rt<T, R, C, NW>::each([&](int i, int j, int p) {
+        auto pick = [&](bool hi) {
+            return to_float(hi ? mask.d[i][j][p].y : mask.d[i][j][p].x) != 0.f ? pair_elem(a, i, j, p, hi)
+                                                                                : pair_elem(b, i, j, p, hi);
+        };
+        dst.d[i][j][p] = make_pair<T>(pick(false), pick(true));
+    });
+}
+template <typename T, typename M, int N, axis Ax, int NW, typename A, typename B>
+__device__ inline void where(rv<T, N, Ax, NW>& dst, const rv<M, N, Ax, NW>& mask, const A& a, const B& b) {
+#pragma unroll
+    for (int o = 0; o < rv<T, N, Ax, NW>::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < rv<T, N, Ax, NW>::inner; ++k)
+            dst.d[o][k] = from_float<T>(to_float(mask.d[o][k]) != 0.f ? vec_elem(a, o, k) : vec_elem(b, o, k));
+}
 
 template <typename D> __device__ inline void fill(D& dst, float value) { map(dst, dst, [value](float) { return value; }); }
 template <typename D> __device__ inline void zero(D& dst) { fill(dst, 0.f); }

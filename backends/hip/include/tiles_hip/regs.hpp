@@ -42,6 +42,43 @@ struct op_log { TILES_DEV float operator()(float a) const { return __builtin_log
 struct op_log2 { TILES_DEV float operator()(float a) const { return __builtin_log2f(a); } };
 struct op_abs { TILES_DEV float operator()(float a) const { return __builtin_fabsf(a); } };
 struct op_neg { TILES_DEV float operator()(float a) const { return -a; } };
+// Bare clang links no device library (ocml), so every function here lowers to AMDGPU instructions: sqrt, exp2,
+// log2, sin and cos are native (v_sqrt_f32, v_exp_f32, v_log_f32, v_sin_f32/v_cos_f32 after a scaling), the
+// others are built from them. Accuracy per op: docs/design.md, Numerics.
+struct op_sqrt { TILES_DEV float operator()(float a) const { return __builtin_sqrtf(a); } };
+struct op_rsqrt { TILES_DEV float operator()(float a) const { return 1.0f / __builtin_sqrtf(a); } };
+struct op_sigmoid { TILES_DEV float operator()(float a) const { return 1.0f / (1.0f + __builtin_expf(-a)); } };
+struct op_tanh {  // 1 - 2 / (e^2|x| + 1) with x's sign: no overflow (e^2|x| = inf gives 1), exact at 0
+  TILES_DEV float operator()(float a) const {
+    const float t = 1.0f - 2.0f / (__builtin_expf(2.0f * __builtin_fabsf(a)) + 1.0f);
+    return __builtin_fabsf(a) < 0.0625f ? a * (1.0f - a * a * (1.0f / 3.0f)) : __builtin_copysignf(t, a);
+  }
+};
+struct op_erf {  // Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7 (plus f32 rounding)
+  TILES_DEV float operator()(float a) const {
+    const float x = __builtin_fabsf(a), t = 1.0f / (1.0f + 0.3275911f * x);
+    const float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    return __builtin_copysignf(1.0f - p * __builtin_expf(-x * x), a);
+  }
+};
+struct op_relu { TILES_DEV float operator()(float a) const { return a < 0.0f ? 0.0f : a; } };
+struct op_sin { TILES_DEV float operator()(float a) const { return __builtin_sinf(a); } };
+struct op_cos { TILES_DEV float operator()(float a) const { return __builtin_cosf(a); } };
+struct op_pow {  // x^p as 2^(p log2 |x|); a negative x takes an integer p's sign, else NaN, as powf does
+  TILES_DEV float operator()(float x, float p) const {
+    if (p == 0.0f) return 1.0f;
+    const float r = __builtin_exp2f(p * __builtin_log2f(__builtin_fabsf(x)));
+    if (!(x < 0.0f)) return r;
+    if (__builtin_floorf(p) != p) return __builtin_nanf("");
+    return __builtin_fmodf(p, 2.0f) != 0.0f ? -r : r;
+  }
+};
+struct op_lt { TILES_DEV float operator()(float a, float b) const { return a < b ? 1.0f : 0.0f; } };
+struct op_le { TILES_DEV float operator()(float a, float b) const { return a <= b ? 1.0f : 0.0f; } };
+struct op_gt { TILES_DEV float operator()(float a, float b) const { return a > b ? 1.0f : 0.0f; } };
+struct op_ge { TILES_DEV float operator()(float a, float b) const { return a >= b ? 1.0f : 0.0f; } };
+struct op_eq { TILES_DEV float operator()(float a, float b) const { return a == b ? 1.0f : 0.0f; } };
+struct op_ne { TILES_DEV float operator()(float a, float b) const { return a != b ? 1.0f : 0.0f; } };
 template <class F> struct with_scalar {  // b is one runtime number
   float s;
   TILES_DEV float operator()(float a) const { return F{}(a, s); }
@@ -52,11 +89,26 @@ template <class F> struct with_scalar {  // b is one runtime number
   template <class D, class A, class B> TILES_DEV void NAME(D& d, const A& a, const B& b) {          \
     map(d, a, b, op_##NAME{});                                                                      \
   }                                                                                                 \
-  template <class D, class A> TILES_DEV void NAME(D& d, const A& a, float s) { map(d, a, with_scalar<op_##NAME>{s}); }
+  template <class D, class A> TILES_DEV void NAME(D& d, const A& a, float s) { map(d, a, with_scalar<op_##NAME>{s}); } \
+  template <class D, class A> TILES_DEV void NAME(D& d, const A& a, int s) { map(d, a, with_scalar<op_##NAME>{float(s)}); }
 TILES_UNARY(exp) TILES_UNARY(exp2) TILES_UNARY(log) TILES_UNARY(log2) TILES_UNARY(abs) TILES_UNARY(neg)
+TILES_UNARY(sqrt) TILES_UNARY(rsqrt) TILES_UNARY(tanh) TILES_UNARY(sigmoid) TILES_UNARY(erf) TILES_UNARY(relu)
+TILES_UNARY(sin) TILES_UNARY(cos)
 TILES_BINARY(add) TILES_BINARY(sub) TILES_BINARY(mul) TILES_BINARY(div) TILES_BINARY(max) TILES_BINARY(min)
+TILES_BINARY(pow) TILES_BINARY(lt) TILES_BINARY(le) TILES_BINARY(gt) TILES_BINARY(ge) TILES_BINARY(eq) TILES_BINARY(ne)
 #undef TILES_UNARY
 #undef TILES_BINARY
+
+// dst = a where mask is nonzero, else b; a and b of dst's shape and layout, or scalars (float).
+template <class X> TILES_DEV float elem_at(const X& x, int i) { return cvt<typename X::dtype>::to(((const typename X::dtype*)x.v)[i]); }
+TILES_DEV float elem_at(float s, int) { return s; }
+TILES_DEV float elem_at(int s, int) { return float(s); }
+template <class D, class M, class A, class B> TILES_DEV void where(D& dst, const M& mask, const A& a, const B& b) {
+  auto* pd = (typename D::dtype*)dst.v;
+  constexpr int n = sizeof(dst.v) / sizeof(*pd);
+  TILES_UNROLL for (int i = 0; i < n; ++i)
+    pd[i] = cvt<typename D::dtype>::from(elem_at(mask, i) != 0.0f ? elem_at(a, i) : elem_at(b, i));
+}
 
 // ---------------------------------------------------------------- column-pair exchange
 // dst[:, 2j] = src[:, 2j+1], dst[:, 2j+1] = src[:, 2j]; dst may be src. In the accumulator layout a lane holds

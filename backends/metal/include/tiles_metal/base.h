@@ -61,6 +61,35 @@ struct op_log { template <typename T> T operator()(T a) const { return T(metal::
 struct op_log2 { template <typename T> T operator()(T a) const { return T(metal::log2(float(a))); } };
 struct op_abs { template <typename T> T operator()(T a) const { return T(metal::fabs(float(a))); } };
 struct op_neg { template <typename T> T operator()(T a) const { return -a; } };
+// MSL's math (fast math by default on the device: docs/design.md, Numerics); MSL has no erf: Abramowitz &
+// Stegun 7.1.26, |error| <= 1.5e-7 plus f32 rounding. relu passes NaN on.
+inline float erf_as(float a) {
+    const float x = metal::fabs(a), t = 1.0f / (1.0f + 0.3275911f * x);
+    const float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    return metal::copysign(1.0f - p * metal::exp(-x * x), a);
+}
+struct op_sqrt { template <typename T> T operator()(T a) const { return T(metal::sqrt(float(a))); } };
+struct op_rsqrt { template <typename T> T operator()(T a) const { return T(metal::rsqrt(float(a))); } };
+struct op_tanh { template <typename T> T operator()(T a) const { return T(metal::tanh(float(a))); } };
+struct op_sigmoid { template <typename T> T operator()(T a) const { return T(1.0f / (1.0f + metal::exp(-float(a)))); } };
+struct op_erf { template <typename T> T operator()(T a) const { return T(erf_as(float(a))); } };
+struct op_relu { template <typename T> T operator()(T a) const { return float(a) < 0.0f ? T(0.0f) : a; } };
+struct op_sin { template <typename T> T operator()(T a) const { return T(metal::sin(float(a))); } };
+struct op_cos { template <typename T> T operator()(T a) const { return T(metal::cos(float(a))); } };
+// x^p; MSL's pow is undefined for x < 0: a negative x takes an integer p's sign, else NaN, as powf does
+inline float pow_as(float x, float p) {
+    if (p == 0.0f) return 1.0f;
+    const float r = metal::pow(metal::fabs(x), p);
+    if (!(x < 0.0f)) return r;
+    if (metal::floor(p) != p) return NAN;
+    return metal::fmod(p, 2.0f) != 0.0f ? -r : r;
+}
+struct op_pow { template <typename T, typename U> T operator()(T a, U p) const { return T(pow_as(float(a), float(p))); } };
+#define TILES_METAL_COMPARE(NAME, OP) \
+    struct op_##NAME { template <typename T> T operator()(T a, T b) const { return T(float(a) OP float(b) ? 1.0f : 0.0f); } };
+TILES_METAL_COMPARE(lt, <) TILES_METAL_COMPARE(le, <=) TILES_METAL_COMPARE(gt, >) TILES_METAL_COMPARE(ge, >=)
+TILES_METAL_COMPARE(eq, ==) TILES_METAL_COMPARE(ne, !=)
+#undef TILES_METAL_COMPARE
 
 // What scalar expressions of the IR call (tiles/cgen.py).
 inline int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
