@@ -81,6 +81,7 @@ class _Emitter:
             n = t.name
             self.names[id(t)] = n + "_" if n in _RESERVED else n
         self.staged = {t for lp in schedules._pipelines(k.body) for t in schedules.staged_tiles(lp)}
+        self.in_regs = self._register_operands()
         self.layout = self._layouts()
         self.plan = schedules.plan(k, target, self.lds_bytes)
         self.m = self.plan.mfma_m
@@ -104,12 +105,30 @@ class _Emitter:
     def _param(self, name):
         return next((p for p in self.k.params if getattr(p, "name", None) == name), None)
 
+    def _register_operands(self) -> set:
+        """Shared tiles held in registers instead (attention's Q): loaded once from global memory outside any
+        loop and read only as the A operand of MMAs along their rows, over the MMA's own rows (so each wave
+        keeps its rows in the A layout), so that no MMA re-reads them from LDS every step."""
+        keep = set()
+        ops = list(self.k.walk())
+        for t in self.k.tiles:
+            if not isinstance(t, ST) or t in self.staged or t.dtype.bits != 16:
+                continue
+            writers = [(op, loops) for op, loops in ops if op.dst is t]
+            readers = [op for op, _ in ops if t in op.srcs]
+            if (len(writers) == 1 and not writers[0][1] and writers[0][0].name == "load"
+                    and isinstance(writers[0][0].srcs[0], GL) and readers
+                    and all(op.name == "mma" and op.srcs[0] is t and op.srcs[1] is not t and not op.attrs["trans_a"]
+                            and op.dst.rows == t.rows for op in readers)):
+                keep.add(t)
+        return keep
+
     def _layouts(self) -> dict:
         """Register tiles that feed an MMA's A take the MFMA A-operand layout; everything else the accumulator's.
         A vector takes the layout of the tiles it meets."""
         lay = {}
         for op, _ in self.k.walk():
-            if op.name == "mma" and isinstance(op.srcs[0], RT):
+            if op.name == "mma" and (isinstance(op.srcs[0], RT) or op.srcs[0] in self.in_regs):
                 lay[id(op.srcs[0])] = "a"
         for _ in range(2):
             for op, _ in self.k.walk():
@@ -132,7 +151,7 @@ class _Emitter:
     def lds_bytes(self, stages: int) -> int:
         total = 0
         for t in self.k.tiles:
-            if isinstance(t, (ST, SV)):
+            if isinstance(t, (ST, SV)) and t not in self.in_regs:
                 total += self._bytes(t) * (stages if t in self.staged else 1)
         return total + self._scratch_bytes()
 
@@ -200,7 +219,7 @@ class _Emitter:
 
     def tile_decl(self, t) -> str:
         c = CTYPE[t.dtype.name]
-        if isinstance(t, RT):
+        if isinstance(t, RT) or t in self.in_regs:
             return f"rt<{c}, {t.rows} / WAVES, {t.cols}, {self.lay(t)}> {self.n(t)};"
         if isinstance(t, RV):
             if t.axis == "rows":
@@ -221,7 +240,7 @@ class _Emitter:
         w()
         w(f"constexpr int WAVES = {p.waves};")
         for t in k.tiles:
-            if isinstance(t, ST):
+            if isinstance(t, ST) and t not in self.in_regs:
                 w(f"using {self.st_type(t)} = st<{CTYPE[t.dtype.name]}, {t.rows}, {t.cols}, {self._swizzle(t)}>;")
             elif isinstance(t, SV):
                 w(f"using {self.st_type(t)} = sv<{CTYPE[t.dtype.name]}, {t.length}>;")
@@ -245,7 +264,7 @@ class _Emitter:
                 w(f"const gl<{CTYPE[prm.dtype.name]}> {self.n(prm)}{{{self.n(prm)}_dims, {self.n(prm)}_data}};")
         self.grid(w)
         self.declare(w)
-        self.barriers = _BarrierPlan(self.staged)
+        self.barriers = _BarrierPlan(self.staged, self.in_regs)
         self.stmts(w, k.body)
         w.depth -= 1
         w("}")
@@ -270,7 +289,7 @@ class _Emitter:
     def declare(self, w):
         off = 0
         for t in self.k.tiles:
-            if isinstance(t, (ST, SV)):
+            if isinstance(t, (ST, SV)) and t not in self.in_regs:
                 size = self._bytes(t)
                 if t in self.staged:
                     w(f"const ring<{self.st_type(t)}, {self.plan.stages}> {self.n(t)}{{{off}}};")
@@ -285,7 +304,7 @@ class _Emitter:
             w(f"uint8_t* const xpose_scratch = arch::lds_base() + {off + self._scratch_bytes() - xpose};"
               "  // layout changes, a copy per wave")
         for t in self.k.tiles:
-            if isinstance(t, (RT, RV)):
+            if isinstance(t, (RT, RV)) or t in self.in_regs:
                 w(self.tile_decl(t))
 
     # ------------------------------------------------------------ statements
@@ -450,7 +469,7 @@ class _Emitter:
         line = f"  // {op.loc.file}:{op.loc.line}" if op.loc else ""
         if name == "load":
             s = srcs[0]
-            if isinstance(s, GL) and isinstance(d, (ST, SV)):
+            if isinstance(s, GL) and isinstance(d, (ST, SV)) and d not in self.in_regs:
                 return f"load<WAVES>({r(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
             if isinstance(s, GL):
                 return f"load({self.n(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
@@ -464,7 +483,7 @@ class _Emitter:
             return f"store({r(d)}, {self.n(s)});{line}"
         if name == "mma":
             a, b, c = srcs
-            if isinstance(a, RT) and self.layout.get(id(a)) != "a":
+            if (isinstance(a, RT) or a in self.in_regs) and self.layout.get(id(a)) != "a":
                 raise TileError("internal: A operand not in the MFMA layout", op.loc)
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)
@@ -541,8 +560,8 @@ class _BarrierPlan:
     """Where block barriers go: before reading a shared tile written since the last barrier, and before
     writing one read or written since it. Loops are entered with what their own end leaves pending."""
 
-    def __init__(self, staged):
-        self.staged = staged
+    def __init__(self, staged, in_regs=frozenset()):
+        self.staged, self.in_regs = staged, in_regs
         self.reads, self.writes = set(), set()
         self.direct = set()   # tiles written since the last barrier by global -> LDS loads (vmcnt, not lgkmcnt)
 
@@ -553,7 +572,7 @@ class _BarrierPlan:
         """None, or the barrier needed before op: "vm" where a tile it touches came from global memory straight
         into LDS (arch::barrier(), which waits for every load), else "lds" (arch::lds_barrier(): global loads
         in flight stay so)."""
-        r, wr = _effects(op)
+        r, wr = (x - self.in_regs for x in _effects(op))
         if _exchanges(op):   # the header brackets these with barriers of their own
             self._clear()
             return None
