@@ -26,7 +26,25 @@ CONFIGS = {
 }
 
 
-@tl.kernel(configs=CONFIGS)
+# Search spaces (tiles tune attention, docs/tuning.md): the query and key block, pipeline depth, workers.
+TUNE = {
+    "default": dict(BM=[32, 64], BN=[32, 64]),
+    "sm_80": dict(BM=[64, 128], BN=[32, 64, 128], stages=[2, 3], workers=[4, 8]),
+    "sm_90a": dict(BM=[64, 128, 192], BN=[64, 128, 176], stages=[2, 3], workers=[1, 2, 3]),
+    "gfx942": dict(BM=[64, 128, 256], BN=[32, 64, 128], schedule=["pingpong", "interleave"], workers=[4, 8]),
+    "gfx950": dict(BM=[64, 128, 256], BN=[32, 64, 128], schedule=["pingpong", "interleave"], workers=[4, 8]),
+    "apple": dict(BM=[16, 32, 64], BN=[16, 32, 64]),
+}
+
+
+def bucket(O, LSE, Q, K, V, scale):
+    """Sequence lengths in powers of two (512 ... 32768), heads x batch in powers of two, the head dim exactly."""
+    b, h, n, d = Q.shape
+    return tl.tune.pow2(n), tl.tune.pow2(K.shape[2]), tl.tune.pow2(b * h), d
+
+
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket,
+           tune_where=lambda cfg, O, LSE, Q, *rest: cfg["BM"] <= max(64, 2 * tl.tune.pow2(Q.shape[2])))
 def attention_fwd(O, LSE, Q, K, V, scale, *, D, BM, BN, causal=False):
     bm, h, b = tl.grid(tl.cdiv(Q.rows, BM), Q.depth, Q.batch)
     if causal:  # the longest query blocks (most key blocks under the diagonal) start first: a shorter tail

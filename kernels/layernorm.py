@@ -25,7 +25,7 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import row_plan, tile_reduction
+from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit, tile_reduction
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -38,7 +38,8 @@ CONFIGS = {
 }
 
 
-@tl.kernel(configs=CONFIGS)
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=row_bucket,
+           tune_where=lambda cfg, Y, H, X, *rest: cfg["BR"] <= max(16, 2 * tl.tune.pow2(X.shape[0])))
 def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=False):
     br = tl.grid(tl.cdiv(X.rows, BR))
     for a in (Y, H, R):
@@ -109,7 +110,9 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
 ROW_CONFIGS = {**softmax.ROW_CONFIGS, "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "max_registers": 128}}
 
 
-@tl.kernel(configs=ROW_CONFIGS)
+@tl.kernel(configs=ROW_CONFIGS, tune=ROW_TUNE, tune_key=lambda Y, H, X, *rest: row_bucket(Y, X),
+           tune_where=lambda cfg, Y, H, X, *rest: rows_fit(cfg, Y, X),
+           tune_defaults=lambda Y, H, X, *rest: planned_rpb(lambda r, c: launch_plan(r, c))(Y, X))
 def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
     """X, R, H, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W, Bias: (C/K, K) views of (C,)."""
     blk = tl.grid(tl.cdiv(X.depth, RPB))

@@ -33,7 +33,25 @@ CONFIGS = {
 }
 
 
-@tl.kernel(configs=CONFIGS)
+# Search spaces (tiles tune softmax, docs/tuning.md). Two passes: rows per block, the column step, workers.
+TUNE = {
+    "default": dict(BR=[16, 32], BC=[32, 64]),
+    "sm_80": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[4, 8]),
+    "sm_90a": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[4, 8]),
+    "gfx942": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[4, 8]),
+    "gfx950": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[4, 8]),
+    "apple": dict(BR=[16, 32], BC=[32, 64, 128]),
+}
+
+
+def row_bucket(Y, X, *rest):
+    """Rows in powers of two, the row's length exactly (a (R, C) array or its (R, C/K, K) view)."""
+    rows, cols = (X.shape[0], X.shape[1] * X.shape[2]) if len(X.shape) == 3 else X.shape
+    return tl.tune.pow2(rows), cols
+
+
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=row_bucket,
+           tune_where=lambda cfg, Y, X: cfg["BR"] <= max(16, 2 * tl.tune.pow2(X.shape[0])))
 def softmax_fwd(Y, X, *, BR, BC):
     br = tl.grid(tl.cdiv(X.rows, BR))
     tl.check_eq(Y.rows, X.rows)
@@ -108,7 +126,33 @@ def tile_reduction(TR: int):
     return reduce
 
 
-@tl.kernel(configs=ROW_CONFIGS)
+# One pass: rows per block (the plan's is the default), workers, and whether rows go through shared memory.
+RPB_CHOICES = (1, 2, 4, 8, 16, 32)
+ROW_TUNE = {
+    "default": dict(RPB=RPB_CHOICES),
+    "sm_80": dict(RPB=RPB_CHOICES, workers=[4, 8, 16], staged=[False, True]),
+    "sm_90a": dict(RPB=RPB_CHOICES, workers=[2, 4, 8], staged=[False, True], stages=[2, 3]),
+    "gfx942": dict(RPB=RPB_CHOICES, workers=[4, 8], staged=[False, True]),
+    "gfx950": dict(RPB=RPB_CHOICES, workers=[4, 8], staged=[False, True]),
+    "apple": dict(RPB=RPB_CHOICES, workers=[2, 4]),
+}
+
+
+def rows_fit(cfg, Y, X, *rest):
+    """No more rows per block than a 128th of the rows (a grid of at least ~128 blocks), beyond one."""
+    return cfg["RPB"] <= max(1, X.shape[0] // 128)
+
+
+def planned_rpb(plan):
+    """tune_defaults of a one-pass row kernel: the rows per block its plan gives for the arguments' shape."""
+    def defaults(Y, X, *rest):
+        p = plan(X.shape[0], X.shape[1] * X.shape[2])
+        return {"RPB": p["RPB"]} if p else {}
+    return defaults
+
+
+@tl.kernel(configs=ROW_CONFIGS, tune=ROW_TUNE, tune_key=row_bucket, tune_where=rows_fit,
+           tune_defaults=planned_rpb(lambda r, c: row_plan(r, c)))
 def softmax_rows(Y, X, *, TR, K, RPB, staged):
     """X, Y: (R, C/K, K) views of the (R, C) rows, C/K <= TR; tile rows past C/K read as 0 and are masked."""
     blk = tl.grid(tl.cdiv(X.depth, RPB))

@@ -11,6 +11,7 @@ from tiles.kernels.attention_bwd import attention_bwd, attention_bwd_dq, attenti
 from tiles.kernels.gemm import gemm
 from tiles.kernels.gemm_fp8 import gemm_fp8
 from tiles.kernels.layernorm import layernorm_fwd
+from tiles.kernels.rmsnorm import rmsnorm_fwd
 from tiles.kernels.rotary import rotary_half, rotary_interleaved
 from tiles.kernels.softmax import softmax_fwd
 from tiles.testing import random_array
@@ -52,6 +53,7 @@ KERNELS = {
     "layernorm": lambda t: layernorm_fwd.trace([G("bf16", 2)] * 4 + [G("bf16", 1)] * 2 + [F32, F32, I32, I32], t),
     "layernorm_dropout": lambda t: layernorm_fwd.trace([G("bf16", 2)] * 4 + [G("bf16", 1)] * 2 + [F32, F32, I32, I32],
                                                        t, dropout=True),
+    "rmsnorm": lambda t: rmsnorm_fwd.trace([G("bf16", 2), G("f32", 1), G("bf16", 2), G("bf16", 1), F32], t),
     "rotary_half": lambda t: rotary_half.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 2, t, W=64),
     "rotary_interleaved": lambda t: rotary_interleaved.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 4, t),
     "attention_bwd_pre": lambda t: attention_bwd_pre.trace([G("f32", 3), G("f32", 4), G("bf16", 4), G("bf16", 4)],

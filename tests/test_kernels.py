@@ -1,9 +1,11 @@
 """The shipped GEMM and attention forward, property-tested on every backend against float64."""
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles.kernels.attention import attention, reference
 from tiles.kernels.gemm import matmul
+from tiles.dsl import TileError
 from tiles.testing import assert_close, random_array
 
 
@@ -36,3 +38,41 @@ def test_attention_forward(backend, batch, kv_heads, group, n, d, causal, dtype)
     ref_o, ref_lse = reference(q, k, v, causal=causal)
     assert_close(o, ref_o, dtype, what="O")
     assert_close(lse, ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+@settings(max_examples=4)
+@given(m=st.integers(1, 80), n=st.integers(1, 140), k=st.integers(1, 300), split=st.sampled_from([1, 2, 4]),
+       dtype=st.sampled_from(["bf16", "f16"]), trans_b=st.booleans())
+def test_gemm_accumulate_split_k(backend, m, n, k, split, dtype, trans_b):
+    """C += A @ B into an f32 C, its K loop split over `split` blocks per tile (atomic_add of the partials)."""
+    a = random_array((m, k), dtype)
+    b = random_array((n, k) if trans_b else (k, n), dtype)
+    c0 = random_array((m, n), "f32")
+    c = matmul(a, b, out=c0.copy(), trans_b=trans_b, backend=backend, SPLIT=split, BK=32)
+    assert_close(c, up(c0) + up(a) @ (up(b).T if trans_b else up(b)), "f32")
+
+
+def test_gemm_split_needs_accumulate():
+    with pytest.raises(TileError, match="only with accumulate=True"):
+        matmul(random_array((8, 8), "bf16"), random_array((8, 8), "bf16"), SPLIT=2)
+    with pytest.raises(TileError, match="needs an f32 C"):
+        matmul(random_array((8, 8), "bf16"), random_array((8, 8), "bf16"), out=random_array((8, 8), "bf16"))
+
+
+@settings(max_examples=4)
+@given(batch=st.integers(1, 3), m=st.integers(1, 90), n=st.integers(1, 90), k=st.integers(1, 120),
+       shared_b=st.booleans(), trans_b=st.booleans(), split=st.sampled_from([1, 2]))
+def test_gemm_batched(backend, batch, m, n, k, shared_b, trans_b, split):
+    """(batch, M, K) x (batch, K, N), or a (K, N) shared by the batch: the grid's third dim walks the batch (with a
+    split of K on top, accumulating)."""
+    a = random_array((batch, m, k), "bf16")
+    shape = (n, k) if trans_b else (k, n)
+    b = random_array(shape if shared_b else (batch, *shape), "bf16")
+    bt = up(b).swapaxes(-1, -2) if trans_b else up(b)
+    if split == 1:
+        c = matmul(a, b, out_dtype=np.float32, trans_b=trans_b, backend=backend)
+        assert_close(c, up(a) @ bt, "f32")
+    else:
+        c0 = random_array((batch, m, n), "f32")
+        c = matmul(a, b, out=c0.copy(), trans_b=trans_b, backend=backend, SPLIT=split, BK=32)
+        assert_close(c, up(c0) + up(a) @ bt, "f32")

@@ -216,3 +216,93 @@ def test_command_buffer_errors_are_exceptions(device, monkeypatch):
 @pytest.mark.skipif(sys.platform == "darwin", reason="off macOS only")
 def test_not_available_off_macos():
     assert "Metal needs macOS" in runtime.MetalDevice().available()
+
+
+# ---- torch's mps tensors: what the runtime hands torch.mps.compile_shader ---------------------------------------
+
+class _FakeKernel:
+    max_threads_per_threadgroup, thread_execution_width = 1024, 32
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def __call__(self, *args, **kw):
+        self.calls.append((args, kw))
+
+
+class _FakeLibrary:
+    def __init__(self, source, calls):
+        self.source, self.calls = source, calls
+
+    def __getattr__(self, name):
+        assert f"kernel void {name}(" in self.source
+        return _FakeKernel(self.calls)
+
+
+def test_mps_tensors_launch_through_torch_compile_shader():
+    """The buffers are the tensors themselves (no copies), in the kernel's buffer order; the int and float
+    constants go by value; threads and group size give the kernel's grid of threadgroups; the threadgroup memory is
+    declared in the kernel (torch sets no length); the library is compiled once per source."""
+    torch = pytest.importorskip("torch")
+    from tiles.kernels.rmsnorm import rmsnorm_fwd
+    x, w = torch.randn(70, 100).bfloat16(), torch.randn(100).bfloat16()
+    y, rstd = torch.empty_like(x), torch.empty(70)
+    k = rmsnorm_fwd.trace([y, rstd, x, w, 1e-6], "apple")
+    sources, calls = [], []
+    compile_shader = lambda src: sources.append(src) or _FakeLibrary(src, calls)  # noqa: E731
+    for _ in range(2):
+        runtime.launch_mps(k, [y, rstd, x, w, 1e-6], compile_shader)
+    assert len(sources) == 1 and len(calls) == 2
+    src = sources[0]
+    assert "TILES_ATTR(threadgroup(0))" not in src and "threadgroup float4 tiles_arena[" in src
+    assert '#include "tiles_metal/' not in src   # the headers inlined: compile_shader has no include path
+    mk = runtime._static[k]
+    arena = int(re.search(r"tiles_arena\[(\d+)\]", src).group(1))
+    assert arena * 16 >= mk.smem_bytes
+    args, kw = calls[0]
+    assert all(a is t for a, t in zip(args[:4], (y, rstd, x, w)))   # the tensors, not copies
+    ints, floats = args[4], args[5]
+    _, want_ints, _ = mk.pack([y, rstd, x, w, 1e-6], runtime.interp.bind(k, [y, rstd, x, w, 1e-6]))
+    assert ints == list(want_ints) and floats == [pytest.approx(1e-6)]
+    assert ints[:7] == [1, 1, 70, 100, 0, 0, 100]      # Y: (1, 1, 70, 100), row stride 100 elements
+    groups = -(-70 // mk.kernel.consts["BR"])
+    assert kw == dict(threads=(groups * mk.threads, 1, 1), group_size=(mk.threads, 1, 1), arg_casts={4: "int32"})
+
+
+def test_mps_launch_refuses_a_pipeline_too_small():
+    torch = pytest.importorskip("torch")
+    from tiles.kernels.rmsnorm import rmsnorm_fwd
+    x, w = torch.randn(8, 16).bfloat16(), torch.randn(16).bfloat16()
+    args = [torch.empty_like(x), torch.empty(8), x, w, 1e-6]
+    k = rmsnorm_fwd.trace(args, "apple")
+
+    class Small(_FakeKernel):
+        max_threads_per_threadgroup = 32
+
+    runtime._libraries.clear()
+    with pytest.raises(runtime.MetalError, match="threads per threadgroup"):
+        runtime.launch_mps(k, args, lambda src: type("L", (), {"__getattr__": lambda self, n: Small([])})())
+
+
+def test_static_arena_source_builds_against_the_msl_shim():
+    """The compile_shader variant of a kernel is well-formed against our model of the Metal library (the host
+    check: no Metal compiler on Linux)."""
+    from tiles.backends.metal import codegen, toolchain
+    from tiles.kernels.rmsnorm import rmsnorm_fwd
+    a = [poisoned((8, 16), "bf16"), poisoned((8,), "f32"), random_array((8, 16), "bf16"), random_array((16,), "bf16"),
+         1e-6]
+    mk = codegen.generate(rmsnorm_fwd.trace(a, "apple"), static_arena=True)
+    assert toolchain.compile(mk).ok
+
+
+def test_mps_tensors_need_torchs_device_not_pyobjc(monkeypatch):
+    class MpsTensor:   # what available_for reads: a torch class
+        __module__ = "torch"
+    monkeypatch.setattr(runtime.sys, "platform", "darwin")
+    monkeypatch.setattr(runtime, "_torch_mps", lambda: True)
+    monkeypatch.setitem(sys.modules, "Metal", None)   # no PyObjC
+    b = runtime.MetalDevice()
+    assert b.available_for([MpsTensor(), 1.0]) is None
+    assert "pyobjc" in b.available_for([np.zeros(4)]).lower()
+    monkeypatch.setattr(runtime, "_torch_mps", lambda: False)
+    assert "no MPS device" in b.available_for([MpsTensor()])

@@ -16,5 +16,6 @@ from .dsl import (TileError, abs, add, add_col, add_row, atomic_add, bounds_mask
                   mul_row, neg, pipeline, range, regs, row_max, row_min, row_sum, rvec, shared, shared_vec, store, sub,
                   sub_col, sub_row, swap_pairs, zero)
 from .dtypes import DType, bf16, f16, f32, fp8e4m3, fp8e5m2, i32
+from . import tune  # noqa: E402 - tl.tune.pow2 and friends, for the search spaces kernels declare
 
 __version__ = "0.1.0"

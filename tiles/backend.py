@@ -10,10 +10,11 @@ import functools
 import importlib
 import os
 import shutil
+import sys
 
 import numpy as np
 
-from . import dtypes, interp, ir
+from . import dtypes, interp, ir, tune
 from .dsl import TileError
 from .types import GL
 
@@ -28,6 +29,10 @@ class Backend:
         """None if this backend can run here, else why not."""
         return None
 
+    def available_for(self, args) -> str | None:
+        """available(), for a launch on these arrays (the metal backend takes torch's mps tensors without PyObjC)."""
+        return self.available()
+
     def asarray(self, a: np.ndarray):
         """A host array moved to where this backend runs."""
         return a
@@ -36,6 +41,7 @@ class Backend:
         return np.asarray(a)
 
     def launch(self, kfn, args, **overrides):
+        overrides = tune.resolve(kfn, self, args, overrides)   # the tuned configuration, where one is cached
         k = kfn.trace(args, self.target, **overrides)
         check_args(k, args)
         self.run(k, args)
@@ -108,15 +114,32 @@ def is_cuda_array(a) -> bool:
     return getattr(getattr(a, "device", None), "type", None) == "cuda" or hasattr(a, "__cuda_array_interface__")
 
 
+def is_torch(a) -> bool:
+    """A torch tensor (or Parameter), told without importing torch."""
+    return type(a).__module__.startswith("torch")
+
+
+def place(a) -> str | None:
+    """The device backend an array lives on: "cuda", "hip" (torch built for ROCm, whose GPU tensors report
+    device type "cuda"), "metal" (torch's mps tensors), or None (host memory)."""
+    dev = getattr(getattr(a, "device", None), "type", None)
+    if is_torch(a):
+        if dev == "cuda":
+            return "hip" if getattr(sys.modules["torch"].version, "hip", None) else "cuda"
+        return "metal" if dev == "mps" else None
+    return "cuda" if is_cuda_array(a) else None
+
+
 def for_arrays(args) -> Backend:
-    """The backend where the arrays live: CUDA arrays (cupy, torch) -> cuda, numpy -> reference."""
-    return get("cuda") if any(map(is_cuda_array, args)) else get("reference")
+    """The backend where the arrays live: torch's CUDA tensors -> cuda (hip under a ROCm build of torch), mps
+    tensors -> metal, other CUDA arrays (cupy, __cuda_array_interface__) -> cuda, host arrays -> reference."""
+    return get(next((p for p in map(place, args) if p), "reference"))
 
 
 def resolve(backend, args=()) -> Backend:
     """A Backend from a name, a Backend, or None (where the arrays live); raises if it cannot run here."""
     b = get(backend) if isinstance(backend, str) else backend or for_arrays(args)
-    why = b.available()
+    why = b.available_for(args)
     if why is not None:
         raise RuntimeError(f"backend {b.name} cannot run here: {why}")
     return b

@@ -212,7 +212,9 @@ class Workload:
     def runs(self, s: dict, args: list) -> list[tuple]:
         """launches(), with the main kernel's constants and options overridden by s["set"] (`tiles compare
         --set`): a configuration other than the kernel's own, timed and checked like it."""
-        main, extra = self.kernel(s), s.get("set") or {}
+        # the main kernel runs its configured default unless told otherwise: not the tune cache's winner, which
+        # compare times in a row of its own (tiles.tune)
+        main, extra = self.kernel(s), {"tune": False, **(s.get("set") or {})}
         return [(k, a, {**c, **extra} if k is main else c) for k, a, c in self.launches(s, args)]
 
     def main(self, s: dict, args: list) -> tuple:
@@ -263,8 +265,8 @@ class Workload:
 class Gemm(Workload):
     name = "gemm"
     fields = ("M", "N", "K")
-    flags = ("bt",)
-    syntax = "MxNxK[,bt][,bf16|f16]  (bt: B given as N x K)"
+    flags = ("bt", "acc")
+    syntax = "MxNxK[,bt][,acc][,bf16|f16]  (bt: B given as N x K; acc: C (f32, from 0) += A @ B, which may split K)"
     pattern = r"(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)(?:,(?P<flags>[\w,]+))?"
     default_shapes = ("4096x4096x4096", "8192x8192x8192")
     small_shapes = ("200x136x72", "96x80x40,bt")
@@ -276,11 +278,13 @@ class Gemm(Workload):
     def inputs(self, s, rng):
         m, n, k, dt = s["M"], s["N"], s["K"], s["dtype"]
         b = random_array((n, k) if s.get("bt") else (k, n), dt, rng)
-        return [poisoned((m, n), dt), random_array((m, k), dt, rng), b]
+        # acc: C accumulates from 0 (an output left unwritten stays 0 and fails the check)
+        c = np.zeros((m, n), np.float32) if s.get("acc") else poisoned((m, n), dt)
+        return [c, random_array((m, k), dt, rng), b]
 
     def outputs(self, s):
         # the product is exact in f32; the one rounding that matters is the store to the output dtype
-        return [Output("C", 0, s["dtype"], 0)]
+        return [Output("C", 0, "f32" if s.get("acc") else s["dtype"], 0)]
 
     def reference(self, s, args, rows=None):
         a, b = (x.astype(np.float64) for x in (args[1] if rows is None else args[1][rows], args[2]))
@@ -290,7 +294,7 @@ class Gemm(Workload):
         return s["M"]
 
     def consts(self, s):
-        return {"trans_b": bool(s.get("bt"))}
+        return {"trans_b": bool(s.get("bt")), **({"accumulate": True} if s.get("acc") else {})}
 
     def flops(self, s):
         from .kernels.gemm import flops
@@ -381,6 +385,49 @@ class Attention(Workload):
         return _libraries(vendor, setup)
 
 
+class BatchedGemm(Gemm):
+    """The same kernel on (batch, M, K) x (batch, K, N) arrays: the grid's third dim walks the batch."""
+    name = "bmm"
+    fields = ("B", "M", "N", "K")
+    flags = ("bt",)
+    syntax = "BxMxNxK[,bt][,bf16|f16]  (a batch of B GEMMs; bt: each B given as N x K)"
+    pattern = r"(?P<B>\d+)x(?P<M>\d+)x(?P<N>\d+)x(?P<K>\d+)(?:,(?P<flags>[\w,]+))?"
+    default_shapes = ("64x1024x1024x512", "16x2048x2048x2048")
+    small_shapes = ("3x70x40x50", "2x33x48x24,bt")
+
+    def inputs(self, s, rng):
+        bsz, m, n, k, dt = s["B"], s["M"], s["N"], s["K"], s["dtype"]
+        b = random_array((bsz, n, k) if s.get("bt") else (bsz, k, n), dt, rng)
+        return [poisoned((bsz, m, n), dt), random_array((bsz, m, k), dt, rng), b]
+
+    def reference(self, s, args, rows=None):
+        a, b = (x.astype(np.float64) for x in (args[1] if rows is None else args[1][:, rows], args[2]))
+        return [a @ (b.transpose(0, 2, 1) if s.get("bt") else b)]
+
+    def outputs(self, s):
+        return [Output("C", 0, s["dtype"], 1)]
+
+    def row_count(self, s):
+        return s["M"]
+
+    def flops(self, s):
+        return s["B"] * super().flops(s)
+
+    def baselines(self, vendor):
+        def setup(s, sets, framework):
+            t, dev = framework
+            dt = _torch_dtype(t, s)
+            bsz, m, n, k = s["B"], s["M"], s["N"], s["K"]
+            ab = [(t.randn(bsz, m, k, dtype=dt, device=dev),
+                   t.randn(bsz, n, k, dtype=dt, device=dev) if s.get("bt") else
+                   t.randn(bsz, k, n, dtype=dt, device=dev)) for _ in range(sets)]
+            label = {"nvidia": "cuBLAS", "amd": "hipBLASLt", "apple": "MPS"}[vendor] + " (torch.bmm)"
+            if s.get("bt"):
+                return label, lambda i: t.bmm(ab[i][0], ab[i][1].transpose(1, 2))
+            return label, lambda i: t.bmm(*ab[i])
+        return _libraries(vendor, setup)
+
+
 class GemmFp8(Gemm):
     name = "gemm_fp8"
     flags = ()
@@ -454,6 +501,9 @@ class RowWorkload(Workload):
     def consts(self, s):
         return self.plan(s) or {}
 
+    def row_count(self, s):
+        return s["R"]
+
 
 class Softmax(RowWorkload):
     name = "softmax"
@@ -475,9 +525,6 @@ class Softmax(RowWorkload):
         x = _rows_of(args[1], s["C"], rows)
         e = np.exp(x - x.max(-1, keepdims=True))
         return [_as_view(e / e.sum(-1, keepdims=True), args[0])]
-
-    def row_count(self, s):
-        return s["R"]
 
     def bytes(self, s):
         from .kernels.softmax import bytes_moved
@@ -602,9 +649,6 @@ class LayerNorm(RowWorkload):
         y = (h - mean) / np.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + np.float32(args[6]))
         return [_as_view(y * w + b, args[0]), _as_view(h, args[1])]
 
-    def row_count(self, s):
-        return s["R"]
-
     def bytes(self, s):
         from .kernels.layernorm import bytes_moved
         return bytes_moved(s["R"], s["C"], 2)
@@ -621,6 +665,41 @@ class LayerNorm(RowWorkload):
             return fused, [(t.randn(r, c, dtype=dt, device=dev), t.randn(r, c, dtype=dt, device=dev))
                            for _ in range(sets)]
         return _eager_and_compiled(vendor, "add + layer_norm", make)
+
+
+class RMSNorm(RowWorkload):
+    name = "rmsnorm"
+    syntax = "RxC[,bf16|f16]  (Y = X / sqrt(mean(X^2) + eps) * W over each of R rows, and RSTD per row)"
+    default_shapes = ("16384x4096", "4096x16384")
+
+    def kernels(self):
+        from .kernels import rmsnorm   # two passes only: no one-pass plan
+        return (lambda rows, cols: None), rmsnorm.rmsnorm_fwd, rmsnorm.rmsnorm_fwd
+
+    def inputs(self, s, rng):
+        r, c, dt = s["R"], s["C"], s["dtype"]
+        return [poisoned((r, c), dt), poisoned((r,), "f32"), random_array((r, c), dt, rng, 2.0),
+                random_array((c,), dt, rng), 1e-6]
+
+    def outputs(self, s):
+        return [Output("Y", 0, s["dtype"], 0), Output("RSTD", 1, "f32", 0)]
+
+    def reference(self, s, args, rows=None):
+        x = _rows_of(args[2], s["C"], rows)
+        rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(args[4]))
+        return [x * rstd * args[3].astype(np.float64), rstd[:, 0]]
+
+    def bytes(self, s):
+        from .kernels.rmsnorm import bytes_moved
+        return bytes_moved(s["R"], s["C"], 2)
+
+    def baselines(self, vendor):
+        def make(s, sets, t, dev):
+            dt = _torch_dtype(t, s)
+            w = t.randn(s["C"], dtype=dt, device=dev)
+            return (lambda x: t.nn.functional.rms_norm(x, (s["C"],), w, 1e-6)), [
+                (t.randn(s["R"], s["C"], dtype=dt, device=dev),) for _ in range(sets)]
+        return _eager_and_compiled(vendor, "rms_norm", make)
 
 
 class AttentionBwd(Attention):
@@ -777,8 +856,8 @@ def _library(vendor: str, setup):
     return lambda s, sets: (*setup(s, sets, (torch, dev)), sync)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), GemmFp8(), Attention(), AttentionBwd(), Softmax(),
-                                                       Rotary(), LayerNorm())}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (Gemm(), BatchedGemm(), GemmFp8(), Attention(), AttentionBwd(),
+                                                       Softmax(), Rotary(), LayerNorm(), RMSNorm())}
 
 
 def workload(name: str) -> Workload:

@@ -1,4 +1,4 @@
-"""The `tiles` command: demo, devices, compare, inspect, cache, bench (docs/cli.md)."""
+"""The `tiles` command: demo, devices, compare, inspect, tune, cache, bench (docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
@@ -261,23 +261,27 @@ def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev, copy: Row
 
 def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.Backend], *, time_it: bool,
                  compile_targets: list[str], seed: int | None = None, desc: str = "",
-                 variants: list[dict] = ({},)) -> list[Row]:
+                 variants: list[dict] = ({},), tuned: bool = False) -> list[Row]:
     """variants: constants and options of the main kernel instead of its configuration's (`--set`), one set of
     rows each, the shape column naming them; the copy and the vendor libraries are timed once per shape and
-    device, after every variant (run_libraries)."""
+    device, after every variant (run_libraries). tuned: also a row of the tune cache's winner, per backend."""
     rng = np.random.default_rng(seed)
     parsed = [(text, w.parse(text)) for text in shapes]
     runs = [(text, s, [(text + _tag(v), {**s, "set": v} if v else s) for v in variants]) for text, s in parsed]
+    if tuned:   # beside the default row, the cache's winner for each backend (tiles tune fills it)
+        runs = [(text, s, each, s) for text, s, each in runs]
+    else:
+        runs = [(text, s, each, None) for text, s, each in runs]
     devices = sum(b.kind == "device" for b in backends) if time_it else 0   # one step of libraries each
     prog = Progress(len(parsed) * ((len(backends) + len(compile_targets)) * len(variants) + devices),
                     desc or w.name)
     rows: list[Row] = []
     try:
-        for text, s, each in runs:
+        for text, s, each, tuned_s in runs:
             host = functools.cache(lambda s=s: w.inputs(s, rng))   # made once, only if a row runs
             for b in backends:
                 ours: list[Row] = []
-                for label, sv in each:
+                for label, sv in each + (_tuned_variant(w, tuned_s, text, b, host) if tuned_s else []):
                     prog.doing(f"{b.name} {label}")
                     made = run_device(w, sv, label, b, host, rng, time_it) if b.kind == "device" else \
                         [run_cpu(w, sv, label, b, host)]
@@ -296,6 +300,20 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
     finally:
         prog.close()
     return rows
+
+
+def _tuned_variant(w: bench.Workload, s: dict, text: str, b: registry.Backend, host) -> list[tuple[str, dict]]:
+    """(label, shape with the cache's winner as its --set) for backend b, or [] where the cache has none."""
+    from . import tune
+    kfn = w.kernel(s)
+    if kfn.tune is None:
+        return []
+    try:
+        _, args, consts = w.main(s, host())
+        cfg = tune.entries(kfn).get(tune.key_of(kfn, b, args, {k: v for k, v in consts.items() if k != "tune"}))
+    except Exception:  # noqa: BLE001 - no tuned row is no reason to stop the comparison
+        return []
+    return [(f"{text} [tuned: {','.join(f'{k}={v}' for k, v in cfg.items())}]", {**s, "set": cfg})] if cfg else []
 
 
 def _tag(v: dict) -> str:
@@ -402,7 +420,7 @@ def cmd_compare(a) -> int:
             compile_targets = [t for t in (a.targets.split(",") if a.targets else targets.TARGETS)
                                if t not in on_device]
         rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets, seed=a.seed,
-                            variants=variants(a.set or []))
+                            variants=variants(a.set or []), tuned=not a.set)
         for r in rows:
             r.machine = report.machine()
     print(report.table(rows))
@@ -446,6 +464,10 @@ def cmd_devices(a) -> int:
 
 def cmd_inspect(a) -> int:
     from . import toolchains as tc
+    if a.asm:
+        return _inspect_asm(a.asm, a.target, a.emit)
+    if not a.kernel:
+        raise ValueError("name a kernel (" + ", ".join(bench.WORKLOADS) + ") or give --asm FILE.s")
     w = bench.workload(a.kernel)
     s = w.parse(a.shape or w.small_shapes[0])
     # the main kernel's launch; tracing reads only dtypes and ranks of its arguments
@@ -461,11 +483,12 @@ def cmd_inspect(a) -> int:
     rows = [("target", "compiler", "threads", "registers", "shared", "spills/scratch", "occupancy",
              "matrix instr. in main loop", "code", "notes")]
     prog = Progress(len(names), f"inspect {w.name}")
-    failed = False
+    failed, loops = False, []
     for t in names:
         prog.doing(f"compile {t}")
         try:
             st = tc.static(kfn, args, t, **consts)
+            loops += [st.loop] if st.loop and st.loop.mfma else []
             rows.append((t, st.compiler, str(st.threads), st.registers,
                          "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,
                          st.occupancy, st.mma, "?" if st.code_bytes is None else f"{st.code_bytes / 1024:.1f} KB",
@@ -480,7 +503,27 @@ def cmd_inspect(a) -> int:
     prog.close()
     print(f"tiles inspect {w.name} {s and a.shape or w.small_shapes[0]}: static resources per target\n")
     print(_grid(rows))
+    if loops:
+        print("\nmain loop per MFMA along its hot path (--emit loop --target T: the path, the counts, the bound)\n")
+        print(_grid([loops[0].HEADER] + [r.row(w.name) for r in loops]))
     return 1 if failed else 0
+
+
+def _inspect_asm(files: list[str], target: str | None, emit: str | None) -> int:
+    """The main-loop report of assembly files made elsewhere (e.g. HipKittens' kernels): a row each, or with
+    --emit loop the whole report."""
+    from . import toolchains as tc
+    if emit not in (None, "loop"):
+        raise ValueError("--asm takes --emit loop only")
+    reports = [(Path(f).stem, tc.asm_loop(Path(f).read_text(), target)) for f in files]
+    for name, r in reports:
+        if r is None:
+            raise ValueError(f"{name}: no loop in the assembly")
+    if emit:
+        print("\n\n".join(r.text(name) for name, r in reports))
+    else:
+        print(_grid([reports[0][1].HEADER] + [r.row(name) for name, r in reports]))
+    return 0
 
 
 def _grid(rows) -> str:
@@ -504,6 +547,8 @@ def cmd_cache(a) -> int:
         for d in dirs:
             freed += _size(d)[1]
             shutil.rmtree(d)
+        from . import tune
+        tune.forget()
         print(f"cleared {len(dirs)} cache folder(s) under {root}, {freed / 2**20:.1f} MiB")
         return 0
     rows = [("backend", "files", "size", "path")]
@@ -513,12 +558,117 @@ def cmd_cache(a) -> int:
     print(f"compile caches under {root}" + ("" if dirs else ": none yet"))
     if dirs:
         print(_grid(rows))
+    from . import tune
+    found = tune.summary()
+    if found and (not a.only or "tune" in a.only):
+        print("\ntuned configurations (tiles tune; stale and corrupt entries are ignored by launches)")
+        print(_grid([("kernel", "valid", "stale", "corrupt", "file")] + [tuple(map(str, r)) for r in found]))
     return 0
 
 
 def _size(d: Path) -> tuple[int, int]:
     files = [p for p in d.rglob("*") if p.is_file()]
     return len(files), sum(p.stat().st_size for p in files)
+
+
+def cmd_tune(a) -> int:
+    """Search a shipped kernel's space at each shape: timed on a device backend where one runs here for the
+    target (the winner stored in the tune cache), else ranked by the static model alone, and said so."""
+    import json
+
+    from . import tune
+    w = bench.workload(a.kernel)
+    for t in a.shapes:
+        w.parse(t)
+    b = _tune_backend(a)
+    target = _attr(b, "target") or None if b is not None else targets.target(a.target).name
+    results = []
+    for text in a.shapes:
+        bar = [None]
+
+        def progress(n, text=text):
+            if bar[0] is not None:
+                bar[0].close()
+            bar[0] = Progress(n, f"tune {w.name} {text}")
+            return lambda: bar[0].done()
+        try:
+            r = tune.tune_workload(w, text, b, target, top=a.top, device=a.device, min_blocks=a.min_blocks,
+                                   seed=a.seed, progress=progress, save=not a.dry_run)
+        finally:
+            if bar[0] is not None:
+                bar[0].close()
+        results.append(r)
+        print(_tune_report(r, b, a.dry_run) + "\n", flush=True)
+        if a.json:   # after every shape: a run cut short by a time limit keeps what it measured
+            Path(a.json).write_text(json.dumps([tune.result_json(x) for x in results], indent=1))
+    timed = [r for r in results if r.model_within() is not None]
+    if timed:
+        agree = sum(r.model_within() for r in timed)
+        print(f"static model's first choice within 10% of the timed winner: {agree} of {len(timed)} shapes")
+    if a.json:
+        print(f"saved {len(results)} results to {a.json}")
+    return 0
+
+
+def _tune_backend(a) -> registry.Backend | None:
+    """The backend to time on: --backend, else the device backend for --target (or any) that runs here; None:
+    the static model only (no such device here, or --static)."""
+    if a.static:
+        if not a.target:
+            raise SystemExit("tiles tune: --static needs --target")
+        return None
+    if a.backend:
+        return runnable(a.backend)[0]
+    devices = [b for b in runnable(None) if b.kind == "device"]
+    if a.target:
+        devices = [b for b in devices if _attr(b, "target") == a.target]
+        return devices[0] if devices else None
+    if not devices:
+        raise SystemExit("tiles tune: no device backend runs here; give --target for the static model's choice, "
+                         "or --backend reference (or an emulator) to time on the CPU")
+    return devices[0]
+
+
+def _tune_report(r, b, dry_run: bool) -> str:
+    head = f"tiles tune {r.kernel} {r.shape}"
+    if r.timed:
+        head += f" on {b.name} ({r.device}, {r.target})"
+    else:
+        head += (f" for {r.target}: NOT TIMED (no {r.target} device here): the static model's choice for "
+                 f"{r.device}")
+    pruned = [c for c in r.candidates if c.dropped]
+    head += f"\n{len(r.candidates)} candidates, {len(pruned)} pruned before timing"
+    rows = [("config", "static", "model", "bound", "time", "vs default", "note")]
+    live = sorted((c for c in r.candidates if not c.dropped),
+                  key=lambda c: (c.time_s is None, c.time_s or 0, c.model_s or 0))
+    base = r.default.time_s
+    for c in live:
+        rows.append((c.label(), c.static.summary().split(", mma")[0] if c.static else "not compiled",
+                     "-" if c.model_s is None else f"{c.model_s * 1e6:.1f} us", str(c.terms.get("bound", "-")),
+                     "-" if c.time_s is None else f"{c.time_s * 1e6:.1f} us",
+                     f"{base / c.time_s:.2f}x" if base and c.time_s else "-", c.error or ""))
+    out = [head, _grid(rows)]
+    reasons: dict = {}
+    for c in pruned:
+        reasons.setdefault(c.dropped.split(":")[0], []).append(c.label())
+    for why, labels in reasons.items():
+        out.append(f"pruned, {why}: {len(labels)} ({'; '.join(labels[:3])}{'; ...' if len(labels) > 3 else ''})")
+    if r.timed:
+        gain = f", {base / r.winner.time_s:.2f}x the default" if base else ""
+        mf, within = r.model_first, r.model_within()
+        model = ("no static model for the reference" if within is None else
+                 f"the static model's first choice {mf.label()} is {'within' if within else 'NOT within'} 10% of it")
+        out.append(f"winner: {r.winner.label()} ({r.winner.time_s * 1e6:.1f} us{gain}); {model}")
+        out.append("not stored (--dry-run)" if dry_run else f"stored in {r.entry and tune_file(r)}")
+    else:
+        out.append(f"choice (not timed): {r.winner.label()}, modelled at {r.winner.model_s * 1e6:.1f} us "
+                   f"({r.winner.terms.get('bound')}-bound); not stored: launches use timed winners only")
+    return "\n".join(out)
+
+
+def tune_file(r) -> str:
+    from . import tune
+    return str(tune.cache_dir() / f"{r.kernel}.json")
 
 
 def cmd_bench(args: list[str]) -> int:
@@ -563,15 +713,34 @@ def parser() -> argparse.ArgumentParser:
                         "combination")
     c.set_defaults(fn=cmd_compare)
 
-    i = sub.add_parser("inspect", help="static resources across targets, or the generated source/assembly")
-    i.add_argument("kernel", choices=list(bench.WORKLOADS))
+    i = sub.add_parser("inspect", help="static resources across targets, the generated source/assembly, or the "
+                       "main loop of AMD assembly counted per MFMA")
+    i.add_argument("kernel", nargs="?", choices=list(bench.WORKLOADS))
     i.add_argument("--targets", default=",".join(targets.TARGETS))
     i.add_argument("--shape", help="shape whose constants (dtype, flags, head dim) to compile for")
-    i.add_argument("--emit", choices=("source", "ir", "ptx", "sass", "asm"))
-    i.add_argument("--target", help="the one target of --emit")
+    i.add_argument("--emit", choices=("source", "ir", "ptx", "sass", "asm", "loop"))
+    i.add_argument("--target", help="the one target of --emit (of --asm: instead of the file's .amdgcn_target)")
+    i.add_argument("--asm", nargs="+", metavar="FILE.s", help="the main-loop report of AMDGPU assembly files "
+                   "made elsewhere, instead of a kernel's")
     i.set_defaults(fn=cmd_inspect)
 
-    k = sub.add_parser("cache", help="the compile caches")
+    t = sub.add_parser("tune", help="search a kernel's configurations at shapes: timed on a device (stored in "
+                       "the tune cache), else the static model's choice")
+    t.add_argument("kernel", choices=list(bench.WORKLOADS))
+    t.add_argument("--shapes", nargs="+", metavar="SHAPE", required=True,
+                   help="; ".join(f"{w.name}: {w.syntax}" for w in bench.WORKLOADS.values()))
+    t.add_argument("--target", help="the target (default: the device's); without its device here: static model")
+    t.add_argument("--backend", help="time on this backend (reference and emulators time on the CPU)")
+    t.add_argument("--static", action="store_true", help="the static model only, even where a device runs")
+    t.add_argument("--top", type=int, default=8, help="time the model's best N survivors and the default (8)")
+    t.add_argument("--device", help="device table entry the static model assumes (default: the target's usual one)")
+    t.add_argument("--min-blocks", type=int, default=1, help="occupancy floor: blocks per SM/CU (1)")
+    t.add_argument("--dry-run", action="store_true", help="do not store the winners")
+    t.add_argument("--json", metavar="FILE", help="save every candidate, its resources, model terms and time")
+    t.add_argument("--seed", type=int)
+    t.set_defaults(fn=cmd_tune)
+
+    k = sub.add_parser("cache", help="the compile caches and the tune cache")
     k.add_argument("action", choices=("info", "clear"))
     k.add_argument("only", nargs="*", metavar="BACKEND", help="only these cache folders")
     k.set_defaults(fn=cmd_cache)

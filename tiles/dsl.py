@@ -318,11 +318,13 @@ OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_register
 
 
 class KernelFn:
-    """A traceable kernel. configs maps a target name (or "default") to constants and launch options."""
+    """A traceable kernel. configs maps a target name (or "default") to constants and launch options; tune, the
+    search space per target that `tiles.tune` searches instead (docs/tuning.md)."""
 
-    def __init__(self, fn, configs: dict | None = None):
+    def __init__(self, fn, configs: dict | None = None, tune=None):
         functools.update_wrapper(self, fn)
         self.fn, self.configs = fn, dict(configs or {})
+        self.tune = tune   # a tiles.tune.Space, or None: no search space
         sig = inspect.signature(fn)
         self.arg_names = [p.name for p in sig.parameters.values()
                           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -331,6 +333,7 @@ class KernelFn:
 
     def config(self, target: str | None = None, **overrides) -> tuple[dict, dict]:
         """The constants and launch options for a target: defaults < configs['default'] < configs[target] < overrides."""
+        overrides.pop("tune", None)   # the call's tuning switch (tiles.tune.resolve), not a constant
         merged = {**self.configs.get("default", {}), **self.configs.get(target or "", {}), **overrides}
         consts = {k: v for k, v in self.const_defaults.items() if v is not inspect.Parameter.empty}
         options = {}
@@ -391,8 +394,16 @@ class KernelFn:
         return f"<tiles kernel {self.__name__}>"
 
 
-def kernel(fn=None, *, configs: dict | None = None):
-    """Decorator: @tiles.kernel or @tiles.kernel(configs={"sm_90a": {...}, "default": {...}})."""
-    if fn is None:
-        return lambda f: KernelFn(f, configs)
-    return KernelFn(fn, configs)
+def kernel(fn=None, *, configs: dict | None = None, tune: dict | None = None, tune_key=None, tune_where=None,
+           tune_defaults=None):
+    """Decorator: @tiles.kernel or @tiles.kernel(configs={"sm_90a": {...}, "default": {...}}). tune: the search
+    space per target ({"sm_90a": dict(BM=[64, 128], ...)}), tune_key: the shape bucket of the arguments,
+    tune_where: the constraint that prunes it, tune_defaults: the values callers pass for a shape when they have
+    no opinion (tiles.tune.Space, docs/tuning.md)."""
+    def make(f):
+        space = None
+        if tune is not None:
+            from .tune import Space
+            space = Space(tune, tune_key, tune_where, tune_defaults)
+        return KernelFn(f, configs, space)
+    return make if fn is None else make(fn)

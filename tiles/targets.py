@@ -310,6 +310,39 @@ def target(name: str) -> Target:
 
 
 # ---------------------------------------------------------------------------------------------
+# CDNA per-CU rates, for the static main-loop bound of backends/hip/loopreport.py. Sources: AMD's
+# ROCm Compute Profiler (rocprofiler-compute), "System Speed-of-Light" analysis configs for gfx942
+# and gfx950 (dense MFMA FLOPs per clock per CU: peak = sclk x CUs x rate) and "Pipeline
+# descriptions" (four 16-wide SIMDs per CU, so a wave64 VALU instruction holds its SIMD 4 cycles;
+# the scheduler visits one SIMD per cycle, round-robin, and issues at most one instruction per wave
+# and one per category -- VALU (MFMA included), VMEM, SALU/SMEM, LDS, branch -- per visit; the LDS
+# moves 4 bytes per bank per clock). gfx950's fp8 rate, 8192, is the MI355X datasheet's 5.03 PFLOP/s dense
+# fp8 (DEVICES below) = 256 CUs x 2.4 GHz x 8192 (the profiler's gfx950 config prints 4096 as its fp8 peak
+# but divides by 8192 for the percentage); likewise MI300X 1307.4 TFLOP/s bf16 = 304 CUs x 2.1 GHz x 2048.
+# Simplification: every MFMA of a target is counted at that target's peak rate for its operand
+# type, including the CDNA3 shapes gfx950 keeps (those may run slower there; no source says).
+
+@dataclass(frozen=True)
+class CuRates:
+    mfma_flops: dict[str, int]   # dense MFMA FLOPs per clock per CU, by operand type ("bf16", "fp8")
+    lds_bytes: int               # LDS bytes per clock per CU: the target's banks x 4 bytes
+    simds: int = 4
+    issue_interval: int = 4      # clocks between two visits of the scheduler to one SIMD (= a wave64 VALU
+    #                              instruction's clocks on a 16-wide SIMD)
+
+    def mfma_clocks(self, m: int, n: int, k: int, operand: str) -> float:
+        """Clocks one MFMA of m x n x k holds its SIMD's matrix core."""
+        return 2 * m * n * k / (self.mfma_flops[operand] / self.simds)
+
+
+CU_RATES: dict[str, CuRates] = {
+    t: CuRates(mfma, TARGETS[t].banks * TARGETS[t].bank_bytes) for t, mfma in (
+        ("gfx942", {"bf16": 2048, "f16": 2048, "fp8": 4096, "f32": 256}),
+        ("gfx950", {"bf16": 4096, "f16": 4096, "fp8": 8192, "f32": 256}))
+}
+
+
+# ---------------------------------------------------------------------------------------------
 # Devices. Peak rates are dense (no sparsity), in TFLOP/s, from the vendors' datasheets unless
 # `source` says otherwise; "f32" is the non-tensor (vector) FP32 rate on NVIDIA and Apple and the
 # matrix FP32 rate on AMD. Memory bandwidth in TB/s.

@@ -41,9 +41,12 @@ class Static:
     spills: str = "?"
     occupancy: str = "?"
     mma: str = "?"               # matrix instructions of the main loop (CUDA: the innermost loop that has any;
-    #                              AMD: the loop with the most, as the HIP toolchain reports it)
+    #                              AMD: one iteration of the main loop's hot path, backends/hip/loopreport.py)
     code_bytes: int | None = None
     note: str = ""
+    loop: object = None          # AMD: the main loop counted per MFMA (backends/hip/loopreport.LoopReport)
+    spill_bytes: int | None = None      # the same as numbers, for tiles.tune's pruning (None: not reported)
+    blocks_per_unit: int | None = None  # theoretical resident blocks per SM / CU
 
     def summary(self) -> str:
         smem = "?" if self.shared_bytes is None else f"{self.shared_bytes / 1024:.1f} KB"
@@ -157,7 +160,7 @@ def _cuda_static(k, target) -> Static:
     else:
         st = Static(target, c.compiler, gen.schedule.threads, str(res.registers),
                     gen.schedule.smem_bytes + res.shared_static,
-                    f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0")
+                    f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0", spill_bytes=res.spills)
         _occupancy(st, target, gen.schedule.warps, res.registers)
     try:
         sass = c.sass()
@@ -176,6 +179,7 @@ def _occupancy(st: Static, target: str, warps: int, regs: int) -> None:
     blocks = min(lim["regs"] // (per_warp * warps), lim["warps"] // warps, lim["blocks"],
                  lim["smem"] // (st.shared_bytes + 1024))   # the runtime reserves 1 KB per block
     st.occupancy = f"{blocks} blk/SM ({blocks * warps}/{lim['warps']} warps)"
+    st.blocks_per_unit = blocks
 
 
 def _hip_compile(k, target):
@@ -192,7 +196,21 @@ def _hip_static(k, target) -> Static:
                   f"{rep.spills}, scratch {rep.scratch} B" if rep.spills or rep.scratch else "0",
                   f"{rep.waves_per_simd}/8 waves/SIMD",
                   ", ".join(f"{n} x{c}" for n, c in rep.loop_mfma.items()) or "none in a loop",
-                  int(code.group(1)) if code else None)
+                  int(code.group(1)) if code else None, loop=rep.loop, spill_bytes=4 * rep.spills + rep.scratch,
+                  # a block's waves spread over the CU's 4 SIMDs
+                  blocks_per_unit=rep.waves_per_simd // -(-rep.threads // 256))
+
+
+def asm_loop(asm: str, target: str | None = None):
+    """The main-loop report of AMDGPU assembly from any compiler (e.g. HipKittens' kernels built with clang -S):
+    the target from its .amdgcn_target unless given; waves per SIMD from its metadata (registers, threads,
+    static LDS)."""
+    m = re.search(r'\.amdgcn_target\s+"amdgcn-amd-amdhsa--(gfx\w+?)(?:[:"])', asm)
+    target = target or (m.group(1) if m else None)
+    if target not in ("gfx942", "gfx950"):
+        raise ValueError(f"give --target gfx942 or gfx950 (the assembly names {target or 'no target'})")
+    ht = _vendor_module(target, "toolchain")
+    return ht.report(asm, target, ht._meta(asm, "max_flat_workgroup_size") or 64, 0).loop
 
 
 def _metal_static(k, target) -> Static:
@@ -247,9 +265,12 @@ def emit(kfn, args, target: str, what: str, **consts) -> str:
             return _vendor_module(target, "codegen").generate(k, target).source
         if what == "asm":
             return _hip_compile(k, target)[1].assembly
+        if what == "loop":
+            st = static(kfn, args, target, **consts)
+            return st.loop.text(kfn.__name__) if st.loop else "no loop in the generated assembly"
     elif what == "source":
         return _vendor_module(target, "codegen").generate(k, target).source
-    kinds = {"cuda": "source, ir, ptx, sass", "hip": "source, ir, asm", "metal": "source, ir"}[vendor]
+    kinds = {"cuda": "source, ir, ptx, sass", "hip": "source, ir, asm, loop", "metal": "source, ir"}[vendor]
     raise ValueError(f"--emit {what} is not available for {target}; choose one of {kinds}")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tiles import ir
+from tiles import ir, tune
 from tiles.backend import Backend, register
 
 from .emu import TARGETS as EMU_TARGETS, CudaEmu
@@ -49,6 +49,12 @@ class CudaBackend(Backend):
             self._runtime = Runtime(self.target)
         return self._runtime
 
+    def precompile(self, k: ir.Kernel) -> None:
+        """Compile k's cubin into the disk cache, not loading it (tiles.tune compiles candidates in parallel)."""
+        from .runtime import cached_cubin
+        rt = self.runtime
+        cached_cubin(rt.generate(k).source, rt.target, rt.driver, rt.ptx)
+
     def asarray(self, a: np.ndarray):
         from .runtime import DeviceArray
         return DeviceArray(a)
@@ -73,7 +79,7 @@ class CudaBackend(Backend):
         if any(isinstance(a, np.ndarray) for a in args):
             # host arrays (a kernel's numpy wrapper): run on device copies, then write every array back
             return self.call(kfn, *args, **overrides)
-        return self.runtime.launch(kfn, args, overrides)
+        return self.runtime.launch(kfn, args, tune.resolve(kfn, self, args, overrides))
 
 
 register(CudaBackend())

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from tiles import dtypes, ir, targets
+from tiles import diskcache, dtypes, ir, targets
 from tiles.backend import _strides, check_args, is_cuda_array
 from tiles.dsl import TileError
 from tiles.types import GL
@@ -271,26 +268,21 @@ def tensor_map_specs(k: ir.Kernel, sched: schedules.Schedule, args, pointer=poin
 # ---- compile cache ------------------------------------------------------------------------------------------
 
 def cache_dir() -> Path:
-    root = Path(os.environ.get("TILES_CACHE", Path.home() / ".cache" / "tiles"))
-    d = root / "cuda"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    return diskcache.folder("cuda")
 
 
 def cached_cubin(source: str, target: str, driver: str, ptx: bool = False) -> Path:
     """The cubin (or PTX) of source for target, compiled once per (source, header library, options, compiler and
     driver versions)."""
     opts = toolchain.options(target, "nvrtc", ptx)
-    key = hashlib.sha256(json.dumps([source, toolchain.headers_digest(), opts, toolchain.versions(),
-                                     driver]).encode()).hexdigest()[:32]
-    path = cache_dir() / f"{key}.{'ptx' if ptx else 'cubin'}"
-    if not path.is_file():
-        c = toolchain.compile(source, target, ptx=ptx)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_bytes(c.cubin)
-        tmp.replace(path)   # atomic: concurrent processes never load half a file
-        (cache_dir() / f"{key}.cu").write_text(source)
-    return path
+    key = diskcache.key(source, toolchain.headers_digest(), opts, toolchain.versions(), driver)
+
+    def build() -> bytes:
+        image = toolchain.compile(source, target, ptx=ptx).cubin
+        (cache_dir() / f"{key}.cu").write_text(source)   # beside it, for `tiles inspect` and people
+        return image
+
+    return diskcache.cached(cache_dir() / f"{key}.{'ptx' if ptx else 'cubin'}", build)
 
 
 # ---- the device ---------------------------------------------------------------------------------------------

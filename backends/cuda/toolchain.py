@@ -14,24 +14,17 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tiles.compiler import CompileError, CompilerCrash, run  # noqa: F401 - CompilerCrash: this module's API
+
 HEADERS = Path(__file__).parent / "include"
 TARGETS = ("sm_80", "sm_90a")
 TIMEOUT_S = 300
-
-
-class CompileError(RuntimeError):
-    """The compiler rejected the source; the message carries its log."""
-
-
-class CompilerCrash(RuntimeError):
-    """The compiler process died (signal, timeout) instead of answering."""
 
 
 @dataclass
@@ -164,15 +157,8 @@ def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple =
             cmd = ["nvcc", "-ptx" if ptx else "-cubin", *opts, "-o", str(out), str(src)]
         else:
             cmd = _worker_cmd() + [str(src), str(out), json.dumps(opts), "ptx" if ptx else "cubin"]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CompilerCrash(f"{compiler} did not finish {name} for {target} within {timeout:.0f} s") from None
-        log = p.stdout + p.stderr
-        if p.returncode < 0:
-            sig = signal.Signals(-p.returncode).name
-            raise CompilerCrash(f"{compiler} crashed ({sig}) compiling {name} for {target}\n{log}")
-        if p.returncode != 0 or not out.is_file():
+        rc, log = run(cmd, f"{compiler} compiling {name} for {target}", timeout)
+        if rc != 0 or not out.is_file():
             raise CompileError(f"{compiler} failed on {name} for {target}:\n{_source_context(log, source, name)}")
         image = out.read_bytes()
         return Compiled(target, compiler, image.rstrip(b"\0") + b"\0" if ptx else image, log, parse_resources(log))

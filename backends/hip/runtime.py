@@ -1,21 +1,24 @@
 """The "hip" backend: generated HIP compiled by hiprtc and launched through hip-python on an AMD GPU.
 
 hip-python imports without ROCm, and its calls raise RuntimeError when libamdhip64.so is missing: that is
-how `available()` tells there is no device. Nothing here has run on hardware (none was available).
+how `available()` tells there is no device. A kernel's code object comes from hiprtc in a child process
+(toolchain.compile_hiprtc: a compiler crash is an exception here) and is cached on disk under
+$TILES_CACHE/hip (default ~/.cache/tiles/hip), keyed by the source, the header library, the options and
+hiprtc's version. Launches go on torch's current stream when a torch tensor is among the arguments (torch
+for ROCm), else on the null stream, and return without waiting: the stream orders what follows, as on CUDA.
+Nothing here has run on hardware (none was available): the argument packing, the stream choice and the
+cache are unit-tested with fakes (tests/test_hip_runtime.py).
 """
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 
-from tiles import backend, ir
+from tiles import backend, diskcache, ir
+from tiles.backend import is_torch
 
-from . import launch
-from .toolchain import SHARED_INCLUDE
-
-INCLUDE = Path(__file__).parent / "include"
+from . import launch, toolchain
 
 
 def _hip():
@@ -33,10 +36,65 @@ def _hip():
 
 
 def _check(result):
-    err = result[0] if isinstance(result, tuple) else result
-    if getattr(err, "value", 0) != 0:
+    """hip-python answers (status, *values): the values (one, a tuple of several, or None); raises on a failure."""
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if getattr(err, "value", err) != 0:
         raise RuntimeError(f"HIP call failed: {err}")
-    return result[1:] if isinstance(result, tuple) and len(result) > 2 else (result[1] if isinstance(result, tuple) else None)
+    return values[0] if len(values) == 1 else (tuple(values) or None)
+
+
+# ---- what a launch is made of (pure Python: tested without a device) ----------------------------------------
+
+def pointer(a) -> int:
+    if not callable(getattr(a, "data_ptr", None)):
+        raise TypeError(f"a {type(a).__name__} is not a device array: the hip backend takes torch tensors on ROCm")
+    return int(a.data_ptr())
+
+
+class _ShapeOnly:
+    """Shape, strides (bytes) and size of a torch tensor, as launch.dims_of reads a numpy array's."""
+
+    def __init__(self, a):
+        self.ndim, self.shape = a.dim(), tuple(a.shape)
+        self.itemsize = a.element_size()
+        self.strides = tuple(s * self.itemsize for s in a.stride())
+        self.nbytes = a.numel() * self.itemsize
+
+
+def kernargs(g, args) -> bytes:
+    """The kernel's argument buffer: for each global its pointer and then its gl_dims, then the scalars, each at
+    its natural alignment (8 for pointers, 4 for ints, floats and the int32 dims struct)."""
+    by_param = dict(zip(map(id, g.kernel.params), args))
+    buf = bytearray()
+    for ctype, _, kind, p in g.params:
+        a = by_param[id(p)]
+        if kind == "data":
+            blob = pointer(a).to_bytes(8, "little")
+        elif kind == "dims":
+            blob = launch.dims_of(p, _ShapeOnly(a)).tobytes()
+        else:
+            blob = (np.float32(a) if ctype == "float" else np.int32(a)).tobytes()
+        buf += bytes(-len(buf) % (8 if len(blob) == 8 else 4)) + blob
+    return bytes(buf)
+
+
+def torch_stream() -> int:
+    """torch's current stream on its current device, a raw hipStream_t (torch for ROCm keeps the CUDA names)."""
+    import torch
+    return torch.cuda.current_stream().cuda_stream
+
+
+def stream_for(args) -> int:
+    """Where a launch goes: torch's current stream when a torch tensor is among the arguments, else 0 (the null
+    stream)."""
+    return torch_stream() if any(map(is_torch, args)) else 0
+
+
+def cached_code_object(source: str, target: str, hiprtc_version: str):
+    """The path of source's code object for target, compiled once per (source, headers, options, hiprtc)."""
+    key = diskcache.key(source, toolchain.headers_digest(), toolchain.hiprtc_options(target), hiprtc_version)
+    return diskcache.cached(diskcache.folder("hip") / f"{key}.hsaco",
+                            lambda: toolchain.compile_hiprtc(source, target))
 
 
 class Hip(backend.Backend):
@@ -60,67 +118,28 @@ class Hip(backend.Backend):
             self.target = arch
         return why
 
-    def _module(self, g):
-        if g.source in self._mods:
-            return self._mods[g.source]
+    def _function(self, g):
+        """The hipFunction_t of a generated kernel: its code object loaded once per process."""
         hip, hiprtc = _hip()[0]
-        headers = sorted((INCLUDE / "tiles_hip").glob("*.hpp")) + [SHARED_INCLUDE / "tiles_cuda" / "philox.h"]
-        names = [f"{h.parent.name}/{h.name}".encode() for h in headers]
-        texts = [h.read_bytes() for h in headers]
-        prog = _check(hiprtc.hiprtcCreateProgram(g.source.encode(), f"{g.name}.hip".encode(), len(headers),
-                                                 texts, names))
-        opts = [f"--offload-arch={self.target}".encode(), b"-O3", b"-std=c++17"]
-        err, = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
-        if err != hiprtc.hiprtcResult.HIPRTC_SUCCESS:
-            _, size = hiprtc.hiprtcGetProgramLogSize(prog)
-            log = bytearray(size)
-            hiprtc.hiprtcGetProgramLog(prog, log)
-            raise RuntimeError(f"hiprtc failed compiling {g.name}:\n{log.decode(errors='replace')}")
-        _, size = hiprtc.hiprtcGetCodeSize(prog)
-        code = bytearray(size)
-        hiprtc.hiprtcGetCode(prog, code)
-        module = _check(hip.hipModuleLoadData(code))
-        fn = _check(hip.hipModuleGetFunction(module, g.name.encode()))
-        self._mods[g.source] = fn
-        return fn
+        key = (g.source, _check(hip.hipGetDevice()))   # a module is loaded per device
+        if key not in self._mods:
+            _, major, minor = hiprtc.hiprtcVersion()
+            code = cached_code_object(g.source, self.target, f"{major}.{minor}").read_bytes()
+            module = _check(hip.hipModuleLoadData(code))
+            self._mods[key] = _check(hip.hipModuleGetFunction(module, g.name.encode()))
+        return self._mods[key]
 
     def run(self, k: ir.Kernel, args) -> None:
         hip = _hip()[0][0]
         g = launch.generated(k, self.target)
-        env = launch.bind(g, args)
-        grid = launch.grid(g, env)
+        grid = launch.grid(g, launch.bind(g, args))
         if not grid:
             return
-        fn = self._module(g)
-        by_param = dict(zip([id(p) for p in k.params], args))
-        blobs = []
-        for ctype, _, kind, p in g.params:
-            a = by_param[id(p)]
-            if kind == "data":
-                ptr = getattr(a, "data_ptr", None)
-                if ptr is None:
-                    raise TypeError(f"argument {p.name}: the hip backend takes device arrays (torch on ROCm)")
-                blobs.append(ctypes.c_void_p(a.data_ptr()).value.to_bytes(8, "little"))
-            elif kind == "dims":
-                blobs.append(launch.dims_of(p, _ShapeOnly(a)).tobytes())
-            else:
-                blobs.append((np.float32(a) if ctype == "float" else np.int32(a)).tobytes())
-        buf = bytearray()
-        for b in blobs:   # kernel arguments at their natural alignment
-            buf += bytes(-len(buf) % min(8, len(b) if len(b) in (4, 8) else 4)) + b
-        raw = (ctypes.c_char * len(buf)).from_buffer(buf)
-        size = ctypes.c_size_t(len(buf))
+        fn = self._function(g)
+        packed = kernargs(g, args)
+        raw = ctypes.create_string_buffer(packed, len(packed))   # HIP copies the kernargs when it enqueues
+        size = ctypes.c_size_t(len(packed))
         # HIP_LAUNCH_PARAM_BUFFER_POINTER, the packed arguments, HIP_LAUNCH_PARAM_BUFFER_SIZE, its size, END
         extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(raw), 2, ctypes.addressof(size), 3)
-        _check(hip.hipModuleLaunchKernel(fn, *grid, g.threads, 1, 1, g.lds_bytes, None, None, extra))
-        _check(hip.hipDeviceSynchronize())
-
-
-class _ShapeOnly:
-    """Shape, strides and size of a device array, for launch.dims_of."""
-
-    def __init__(self, a):
-        self.ndim, self.shape = a.dim(), tuple(a.shape)
-        self.itemsize = a.element_size()
-        self.strides = tuple(s * self.itemsize for s in a.stride())
-        self.nbytes = a.numel() * self.itemsize
+        stream = stream_for(args)
+        _check(hip.hipModuleLaunchKernel(fn, *grid, g.threads, 1, 1, g.lds_bytes, stream or None, None, extra))

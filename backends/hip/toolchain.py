@@ -4,10 +4,12 @@ clang from the `ziglang` wheel has the AMDGPU target: ``-x hip --cuda-device-onl
 needs no ROCm install; TILES_HIP_BARE makes tiles.hpp supply the few HIP keywords itself. The compile
 runs in a subprocess, so a compiler crash cannot take the caller down. The report comes from the
 assembly and its metadata: VGPRs, AGPRs, SGPRs, spills, scratch, LDS (static + the kernel's dynamic
-arena), waves per SIMD and occupancy, and the MFMA instructions of the main loop (the loop with the most).
+arena), waves per SIMD and occupancy, and the main loop counted per MFMA (loopreport.py).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -16,7 +18,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import codegen
+from tiles.compiler import CompileError, CompilerCrash, run  # noqa: F401 - CompilerCrash: this module's API
+
+from . import codegen, loopreport
 
 INCLUDE = Path(__file__).parent / "include"
 # tiles_cuda/philox.h: the Philox rounds of tl.dropout, one copy shared with the CUDA headers
@@ -24,10 +28,6 @@ SHARED_INCLUDE = Path(__file__).parents[1] / "cuda" / "include"
 TARGETS = ("gfx942", "gfx950")
 LDS_PER_CU = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
 MAX_WAVES_PER_SIMD = 8
-
-
-class CompileError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -42,8 +42,13 @@ class Report:
     lds: int
     threads: int
     waves_per_simd: int
-    loop_mfma: Counter = field(default_factory=Counter)
+    loop: loopreport.LoopReport | None = None   # the main loop, counted per MFMA along its hot path
     assembly: str = field(default="", repr=False)
+
+    @property
+    def loop_mfma(self) -> Counter:
+        """MFMA mnemonics (with counts) of one iteration of the main loop's hot path."""
+        return self.loop.counts["mfma"] if self.loop else Counter()
 
     @property
     def occupancy(self) -> float:
@@ -90,40 +95,97 @@ def _meta(asm: str, key: str) -> int:
     return int(m.group(1) or m.group(2)) if m else 0
 
 
-def loop_mfma(asm: str) -> Counter:
-    """MFMA mnemonics (with counts) of the loop (a label reached by a later backward branch) with the most."""
-    lines = asm.splitlines()
-    labels = {}
-    best = Counter()
-    for i, line in enumerate(lines):
-        m = re.match(r"^(\.LBB\w+):", line)
-        if m:
-            labels[m.group(1)] = i
-            continue
-        b = re.match(r"^\s*s_(?:cbranch_\w+|branch)\s+(\.LBB\w+)", line)
-        if b and b.group(1) in labels:
-            body = lines[labels[b.group(1)]:i]
-            c = Counter(x.split()[0] for x in body if x.strip().startswith("v_mfma"))
-            if sum(c.values()) > sum(best.values()):
-                best = c
-    return best
-
-
 def report(asm: str, target: str, threads: int, dynamic_lds: int) -> Report:
     vgpr, agpr = _meta(asm, "num_vgpr"), _meta(asm, "num_agpr")
     lds = _meta(asm, "group_segment_fixed_size") + dynamic_lds
     r = Report(target, vgpr, agpr, _meta(asm, "sgpr_count"), _meta(asm, "vgpr_spill_count"),
                _meta(asm, "sgpr_spill_count"), _meta(asm, "private_segment_fixed_size"), lds, threads, 0,
-               loop_mfma(asm), asm)
+               assembly=asm)
     regs = -(-r.registers // 8) * 8 or 8
     by_regs = min(MAX_WAVES_PER_SIMD, 512 // regs)
     waves_per_block_per_simd = -(-threads // 64 // 4)
     blocks_by_lds = LDS_PER_CU[target] // lds if lds else 64
     by_lds = blocks_by_lds * waves_per_block_per_simd
     r.waves_per_simd = min(by_regs, by_lds) // waves_per_block_per_simd * waves_per_block_per_simd
+    r.loop = loopreport.analyse(asm, target, r.waves_per_simd)
     return r
 
 
 def compile_kernel(g: codegen.Generated) -> Report:
     """Compile a generated kernel for its target and report its resources."""
     return report(compile_asm(g.source, g.target), g.target, g.threads, g.lds_bytes)
+
+
+# ---- hiprtc: the code objects the device runtime loads ------------------------------------------------------
+
+HIPRTC_TIMEOUT_S = 600
+
+
+def headers() -> list[Path]:
+    """The headers a generated kernel includes, which hiprtc is handed by name (it has no include path)."""
+    return sorted((INCLUDE / "tiles_hip").glob("*.hpp")) + [SHARED_INCLUDE / "tiles_cuda" / "philox.h"]
+
+
+def headers_digest() -> str:
+    h = hashlib.sha256()
+    for p in headers():
+        h.update(f"{p.parent.name}/{p.name}".encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def hiprtc_options(target: str) -> list[str]:
+    if target not in TARGETS:
+        raise ValueError(f"unknown CDNA target {target!r}; known: {', '.join(TARGETS)}")
+    return [f"--offload-arch={target}", "-O3", "-std=c++17"]
+
+
+def compile_hiprtc(source: str, target: str, *, name: str = "kernel.hip", timeout: float = HIPRTC_TIMEOUT_S) -> bytes:
+    """The code object of source for target, from hiprtc in a child process (as NVRTC for CUDA: a compiler crash
+    reaches the caller as CompilerCrash, never takes its process down). Needs ROCm's hiprtc and hip-python."""
+    opts = hiprtc_options(target)
+    with tempfile.TemporaryDirectory(prefix="tiles-hip-") as tmp:
+        src, out = Path(tmp) / name, Path(tmp) / "out.hsaco"
+        src.write_text(source)
+        cmd = _worker_cmd() + [str(src), str(out), json.dumps(opts)]
+        rc, log = run(cmd, f"hiprtc compiling {name} for {target}", timeout)
+        if rc != 0 or not out.is_file():
+            raise CompileError(f"hiprtc failed on {name} for {target}:\n{log[-6000:]}")
+        return out.read_bytes()
+
+
+def _worker_cmd() -> list[str]:
+    return [sys.executable, "-m", __name__]
+
+
+def _hiprtc_main(src_path: str, out_path: str, opts_json: str) -> int:
+    """In the child: compile with hiprtc, the log to stdout, the code object to out_path."""
+    from hip import hiprtc
+
+    hs = headers()
+    names = [f"{h.parent.name}/{h.name}".encode() for h in hs]
+    prog = _ok(hiprtc.hiprtcCreateProgram(Path(src_path).read_bytes(), Path(src_path).name.encode(), len(hs),
+                                          [h.read_bytes() for h in hs], names))
+    opts = [o.encode() for o in json.loads(opts_json)]
+    (rc,) = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
+    size = _ok(hiprtc.hiprtcGetProgramLogSize(prog))
+    log = bytearray(size)
+    hiprtc.hiprtcGetProgramLog(prog, log)
+    sys.stdout.write(log.rstrip(b"\0").decode(errors="replace"))
+    if rc != hiprtc.hiprtcResult.HIPRTC_SUCCESS:
+        return 1
+    code = bytearray(_ok(hiprtc.hiprtcGetCodeSize(prog)))
+    hiprtc.hiprtcGetCode(prog, code)
+    Path(out_path).write_bytes(bytes(code))
+    return 0
+
+
+def _ok(result):
+    """The value of a hiprtc call's (status, value) result; raises on a failed status."""
+    err, value = result
+    if getattr(err, "value", err) != 0:
+        raise CompileError(f"hiprtc call failed: {err}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(_hiprtc_main(*sys.argv[1:4]))

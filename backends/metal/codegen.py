@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tiles import cgen, dtypes, ir
+from tiles.backend import _strides
 from tiles.dsl import TileError
 from tiles.types import GL, RT, RV, ST, SV
 
@@ -75,8 +76,8 @@ class MetalKernel:
         ints = []
         for g in self.globals_:
             a = by_param[id(g)]
-            shape = (1,) * (4 - a.ndim) + tuple(a.shape)
-            strides = (0,) * (4 - a.ndim) + tuple(s // a.itemsize for s in a.strides)
+            shape = (1,) * (4 - len(a.shape)) + tuple(a.shape)
+            strides = (0,) * (4 - len(a.shape)) + _strides(a)   # numpy arrays and torch tensors
             ints += [*shape, *strides[:3]]
         ints += [int(env[ir.key(s)]) for s in self.int_args]
         if any(abs(v) >= 2**31 for v in ints):
@@ -92,14 +93,16 @@ def msl_type(d: dtypes.DType, k: ir.Kernel | None = None) -> str:
     return MSL_TYPE[d.name]
 
 
-def generate(k: ir.Kernel, target: str = "apple") -> MetalKernel:
+def generate(k: ir.Kernel, target: str = "apple", static_arena: bool = False) -> MetalKernel:
+    """static_arena: the threadgroup memory declared in the kernel, its size fixed in the source, instead of a
+    [[threadgroup(0)]] parameter the launch sizes (torch.mps.compile_shader's kernels take no length)."""
     plan = schedules.plan(k, target)
-    return _Gen(k, plan).run()
+    return _Gen(k, plan, static_arena).run()
 
 
 class _Gen:
-    def __init__(self, k: ir.Kernel, plan: schedules.Plan):
-        self.k, self.p = k, plan
+    def __init__(self, k: ir.Kernel, plan: schedules.Plan, static_arena: bool = False):
+        self.k, self.p, self.static_arena = k, plan, static_arena
         self.w = cgen.Writer()
         taken: set = set()
         self.names: dict = {}
@@ -197,8 +200,9 @@ class _Gen:
         params.append(("constant int*", "ints", f"buffer({len(globals_)})"))
         if float_args:
             params.append(("constant float*", "floats", f"buffer({len(globals_) + 1})"))
-        params += [("threadgroup uchar*", "smem", "threadgroup(0)"),
-                   ("uint3", "tgid", "threadgroup_position_in_grid"),
+        if not self.static_arena:
+            params.append(("threadgroup uchar*", "smem", "threadgroup(0)"))
+        params += [("uint3", "tgid", "threadgroup_position_in_grid"),
                    ("ushort", "tid", "thread_index_in_threadgroup"),
                    ("ushort", "sg", "simdgroup_index_in_threadgroup"),
                    ("ushort", "lane", "thread_index_in_simdgroup")]
@@ -208,6 +212,9 @@ class _Gen:
             spelled = f"TILES_ATTR({attr})" if attr.startswith("threadgroup(") else f"[[{attr}]]"
             w(f"    {ctype} {pname} {spelled}{',' if i + 1 < len(params) else ')'}")
         with w.block("{"):
+            if self.static_arena:
+                w(f"threadgroup float4 tiles_arena[{max(1, -(-p.smem_bytes // 16))}];   // {p.smem_bytes} bytes")
+                w("threadgroup uchar* smem = (threadgroup uchar*)tiles_arena;")
             for i, g in enumerate(globals_):
                 w(f"const gl<{msl_type(g.dtype)}> {self.name(g)} = make_gl({self.name(g)}_ptr, ints + {INTS_PER_GL * i});")
             for i, s in enumerate(int_args):

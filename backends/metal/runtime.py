@@ -9,7 +9,13 @@ float64 reference), a compute pipeline is made and checked against the kernel's 
 the arrays are copied into shared-storage buffers, the grid is dispatched, the command buffer is waited on, and
 its error (if any) is raised as a Python exception before the results are copied back.
 
-On first use the runtime runs lanemap.py's check kernel. If this device lays out float and half simdgroup
+Torch's mps tensors take another path, with no host copies: the kernel is generated with its threadgroup memory
+declared inside it (codegen's static_arena: torch sets no threadgroup memory length), compiled by
+torch.mps.compile_shader, and dispatched by torch on its own command buffer, the tensors bound as buffers in
+place and the constants passed by value (`launch_mps`). That path needs no PyObjC, and nothing on it waits for
+the GPU. It too is unrun: no Apple machine; tests/test_metal_runtime.py checks what it hands torch, with a fake.
+
+On first use the PyObjC path runs lanemap.py's check kernel. If this device lays out float and half simdgroup
 matrices as tiles/targets.py says, kernels without bfloat are compiled with TILES_METAL_LANE_MAP, so that
 position-dependent ops work in registers instead of passing through threadgroup memory; otherwise (with a
 warning) they keep the scratch path, which does not depend on the layout.
@@ -18,13 +24,14 @@ from __future__ import annotations
 
 import sys
 import warnings
+import weakref
 
 import numpy as np
 
 from tiles import interp, ir
-from tiles.backend import Backend
+from tiles.backend import Backend, is_torch
 
-from . import lanemap, toolchain
+from . import codegen, lanemap, toolchain
 from .emulator import generated
 
 
@@ -35,6 +42,52 @@ class MetalError(RuntimeError):
 def _metal():
     import Metal  # pyobjc-framework-Metal
     return Metal
+
+
+def _torch_mps() -> bool:
+    """Whether torch (if the caller imported it: never imported here) has an MPS device."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.backends.mps.is_available()
+
+
+# ---- torch's mps tensors: torch.mps.compile_shader, no host copies --------------------------------------------
+
+_static: "weakref.WeakKeyDictionary[ir.Kernel, codegen.MetalKernel]" = weakref.WeakKeyDictionary()
+_libraries: dict = {}   # source -> torch's compiled shader library
+
+
+def mps_dispatch(mk: codegen.MetalKernel, args, env: dict) -> tuple[list, dict]:
+    """(positional arguments, keyword arguments) of torch's kernel call for a launch of mk: the tensors bound as
+    buffers 0.., then the int constants (as int32) and the float ones by value; dispatchThreads of the grid's
+    threadgroups times the threads of one."""
+    arrays, ints, floats = mk.pack(args, env)
+    call = [*arrays, [int(v) for v in ints]] + ([[float(v) for v in floats]] if mk.float_args else [])
+    gx, gy, gz = mk.grid(env)
+    return call, dict(threads=(gx * mk.threads, gy, gz), group_size=(mk.threads, 1, 1),
+                      arg_casts={len(arrays): "int32"})
+
+
+def launch_mps(k: ir.Kernel, args, compile_shader=None) -> None:
+    """Launch k on torch mps tensors through torch.mps.compile_shader (the library compiled once per source)."""
+    if k not in _static:
+        _static[k] = codegen.generate(k, static_arena=True)
+    mk = _static[k]
+    env = interp.bind(k, args)
+    if 0 in mk.grid(env):
+        return
+    if mk.source not in _libraries:
+        if compile_shader is None:
+            import torch
+            compile_shader = torch.mps.compile_shader
+        _libraries[mk.source] = compile_shader(toolchain.amalgamate(mk.source))
+    fn = getattr(_libraries[mk.source], mk.name)
+    if fn.max_threads_per_threadgroup < mk.threads:
+        raise MetalError(f"{mk.name}: needs {mk.threads} threads per threadgroup, the pipeline allows "
+                         f"{fn.max_threads_per_threadgroup} (register pressure); lower `workers`")
+    if fn.thread_execution_width != 32:
+        raise MetalError(f"{mk.name}: simdgroups of {fn.thread_execution_width} lanes; the kernel needs 32")
+    call, kw = mps_dispatch(mk, args, env)
+    fn(*call, **kw)
 
 
 class MetalDevice(Backend):
@@ -52,8 +105,20 @@ class MetalDevice(Backend):
         return str(self._device.name()) if self._device is not None else "Apple GPU (Metal)"
 
     def available(self):
+        """None where PyObjC reaches an Apple GPU (what host arrays need)."""
         if sys.platform != "darwin":
             return f"Metal needs macOS (this is {sys.platform})"
+        return self._objc_device()
+
+    def available_for(self, args):
+        """torch's mps tensors need torch's MPS device, not PyObjC."""
+        if any(map(is_torch, args)):
+            if sys.platform != "darwin":
+                return f"Metal needs macOS (this is {sys.platform})"
+            return None if _torch_mps() else "torch has no MPS device here"
+        return self.available()
+
+    def _objc_device(self):
         try:
             Metal = _metal()
         except ImportError:
@@ -128,6 +193,8 @@ class MetalDevice(Backend):
             a[...] = np.frombuffer(b.contents().as_buffer(a.nbytes), dtype=a.dtype).reshape(a.shape)
 
     def run(self, k: ir.Kernel, args) -> None:
+        if any(map(is_torch, args)):
+            return launch_mps(k, args)
         mk = generated(k)
         # the check covers float and half matrices; a kernel with bfloat (Metal 3.1) keeps the scratch path
         macros = ("TILES_METAL_LANE_MAP",) if mk.language == "3.0" and self.lane_map_checked() else ()

@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import diskcache
 from .atoms import atoms_header
 
 INCLUDE = Path(__file__).parent / "include"
@@ -112,8 +113,7 @@ class _Launch(ctypes.Structure):   # mirrors emu::Launch in simt.h
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("TILES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tiles")
-    return Path(root) / "emu"
+    return diskcache.folder("emu")
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,148 @@
+"""The hip device runtime without an AMD GPU: the kernel-argument buffer, the stream a launch goes on (torch's
+current one, never a device synchronize), the on-disk code-object cache, and hiprtc in a child process (a crash is
+an exception). The device itself is a fake here: what runs on one is named in docs/backends/hip.md."""
+import sys
+
+import numpy as np
+import pytest
+
+from tiles import dtypes
+from tiles.backends.hip import launch, runtime, toolchain
+from tiles.dsl import ArgSpec
+from tiles.kernels.rmsnorm import rmsnorm_fwd
+
+SPECS = [ArgSpec("gl", dtypes.bf16, 2), ArgSpec("gl", dtypes.f32, 1), ArgSpec("gl", dtypes.bf16, 2),
+         ArgSpec("gl", dtypes.bf16, 1), ArgSpec("scalar", dtypes.f32)]
+
+
+class FakeTensor:
+    """What the runtime reads of a torch tensor on the GPU (and is_torch: the class's module)."""
+    __module__ = "torch"
+
+    def __init__(self, ptr, shape, itemsize, strides=None):
+        self.ptr, self.shape, self.itemsize = ptr, tuple(shape), itemsize
+        self._strides = strides or tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+
+    def data_ptr(self):
+        return self.ptr
+
+    def dim(self):
+        return len(self.shape)
+
+    def stride(self):
+        return self._strides
+
+    def element_size(self):
+        return self.itemsize
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+
+def generated(target="gfx942"):
+    return launch.generated(rmsnorm_fwd.trace(SPECS, target), target)
+
+
+def test_kernel_arguments_are_packed_at_their_alignment():
+    y, rstd = FakeTensor(0x7F0000001000, (300, 200), 2), FakeTensor(0x7F0000100000, (300,), 4)
+    x = FakeTensor(0x7F0000200000, (300, 200), 2, strides=(256, 1))   # rows 256 elements apart
+    w = FakeTensor(0x7F0000300000, (200,), 2)
+    buf = runtime.kernargs(generated(), [y, rstd, x, w, 1e-6])
+    dims = launch.GL_DIMS.itemsize
+    assert dims == 28
+    # pointer (8) + dims (28) per global, each pointer 8-aligned, the float scalar after the last dims
+    offsets = [0, 40, 80, 120]
+    assert len(buf) == 120 + 8 + dims + 4
+    for off, t in zip(offsets, (y, rstd, x, w)):
+        assert int.from_bytes(buf[off:off + 8], "little") == t.ptr
+        got = np.frombuffer(buf[off + 8:off + 8 + dims], launch.GL_DIMS)[0]
+        shape = (1,) * (4 - t.dim()) + t.shape
+        assert tuple(got)[:4] == shape
+    assert tuple(np.frombuffer(buf[88:116], launch.GL_DIMS)[0])[4:] == (0, 0, 256)   # X's row stride, in elements
+    assert np.frombuffer(buf[-4:], np.float32)[0] == np.float32(1e-6)
+
+
+def test_kernel_arguments_refuse_host_arrays_and_huge_arrays():
+    g = generated()
+    with pytest.raises(TypeError, match="not a device array"):
+        runtime.kernargs(g, [np.zeros((4, 4))] * 4 + [1.0])
+    big = FakeTensor(0x1000, (2**16, 2**15), 2)   # 4 GiB: past the 32-bit buffer offsets
+    with pytest.raises(Exception, match="2 GiB"):
+        runtime.kernargs(g, [big, FakeTensor(0x2000, (2**16,), 4), big, FakeTensor(0x3000, (2**15,), 2), 1.0])
+
+
+def test_stream_is_torchs_current_one_for_torch_tensors(monkeypatch):
+    monkeypatch.setattr(runtime, "torch_stream", lambda: 0xABC0)
+    assert runtime.stream_for([FakeTensor(0x1000, (4,), 2), 1.0]) == 0xABC0
+    assert runtime.stream_for([object(), 1.0]) == 0   # not torch's: the null stream
+
+
+class FakeHip:
+    """hip-python's calls the runtime makes, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append((name, args))
+            return {"hipGetDevice": (0, 0), "hipModuleLoadData": (0, "module"),
+                    "hipModuleGetFunction": (0, "function"), "hiprtcVersion": (0, 6, 2)}.get(name, (0,))
+        return call
+
+
+def test_a_launch_goes_on_torchs_stream_without_synchronizing(monkeypatch, tmp_path):
+    torch = pytest.importorskip("torch")
+    hip, hiprtc = FakeHip(), FakeHip()
+    monkeypatch.setattr(runtime, "_hip", lambda: ((hip, hiprtc), None))
+    monkeypatch.setattr(runtime, "torch_stream", lambda: 0x5000)
+    code = tmp_path / "k.hsaco"
+    code.write_bytes(b"\x7fELF")
+    versions = []
+    monkeypatch.setattr(runtime, "cached_code_object", lambda src, tgt, ver: versions.append((tgt, ver)) or code)
+    x, w = torch.zeros(70, 100, dtype=torch.bfloat16), torch.zeros(100, dtype=torch.bfloat16)
+    y, rstd = torch.empty_like(x), torch.empty(70)
+    b = runtime.Hip()
+    for _ in range(2):
+        b.launch(rmsnorm_fwd, [y, rstd, x, w, 1e-6])
+    names = [n for n, _ in hip.calls]
+    assert names.count("hipModuleLoadData") == 1 and versions == [("gfx942", "6.2")]   # loaded once
+    assert names.count("hipModuleLaunchKernel") == 2 and not any("Synchronize" in n for n in names)
+    args = dict(hip.calls)["hipModuleLaunchKernel"]
+    grid, block, lds, stream = args[1:4], args[4:7], args[7], args[8]
+    assert grid == (-(-70 // 64), 1, 1) and block == (256, 1, 1) and stream == 0x5000 and lds >= 0
+
+
+def test_code_objects_are_cached_on_disk(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(toolchain, "compile_hiprtc", lambda src, tgt: calls.append(tgt) or b"code:" + tgt.encode())
+    src = generated().source
+    p1 = runtime.cached_code_object(src, "gfx942", "6.2")
+    p2 = runtime.cached_code_object(src, "gfx942", "6.2")
+    assert p1 == p2 and p1.parent == tmp_path / "hip" and p1.read_bytes() == b"code:gfx942" and len(calls) == 1
+    assert runtime.cached_code_object(src, "gfx950", "6.2") != p1            # another target
+    assert runtime.cached_code_object(src, "gfx942", "6.3") != p1            # another hiprtc
+    monkeypatch.setattr(toolchain, "headers_digest", lambda: "other headers")
+    assert runtime.cached_code_object(src, "gfx942", "6.2") != p1            # other headers
+    assert len(calls) == 4
+
+
+def test_hiprtc_runs_in_a_child_process(monkeypatch):
+    """A compiler that dies takes only its child process: the caller gets CompilerCrash, or CompileError with the
+    log for a compiler that refuses."""
+    monkeypatch.setattr(toolchain, "_worker_cmd", lambda: [sys.executable, "-c", "import os; os.abort()"])
+    with pytest.raises(toolchain.CompilerCrash, match="SIGABRT"):
+        toolchain.compile_hiprtc("int x;", "gfx942")
+    monkeypatch.setattr(toolchain, "_worker_cmd",
+                        lambda: [sys.executable, "-c", "import sys; print('kernel.hip:3: error: no'); sys.exit(1)"])
+    with pytest.raises(toolchain.CompileError, match="kernel.hip:3: error"):
+        toolchain.compile_hiprtc("int x;", "gfx942")
+    with pytest.raises(ValueError, match="unknown CDNA target"):
+        toolchain.compile_hiprtc("int x;", "gfx90a")
+
+
+def test_headers_digest_covers_what_hiprtc_is_handed():
+    names = {f"{p.parent.name}/{p.name}" for p in toolchain.headers()}
+    assert "tiles_hip/tiles.hpp" in names and "tiles_cuda/philox.h" in names
+    assert len(toolchain.headers_digest()) == 16

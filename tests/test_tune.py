@@ -1,0 +1,327 @@
+"""Autotuning (tiles.tune): the space, static pruning, the static model, the cache, the launch's lookup, `tiles tune`.
+Cheap: the timed searches run on the reference interpreter at small shapes; one real compile prunes for sm_90a."""
+import json
+import time
+
+import numpy as np
+import pytest
+
+import tiles as tl
+from tiles import backend as registry
+from tiles import cli, toolchains, tune
+from tiles.kernels.gemm import TUNE, gemm
+from tiles.testing import assert_close, poisoned, random_array
+from tiles.tune import Shaped
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
+    monkeypatch.delenv("TILES_AUTOTUNE", raising=False)
+    tune.forget()
+    yield tmp_path / "tune"
+    tune.forget()
+
+
+@tl.kernel(configs={"default": dict(BR=16, BC=16)},
+           tune={"default": dict(BR=[16, 32], BC=lambda Y, X: [16, 32, 64] if X.shape[1] > 32 else [16]),
+                 "sm_90a": dict(BR=[64, 128], workers=[1, 2])},
+           tune_key=lambda Y, X: (tune.pow2(X.shape[0]), X.shape[1]),
+           tune_where=lambda cfg, Y, X: cfg["BR"] * cfg["BC"] <= 1024)
+def scale(Y, X, *, BR, BC):
+    br, bc = tl.grid(tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
+    x = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (br, bc))
+    tl.mul(x, x, 2.0)
+    tl.store(Y, x, (br, bc))
+
+
+def args(rows=40, cols=48, dtype="f32"):
+    return [poisoned((rows, cols), dtype), random_array((rows, cols), dtype)]
+
+
+# ---------------------------------------------------------------- the space
+
+def test_space_expands_with_shape_dependent_values_and_the_constraint():
+    wide = tune.candidates(scale, None, args(cols=48), {})
+    assert wide[0].default and wide[0].config == {"BR": 16, "BC": 16}
+    got = {(c.config["BR"], c.config["BC"]) for c in wide}
+    assert got == {(16, 16), (16, 32), (16, 64), (32, 16), (32, 32)}   # 32x64 = 2048 > 1024: pruned by tune_where
+    assert len(wide) == len(got)                                        # the default is not repeated
+    narrow = tune.candidates(scale, None, args(cols=24), {})
+    assert {(c.config["BR"], c.config["BC"]) for c in narrow} == {(16, 16), (32, 16)}
+    assert set(tune.candidates(scale, "sm_90a", args(), {})[1].config) == {"BR", "workers"}
+
+
+def test_space_refuses_what_it_cannot_mean():
+    with pytest.raises(KeyError, match="unknown target 'sm90'"):
+        tune.Space({"sm90": dict(BR=[16])})
+    with pytest.raises(TypeError, match="non-empty list"):
+        tune.Space({"default": dict(BR=[])})
+    bad = tl.kernel(scale.fn, configs=scale.configs, tune={"default": dict(BRR=[16])})
+    with pytest.raises(TypeError, match="'BRR' is neither a constant"):
+        tune.candidates(bad, None, args(), {})
+
+
+def test_gemm_space_declares_what_skinny_m_needs():
+    """Split K only where C accumulates; no block taller than twice the rows (beyond 64)."""
+    shapes = [Shaped((16, 4096), "bf16"), Shaped((16, 4096), "bf16"), Shaped((4096, 4096), "bf16")]
+    plain = tune.candidates(gemm, "sm_90a", shapes, {})
+    assert all(c.config["SPLIT"] == 1 for c in plain[1:]) and all(c.config["BM"] == 64 for c in plain[1:])
+    acc = tune.candidates(gemm, "sm_90a", [Shaped((16, 4096), "f32")] + shapes[1:], {"accumulate": True})
+    assert {c.config["SPLIT"] for c in acc} == set(TUNE["sm_90a"]["SPLIT"])
+    big = tune.candidates(gemm, "sm_90a", [Shaped((4096, 4096), "bf16")] * 3, {})
+    assert {c.config["BM"] for c in big} == {64, 128}
+
+
+# ---------------------------------------------------------------- static pruning
+
+def test_prune_drops_what_fails_to_verify_spills_overflows_or_starves(monkeypatch):
+    ok = toolchains.Static("sm_90a", "fake", 128, shared_bytes=1024, spill_bytes=0, blocks_per_unit=4)
+    spill = toolchains.Static("sm_90a", "fake", 128, spills="8+8 B", shared_bytes=1024, spill_bytes=16,
+                              blocks_per_unit=4)
+    big = toolchains.Static("sm_90a", "fake", 128, shared_bytes=300 * 1024, spill_bytes=0, blocks_per_unit=1)
+    low = toolchains.Static("sm_90a", "fake", 128, occupancy="1 blk/SM", shared_bytes=1024, spill_bytes=0,
+                            blocks_per_unit=1)
+    monkeypatch.setattr(toolchains, "emit", lambda kfn, a, t, what, **c: repr(sorted(c.items())))
+    monkeypatch.setattr(toolchains, "static", lambda kfn, a, t, **c: {64: ok, 128: spill, 192: big, 256: low}[c["BR"]])
+    cands = [tune.Candidate({"BR": br, "BC": 16}) for br in (64, 128, 192, 256, 24)]
+    tune.prune(scale, "sm_90a", args(), cands, {}, min_blocks=2)
+    why = {c.config["BR"]: c.dropped for c in cands}
+    assert why[64] is None
+    assert why[128].startswith("spills: 8+8 B")
+    assert why[192].startswith("shared memory: 300.0 KB > 227 KB")
+    assert why[256].startswith("occupancy: 1 blk/SM")
+    assert why[24].startswith("refused: TileError")   # 24 rows: not a multiple of the 16-row base tile
+
+
+def test_prune_compiles_for_real_and_drops_duplicates():
+    """sm_90a through NVRTC (skipped without it): a 300 KB shared-memory plan cannot exist; BM=64 with two consumer
+    warpgroups is the same program as with one, or different and compiled."""
+    if toolchains.cannot_compile("sm_90a"):
+        pytest.skip(toolchains.cannot_compile("sm_90a"))
+    shapes = [Shaped((64, 256), "bf16"), Shaped((64, 512), "bf16"), Shaped((512, 256), "bf16")]
+    cands = [tune.Candidate({"BM": 64, "BN": 64, "BK": 64, "stages": 2, "workers": 1}),
+             tune.Candidate({"BM": 24, "BN": 64, "BK": 64, "stages": 2, "workers": 1}),
+             tune.Candidate({"BM": 64, "BN": 64, "BK": 64, "stages": 2, "workers": 1, "SPLIT": 1})]
+    tune.prune(gemm, "sm_90a", shapes, cands, {})
+    assert cands[0].dropped is None and cands[0].static.blocks_per_unit >= 1 and cands[0].static.spill_bytes == 0
+    assert cands[1].dropped.startswith("refused: TileError")
+    assert cands[2].dropped.startswith("same code: as BM=64")
+
+
+# ---------------------------------------------------------------- the static model
+
+def model_choice(m, n, k, target, acc=False):
+    shapes = [Shaped((m, n), "f32" if acc else "bf16"), Shaped((m, k), "bf16"), Shaped((k, n), "bf16")]
+    fixed = {"accumulate": True} if acc else {}
+    cands = tune.candidates(gemm, target, shapes, fixed)
+    return tune.rank(gemm, target, shapes, cands, fixed), cands
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "gfx950", "apple"])
+def test_static_model_is_deterministic_and_chooses_from_the_space(target):
+    first, cands = model_choice(2048, 4096, 4096, target)
+    again, _ = model_choice(2048, 4096, 4096, target)
+    assert [c.config for c in first] == [c.config for c in again]
+    assert first[0].config in [c.config for c in cands]
+    assert all(first[i].model_s <= first[i + 1].model_s for i in range(len(first) - 1))
+    t = first[0].terms
+    assert t["bound"] in ("matrix", "memory", "vector") and first[0].model_s >= max(t["matrix_s"], t["memory_s"])
+
+
+def test_static_model_reasons_about_skinny_m():
+    """M = 16: the matrix work of a 64-row tile is 4x the useful one, and 16 output tiles leave most SMs idle:
+    splitting K (where C accumulates) is modelled faster than any unsplit tile."""
+    ranked, _ = model_choice(16, 4096, 4096, "sm_90a", acc=True)
+    assert ranked[0].config["SPLIT"] > 1
+    best_unsplit = min(c.model_s for c in ranked if c.config["SPLIT"] == 1)
+    assert ranked[0].model_s < best_unsplit
+    big, _ = model_choice(4096, 4096, 4096, "sm_90a")
+    assert big[0].config["BM"] == 128 and big[0].terms["bound"] == "matrix"
+
+
+# ---------------------------------------------------------------- the cache
+
+def entry(**change):
+    ref = registry.get("reference")
+    target, device, tk = tune.identity(ref)
+    e = tune.Entry("scale", tune.source_hash(scale), target, device, tk, ["f32", "f32"], [64, 48], [],
+                   {"BR": 32, "BC": 16}, 1e-3)
+    for k, v in change.items():
+        setattr(e, k, v)
+    return e
+
+
+def test_cache_hit_and_miss():
+    ref = registry.get("reference")
+    tune.store(scale, entry())
+    assert tune.resolve(scale, ref, args(40, 48), {}) == {"BR": 32, "BC": 16}            # 40 rows: bucket 64
+    assert tune.resolve(scale, ref, args(100, 48), {}) == {}                             # another bucket: a miss
+    assert tune.resolve(scale, ref, args(40, 48, "bf16"), {}) == {}                      # other dtypes
+    assert tune.resolve(scale, ref, args(40, 48), {"BR": 16}) == {"BR": 16}              # the caller chose
+    assert tune.resolve(scale, ref, args(40, 48), {"tune": False}) == {}                 # the default, asked for
+    y, x = args(40, 48)
+    k = scale(y, x, backend="reference")
+    assert k.consts == {"BR": 32, "BC": 16}
+    assert_close(y, 2.0 * x.astype(np.float64), "f32")
+
+
+def test_lookup_takes_microseconds():
+    """Not a timed test of speed (that is docs/tuning.md's measurement): a bound that only a disk read or a
+    search per launch could break."""
+    ref = registry.get("reference")
+    tune.store(scale, entry())
+    a = args(40, 48)
+    tune.resolve(scale, ref, a, {})
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        tune.resolve(scale, ref, a, {})
+    assert (time.perf_counter() - t0) / 1000 < 200e-6
+
+
+def test_corrupt_cache_is_ignored(cache):
+    ref = registry.get("reference")
+    cache.mkdir(parents=True)
+    (cache / "scale.json").write_text("{not json")
+    with pytest.warns(UserWarning, match="ignoring the tune cache"):
+        assert tune.resolve(scale, ref, args(), {}) == {}
+    tune.forget()
+    good = entry().to_json()
+    tampered = {**entry().to_json(), "config": {"BR": 64, "BC": 16}}        # edited by hand: checksum mismatch
+    wrong_type = entry(bucket="64x48").to_json()
+    (cache / "scale.json").write_text(json.dumps({"entries": [tampered, wrong_type, "junk", good]}))
+    assert tune.resolve(scale, ref, args(), {}) == {"BR": 32, "BC": 16}
+    verdicts = [tune.judge(r, scale)[1].split(":")[0] for r in (tampered, wrong_type, "junk", good)]
+    assert verdicts == ["corrupt", "corrupt", "corrupt", "ok"]
+    assert [r[1:4] for r in tune.summary() if r[0] == "scale"] == [(1, 0, 3)]
+    tune.store(scale, entry(config={"BR": 16, "BC": 16}))                   # a store drops the corrupt ones
+    assert len(json.loads((cache / "scale.json").read_text())["entries"]) == 1
+
+
+def test_stale_cache_is_ignored(cache):
+    ref = registry.get("reference")
+    stale = [entry(source="0" * 16).to_json(),                              # the kernel's source changed since
+             entry(config={"BR": 48, "BC": 16}).to_json(),                  # a value the space no longer has
+             entry(config={"BR": 32, "XX": 1}).to_json(),                   # a name it no longer has
+             {**entry().to_json(), "format": 0}]                            # another format
+    cache.mkdir(parents=True)
+    (cache / "scale.json").write_text(json.dumps({"entries": stale}))
+    assert tune.resolve(scale, ref, args(), {}) == {}
+    assert [tune.judge(r, scale)[1].split(":")[0] for r in stale] == ["stale"] * 4
+
+
+def test_cache_info_and_clear(capsys, cache):
+    y, x = random_array((40, 40), "bf16"), random_array((40, 40), "bf16")
+    tune.search(gemm, registry.get("reference"), [poisoned((40, 40), "bf16"), y, x], {}, top=2)
+    rc = cli.main(["cache", "info"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "tuned configurations" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("gemm "))
+    assert line.split()[1:4] == ["1", "0", "0"]
+    assert cli.main(["cache", "clear", "tune"]) == 0
+    assert not cache.exists() and tune.entries(gemm) == {}
+
+
+# ---------------------------------------------------------------- searching
+
+def test_tuned_launch_on_the_reference_matches_the_reference(monkeypatch):
+    """tune=True searches (timed on the reference), stores the winner, and the launch runs it; the next launch
+    in the bucket finds it without searching; a miss without tune=True never searches."""
+    a, b = random_array((40, 72), "bf16"), random_array((72, 24), "bf16")
+    c = poisoned((40, 24), "bf16")
+    k = gemm(c, a, b, backend="reference", tune=True)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "bf16")
+    stored = tune.entries(gemm)
+    assert len(stored) == 1 and {n: k.consts[n] for n in ("BM", "BN", "BK", "SPLIT")} == next(iter(stored.values()))
+    monkeypatch.setattr(tune, "search", lambda *a, **k: pytest.fail("searched without being asked"))
+    c2 = poisoned((33, 24), "bf16")   # 33 rows: the same bucket (64)
+    k2 = gemm(c2, a[:33].copy(), b, backend="reference")
+    assert k2 is k or k2.consts == k.consts
+    assert_close(c2, a[:33].astype(np.float64) @ b.astype(np.float64), "bf16")
+    gemm(poisoned((100, 24), "bf16"), random_array((100, 72), "bf16"), b, backend="reference")   # a miss: default
+
+
+def test_autotune_env_searches(monkeypatch):
+    monkeypatch.setenv("TILES_AUTOTUNE", "1")
+    y, x = args(40, 48)
+    k = scale(y, x, backend="reference")
+    assert_close(y, 2.0 * x.astype(np.float64), "f32")
+    assert tune.entries(scale) and {n: k.consts[n] for n in ("BR", "BC")} in tune.entries(scale).values()
+
+
+def test_a_candidate_with_wrong_output_is_not_chosen(monkeypatch):
+    """The check before timing: a candidate whose output differs from the default's is marked, never the winner."""
+    real = registry.Backend.run
+
+    def broken(self, k, a):
+        real(self, k, a)
+        if k.consts["BR"] == 32:
+            a[0][...] = 0
+    monkeypatch.setattr(registry.Backend, "run", broken)
+    r = tune.search(scale, registry.get("reference"), args(40, 48), {})
+    bad = [c for c in r.candidates if c.config["BR"] == 32]
+    assert bad and all(c.error and "differs" in c.error for c in bad)
+    assert r.winner.config["BR"] == 16
+
+
+def test_tiles_tune_on_the_reference_and_compare_shows_the_tuned_row(capsys, cache):
+    rc = cli.main(["tune", "gemm", "--backend", "reference", "--shapes", "40x40x72", "--json",
+                   str(cache.parent / "t.json")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "winner:" in out and "stored in" in out
+    saved = json.loads((cache.parent / "t.json").read_text())
+    assert saved[0]["timed"] and saved[0]["winner"] and saved[0]["winner_s"] > 0
+    rc = cli.main(["compare", "gemm", "--backends", "reference", "--shapes", "40x40x72", "--no-compile"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    tuned = [ln for ln in out.splitlines() if "[tuned:" in ln]
+    assert len(tuned) == 1 and " ok " in tuned[0]
+
+
+def test_tiles_tune_without_a_device_says_it_was_not_timed(capsys, monkeypatch):
+    """The static path, its compiles faked (the model and the report are what is tested)."""
+    ok = toolchains.Static("gfx950", "fake", 256, shared_bytes=32 * 1024, spill_bytes=0, blocks_per_unit=2)
+    monkeypatch.setattr(toolchains, "static", lambda *a, **k: ok)
+    monkeypatch.setattr(toolchains, "emit", lambda kfn, a, t, what, **c: repr(sorted(c.items())))
+    rc = cli.main(["tune", "gemm", "--static", "--target", "gfx950", "--shapes", "16x4096x4096"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "NOT TIMED" in out and "choice (not timed): BM=64" in out
+    assert not tune.cache_dir().exists()
+
+
+def test_the_amd_model_reads_the_main_loop_report():
+    """Where the main loop's count says another unit needs twice the matrix core's clocks per MFMA, the matrix
+    term doubles and names that unit."""
+    class Loop:
+        def bound(self):
+            return {"matrix core": 8.0, "LDS bandwidth": 16.0, "VALU issue": 4.0}
+    shapes = [Shaped((4096, 4096), "bf16")] * 3
+    k = gemm.trace(shapes, "gfx950")
+    plain = toolchains.Static("gfx950", "fake", 512, shared_bytes=96 * 1024, blocks_per_unit=1)
+    looped = toolchains.Static("gfx950", "fake", 512, shared_bytes=96 * 1024, blocks_per_unit=1, loop=Loop())
+    _, a = tune.model(k, shapes, "gfx950", plain)
+    _, b = tune.model(k, shapes, "gfx950", looped)
+    assert b["matrix_s"] == pytest.approx(2 * a["matrix_s"]) and b["loop_limit"] == "LDS bandwidth"
+
+
+def test_a_planned_default_gives_way_to_the_tuned_value():
+    """The one-pass softmax is passed its plan's rows per block (tune_defaults): the cache's RPB runs instead;
+    an RPB the plan would not give is the caller's choice and stands."""
+    from tiles.kernels.softmax import row_plan, softmax_rows
+    ref = registry.get("reference")
+    x = random_array((512, 256), "bf16")
+    plan = row_plan(512, 256)
+    view = (512, 256 // plan["K"], plan["K"])
+    a = [poisoned(view, "bf16"), x.reshape(view)]
+    target, device, tk = tune.identity(ref)
+    key = tune.key_of(softmax_rows, ref, a, plan)
+    other = 4 if plan["RPB"] != 4 else 2
+    tune.store(softmax_rows, tune.Entry("softmax_rows", tune.source_hash(softmax_rows), target, device, tk,
+                                        list(key[3]), list(key[4]), [list(f) for f in key[5]], {"RPB": other}))
+    assert tune.resolve(softmax_rows, ref, a, dict(plan))["RPB"] == other
+    assert tune.resolve(softmax_rows, ref, a, {**plan, "RPB": 8 if other != 8 else 16})["RPB"] != other
+    k = softmax_rows(*a, backend="reference", **plan)
+    e = np.exp(x.astype(np.float64) - x.astype(np.float64).max(-1, keepdims=True))
+    assert k.consts["RPB"] == other
+    assert_close(a[0].reshape(512, 256), e / e.sum(-1, keepdims=True), "bf16")

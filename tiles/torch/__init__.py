@@ -1,0 +1,14 @@
+"""tiles.torch: the shipped kernels as PyTorch operators, with autograd, torch.compile and CUDA graphs.
+
+    import tiles.torch as tt
+    o = tt.attention(q, k, v, causal=True)          # q (B, H, N, D); k, v (B, H_kv, N, D)
+
+Each op is a torch.library.custom_op in the "tiles" namespace (torch.ops.tiles.*) and runs where its tensors
+live: CUDA tensors on the cuda backend (hip under torch for ROCm), mps tensors on metal, CPU tensors on the
+reference interpreter (slow: for tests), or the backend given as backend= or $TILES_TORCH_BACKEND.
+docs/torch.md lists the ops, their dtypes and limits. `import tiles` never imports torch; this module does.
+"""
+from .dispatch import backend_name, resolve
+from .ops import attention, layernorm, matmul, matmul_fp8, rmsnorm, rotary, softmax
+
+__all__ = ["attention", "layernorm", "matmul", "matmul_fp8", "rmsnorm", "rotary", "softmax", "backend_name", "resolve"]

@@ -1,0 +1,57 @@
+"""Autotuning: a search space per kernel and target, pruned by the offline toolchains, ranked by a static cost
+model, timed on a device, and the winners kept in a persistent cache that every launch reads (docs/tuning.md).
+
+    @tl.kernel(configs=CONFIGS,
+               tune={"sm_90a": dict(BM=[64, 128], BN=[128, 256], stages=[3, 4], workers=[1, 2])},
+               tune_key=lambda C, A, B: (tl.tune.pow2(A.shape[0]), B.shape[-1], A.shape[-1]),
+               tune_where=lambda cfg, C, A, B: cfg["BM"] <= 2 * tl.tune.pow2(A.shape[0]))
+
+A space maps a target (or "default", for every target without its own) to lists of values of constants and
+launch options; a value may instead be a function of the kernel's arguments (anything with .shape and
+.dtype) returning the list. `tune_where(cfg, *args)` sees the whole configuration (constants and options)
+and prunes what cannot or need not run. `tune_key(*args)` is the shape bucket: launches whose arguments fall in
+one bucket share one cache entry.
+
+A launch (`Backend.launch`) looks its bucket up in the cache (a dict in memory, read from disk once per process)
+and runs the winner under the caller's keywords; with no entry it runs the configured default. It never
+searches unless asked: `tune=True` at the call, or TILES_AUTOTUNE=1. `tune=False` runs the default even where an
+entry exists; a caller who sets one of the tuned names chooses for themselves, and the cache is not read.
+"""
+from __future__ import annotations
+
+import os
+
+from .cache import Entry, cache_dir, entries, forget, identity, judge, key_of, read_file, source_hash, store, summary
+from .model import model, model_device, work
+from .search import Candidate, Result, candidates, prune, rank, search
+from .space import Shaped, Space, pow2, shapes_of
+from .workload import result_json, tune_workload
+
+__all__ = ["Candidate", "Entry", "Result", "Shaped", "Space", "cache_dir", "candidates", "entries", "forget", "identity",
+           "judge", "key_of", "model", "model_device", "pow2", "prune", "rank", "read_file", "resolve", "result_json",
+           "search", "shapes_of", "source_hash", "store", "summary", "tune_workload", "work"]
+
+_MISS = object()
+
+
+def resolve(kfn, b, args, overrides: dict) -> dict:
+    """The keywords a launch of kfn on backend b runs with: the cache's winner for these arguments under the
+    caller's keywords, or the caller's alone. Pops the call's `tune` switch."""
+    mode = overrides.pop("tune", None)
+    space = kfn.tune
+    if space is None or mode is False:
+        return overrides
+    target = b.target
+    if space.chosen(target, args, overrides):   # the caller chose a tuned value: theirs stands
+        return overrides
+    key = key_of(kfn, b, args, overrides)
+    cfg = entries(kfn).get(key, _MISS)
+    if cfg is _MISS:
+        if not (mode or os.environ.get("TILES_AUTOTUNE") == "1"):
+            return overrides
+        result = search(kfn, b, args, overrides)
+        cfg = result.winner.config
+    # a tuned name among the caller's keywords is one of tune_defaults (else it was chosen): the winner's goes
+    return {**overrides, **cfg}
+
+

@@ -1,0 +1,148 @@
+"""The static cost model: one launch estimated from the traced kernel, the arguments' shapes, the compiled
+candidate's resources and the target's device-table entry, where nothing can be timed (docs/tuning.md)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ir, targets
+from ..types import GL
+
+# Assumptions of the model (docs/tuning.md), to be calibrated against the timed runs:
+LATENCY_S = 1.0e-6       # a global load's latency under load: a unit's bandwidth is at most its bytes in flight / it
+UNIT_SHARE = 3.0         # one SM/CU can draw up to this many times its fair share (bandwidth / units) of DRAM
+L2_FACTOR = 2.5          # the L2 (Infinity Cache) serves the blocks' repeated reads this many times faster than DRAM
+BLOCK_S = 1.5e-6         # a block's fixed cost (prologue, pipeline fill, epilogue) per wave of resident blocks
+LAUNCH_S = 3.0e-6        # one launch
+TRANSCENDENTAL = 4       # exp/exp2/log/log2 cost this many vector operations
+
+
+# A representative device per target for the model where none is present (`--device` picks another)
+MODEL_DEVICE = {"sm_80": "A100 SXM", "sm_90a": "H200 SXM", "gfx942": "MI300X", "gfx950": "MI355X",
+                "apple": "M4 Max"}
+
+
+def model_device(target: str, device: str | None = None) -> targets.Device:
+    if device:
+        d = targets.DEVICES.get(device) or targets.device_for(device)
+        if d is None:
+            raise KeyError(f"unknown device {device!r}; known: {', '.join(targets.DEVICES)}")
+        return d
+    return targets.DEVICES[MODEL_DEVICE[target]]
+
+
+def work(k: ir.Kernel, args) -> dict:
+    """What one launch of k on these arguments does, per block (averaged over blocks where loop counts depend
+    on the block, as causal attention's do): matrix FLOPs, vector operations, global bytes, and the bytes one
+    step of the pipelined loop loads (what runs ahead); and the grid's size and the arrays' total bytes."""
+    from ..interp import bind
+    env = bind(k, args)
+    grid = [max(1, int(ir.evaluate(g, env))) for g in k.grid] or [1]
+    blocks = int(np.prod(grid))
+    samples = sorted({0, grid[0] // 2, grid[0] - 1})
+    total = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0}
+    for b0 in samples:
+        benv = {**env, **{("block", i): 0 for i in range(len(grid))}, ("block", 0): b0}
+        _work(k.body, benv, 1.0, total, False)
+    per_block = {n: v / len(samples) for n, v in total.items()}
+    per_block["step_bytes"] = total["step_bytes"]   # a maximum, not a sum over the samples
+    unique = 0.0
+    for p, a in zip(k.params, args):
+        if isinstance(p, GL):
+            unique += np.prod(a.shape) * p.dtype.itemsize
+    return {**per_block, "blocks": blocks, "unique_bytes": unique}
+
+
+def _work(stmts, env, mult, acc, in_pipeline):
+    for s in stmts:
+        if isinstance(s, ir.Loop):
+            n = max(0, int(ir.evaluate(s.count, env)))
+            inner = {**env, ir.key(s.var): 0}
+            if s.kind == "pipeline":   # one step's loads are what the pipeline keeps in flight
+                step = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0}
+                _work(s.body, inner, 1.0, step, True)
+                acc["step_bytes"] = max(acc["step_bytes"], step["bytes"])
+            _work(s.body, inner, mult * n, acc, in_pipeline or s.kind == "pipeline")
+            continue
+        dst, srcs = s.dst, s.srcs
+        if s.name == "mma":
+            a = srcs[0]
+            depth = a.shape[0] if s.attrs.get("trans_a") else a.shape[1]
+            acc["flops"] += mult * 2.0 * dst.shape[0] * dst.shape[1] * depth
+        elif s.name == "load" and isinstance(srcs[0], GL):
+            acc["bytes"] += mult * np.prod(dst.shape) * srcs[0].dtype.itemsize
+        elif s.name in ("store", "atomic_add") and isinstance(dst, GL):
+            acc["bytes"] += mult * np.prod(srcs[0].shape) * dst.dtype.itemsize * (2 if s.name == "atomic_add" else 1)
+        elif dst is not None and hasattr(dst, "shape") and not isinstance(dst, GL) and s.name not in ("load", "store"):
+            weight = TRANSCENDENTAL if s.name in ("exp", "exp2", "log", "log2") else 1
+            acc["vector"] += mult * weight * np.prod(dst.shape)
+
+
+def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device | None = None,
+          launches: int = 1) -> tuple[float, dict]:
+    """Estimated seconds of one launch and the terms behind it (docs/tuning.md, "The static model"):
+
+      matrix   = ceil(blocks / units) x FLOPs per block / (matrix peak / units)   (blocks quantized over units)
+      vector   = the same with vector operations against the vector (f32) rate
+      memory   = the largest of: the arrays' bytes from DRAM, every block's bytes through the L2 (L2_FACTOR x
+                 DRAM's rate), both at the share of the bandwidth the busy units can draw (UNIT_SHARE x theirs,
+                 at most all of it); and per unit, its blocks' bytes at what its resident blocks keep in flight
+                 (stages x a pipeline step's loads) per LATENCY_S
+      fixed    = waves x BLOCK_S + launches x LAUNCH_S, waves = ceil(blocks / (units x resident blocks per unit))
+      estimate = max(matrix, vector, memory) + fixed
+    """
+    dev = device or model_device(target)
+    w = work(k, args)
+    units, blocks = dev.units, w["blocks"]
+    resident = _resident(k, target, static)
+    mma_dtype = _mma_dtype(k)
+    peak = dev.peak_tflops.get(mma_dtype, dev.peak_tflops.get("bf16", 1.0)) * 1e12
+    vec = dev.peak_tflops.get("f32", peak / 1e12) * 1e12
+    bw = dev.mem_bw_tbs * 1e12
+    per_unit = math.ceil(blocks / units)
+    loop = _loop_limit(static)
+    # the matrix cores at their peak, stretched where the main loop's own count says another unit (LDS, issue)
+    # needs more clocks per MFMA than they do (AMD: backends/hip/loopreport.py)
+    matrix = per_unit * w["flops"] * units / peak * (loop["loop_stretch"] if loop else 1.0)
+    vector = per_unit * w["vector"] * units / vec
+    in_flight = max(1, k.options.get("stages") or 2) * w["step_bytes"] or w["bytes"]
+    share = bw * min(1.0, min(blocks, units) * UNIT_SHARE / units)
+    latency_bw = max(1, min(resident, per_unit)) * in_flight / LATENCY_S
+    memory = max(w["unique_bytes"] / share, blocks * w["bytes"] / (L2_FACTOR * share),
+                 per_unit * w["bytes"] / latency_bw)
+    waves = math.ceil(blocks / (units * resident))
+    fixed = waves * BLOCK_S + launches * LAUNCH_S
+    terms = {"matrix_s": matrix, "vector_s": vector, "memory_s": memory, "fixed_s": fixed, "blocks": blocks,
+             "resident": resident, "waves": waves, "device": dev.name}
+    terms["bound"] = max(("matrix", matrix), ("vector", vector), ("memory", memory), key=lambda x: x[1])[0]
+    terms.update(loop or {})
+    return max(matrix, vector, memory) + fixed, terms
+
+
+def _resident(k, target, static) -> int:
+    """Blocks per SM/CU: the toolchain's figure, else what shared memory allows (at least 1)."""
+    if static is not None and static.blocks_per_unit:
+        return static.blocks_per_unit
+    smem = static.shared_bytes if static is not None and static.shared_bytes else None
+    if smem is None:
+        smem = sum(np.prod(t.shape) * t.dtype.itemsize for t in k.tiles if type(t).__name__ in ("ST", "SV"))
+    return max(1, targets.target(target).shared_bytes // max(int(smem), 1))
+
+
+def _mma_dtype(k) -> str:
+    for op, _ in k.walk():
+        if op.name == "mma":
+            name = op.srcs[1].dtype.name
+            return "fp8" if name.startswith("fp8") else name
+    return "bf16"
+
+
+def _loop_limit(static) -> dict | None:
+    """From the compiled kernel's main-loop report (AMD: tiles inspect's per-MFMA counts, Static.loop): the unit
+    that bounds one iteration, its clocks per MFMA, and how many times the matrix core's own that is."""
+    bound = static.loop.bound() if static is not None and getattr(static, "loop", None) is not None else None
+    if not bound or not bound.get("matrix core"):
+        return None
+    unit, clocks = max(bound.items(), key=lambda kv: kv[1])
+    return {"loop_limit": unit, "loop_clk_per_mfma": clocks, "loop_stretch": clocks / bound["matrix core"]}

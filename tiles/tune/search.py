@@ -1,0 +1,262 @@
+"""Candidates (the space expanded), their static pruning by the offline toolchains, the model's ranking, and
+the timed search that picks the winner and stores it."""
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import dtypes, targets
+from .cache import Entry, identity, key_of, source_hash, store
+from .model import model, model_device
+from .space import shapes_of
+
+
+@dataclass
+class Candidate:
+    config: dict
+    default: bool = False          # the configured default (always a candidate: tuning never loses to it)
+    static: object = None          # toolchains.Static, where compiled
+    dropped: str | None = None     # why it was pruned
+    model_s: float | None = None   # the static model's estimate
+    terms: dict = field(default_factory=dict)
+    time_s: float | None = None
+    error: str | None = None       # a failed check or launch
+
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.config.items()) + (" (default)" if self.default else "")
+
+
+def candidates(kfn, target: str | None, args, fixed: dict) -> list[Candidate]:
+    """The space expanded for target and these arguments: every combination that `tune_where` keeps, the
+    configured default first."""
+    space = kfn.tune
+    if space is None:
+        raise TypeError(f"{kfn.__name__} declares no search space (@tl.kernel(tune=...))")
+    dims = {n: list(v(*args) if callable(v) else v) for n, v in space.for_target(target).items()}
+    if not dims:
+        raise TypeError(f"{kfn.__name__} has no search space for {target or 'the reference'}: "
+                        f"it declares {', '.join(space.per_target)}")
+    base = {**space.base(kfn, target), **fixed}
+    default = {n: base[n] for n in dims if n in base}
+    out, seen = [Candidate(default, default=True)], {_ident(default)}
+    for combo in itertools.product(*dims.values()):
+        cfg = dict(zip(dims, combo))
+        full = {**base, **cfg}
+        kfn.config(target, **full)   # a name that is neither a constant nor an option is refused here
+        if space.where is not None and not space.where(full, *args):
+            continue
+        if _ident(cfg) not in seen:
+            seen.add(_ident(cfg))
+            out.append(Candidate(cfg))
+    return out
+
+
+def _ident(cfg: dict) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in cfg.items()))
+
+
+def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_blocks: int = 1,
+          jobs: int | None = None, progress=None) -> None:
+    """Mark the candidates that cannot be worth timing, from what the offline toolchain says (`dropped` is
+    "KIND: detail"): the verifier or the backend refuses it ("refused"), it generates the source of an earlier
+    candidate ("same code"), it does not compile, it spills, its shared memory/LDS/threadgroup memory exceeds the
+    target's, or fewer than min_blocks blocks fit a unit ("occupancy"). Compiles run in parallel, each in its own
+    child process."""
+    from .. import toolchains as tc
+    from ..dsl import TileError
+    shaped = shapes_of(args)
+    live, sources = [], {}
+    for c in cands:
+        try:
+            kfn.trace(shaped, target, **{**fixed, **c.config})
+            source = tc.emit(kfn, shaped, target, "source", **{**fixed, **c.config})
+        except (TileError, TypeError, ValueError) as e:
+            c.dropped = f"refused: {_first_line(e)}"
+            continue
+        if source in sources:   # the backend made the same program of it (a worker count it cannot use)
+            c.dropped = f"same code: as {sources[source].label()}"
+            continue
+        sources[source] = c
+        live.append(c)
+    jobs = jobs or max(1, os.cpu_count() or 1)
+
+    def compile_one(c):
+        return tc.static(kfn, shaped, target, **{**fixed, **c.config})
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:   # each compile is a child process: threads wait
+        futures = {pool.submit(compile_one, c): c for c in live}
+        for f in concurrent.futures.as_completed(futures):
+            c = futures[f]
+            try:
+                c.static = f.result()
+            except tc.NoToolchain as e:
+                c.static, c.terms["not compiled"] = None, str(e)
+            except Exception as e:  # noqa: BLE001 - a compile failure prunes this candidate, not the search
+                c.dropped = f"does not compile: {_first_line(e)}"
+            if progress:
+                progress()
+    limit = targets.target(target).shared_bytes
+    for c in live:
+        st = c.static
+        if c.dropped or st is None:
+            continue
+        if st.spill_bytes:
+            c.dropped = f"spills: {st.spills}"
+        elif st.shared_bytes is not None and st.shared_bytes > limit:
+            c.dropped = f"shared memory: {st.shared_bytes / 1024:.1f} KB > {limit / 1024:.0f} KB"
+        elif st.blocks_per_unit is not None and st.blocks_per_unit < min_blocks:
+            c.dropped = f"occupancy: {st.occupancy}, below {min_blocks} block(s) per unit"
+
+
+def _first_line(e: Exception) -> str:
+    text = (getattr(e, "problem", None) or str(e)).strip()
+    return f"{type(e).__name__}: {text.splitlines()[-1] if text else ''}"
+
+
+def rank(kfn, target: str, args, cands: list[Candidate], fixed: dict, device=None, launches: int = 1) -> list:
+    """The survivors, each with its model estimate, fastest first (ties: the order of the space)."""
+    shaped = shapes_of(args)
+    live = [c for c in cands if not c.dropped]
+    for c in live:
+        k = kfn.trace(shaped, target, **{**fixed, **c.config})
+        c.model_s, terms = model(k, shaped, target, c.static, device, launches)
+        c.terms.update(terms)
+    return sorted(live, key=lambda c: c.model_s)
+
+
+@dataclass
+class Result:
+    kernel: str
+    target: str
+    shape: str
+    timed: bool
+    candidates: list
+    winner: Candidate
+    model_first: Candidate | None = None
+    device: str = ""
+    entry: Entry | None = None
+    notes: list = field(default_factory=list)
+
+    @property
+    def default(self) -> Candidate:
+        return next(c for c in self.candidates if c.default)
+
+    def model_within(self, frac: float = 0.10) -> bool | None:
+        """Whether the static model's first choice timed within frac of the timed winner (None: not timed)."""
+        if not self.timed or self.model_first is None or self.model_first.time_s is None:
+            return None
+        return self.model_first.time_s <= (1 + frac) * self.winner.time_s
+
+
+def time_candidates(survivors: list[Candidate], run_one, check_one=None, *, progress=None) -> None:
+    """Times each survivor with run_one(config) -> seconds (bench.measure underneath); check_one(config) -> None
+    or why its output is wrong, once before timing. A candidate whose launch fails or whose check fails is
+    marked and left untimed."""
+    for c in survivors:
+        try:
+            why = check_one(c.config) if check_one else None
+            if why:
+                c.error = why
+            else:
+                c.time_s = run_one(c.config)
+        except Exception as e:  # noqa: BLE001 - a candidate that fails to launch is reported, not fatal
+            c.error = _first_line(e)
+        if progress:
+            progress()
+
+
+def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, progress=None,
+           budget_s: float = 0.2) -> Result:
+    """The search a launch with tune=True (or TILES_AUTOTUNE=1) runs on its own arguments: expand, prune, rank,
+    then time the model's best `top` (and the default) on copies of the arguments, each checked first against the
+    configured default's output; the winner goes to the cache. The caller's arrays are left as they were."""
+    from .. import bench
+    from ..testing import errors, tolerance
+    target = b.target
+    fixed = dict(overrides)
+    cands = candidates(kfn, target, args, fixed)
+    if target is not None:
+        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks)
+        ranked = rank(kfn, target, args, cands, fixed, _device_of(b, target))
+    else:
+        ranked = [c for c in cands if not c.dropped]
+    chosen = _to_time(ranked, cands, top)
+    host = [b.numpy(a).copy() if hasattr(a, "shape") else a for a in args]
+    sets = bench.input_sets(sum(a.nbytes for a in host if hasattr(a, "nbytes")))
+
+    def fresh():
+        return [b.asarray(a.copy()) if isinstance(a, np.ndarray) else a for a in host]
+
+    def outputs(cfg):
+        dev = fresh()
+        b.launch(kfn, dev, tune=False, **{**fixed, **cfg})
+        return [b.numpy(d) for d, a in zip(dev, host) if isinstance(a, np.ndarray)]
+    want = outputs(next(c for c in cands if c.default).config)
+
+    def check(cfg):
+        for got, ref, a in zip(outputs(cfg), want, [a for a in host if isinstance(a, np.ndarray)]):
+            dt = dtypes.of(a)
+            if dt.is_float and not errors(got, ref)[1] <= 2 * tolerance(dt):
+                return f"differs from the default's output (rel err {errors(got, ref)[1]:.3g})"
+        return None
+
+    def run(cfg):
+        copies = [fresh() for _ in range(sets)]
+        step = lambda i: b.launch(kfn, copies[i], tune=False, **{**fixed, **cfg})  # noqa: E731
+        return bench.measure(step, sets=sets, clock=clock_for(b), budget_s=budget_s).median_s
+    time_candidates(chosen, run, check, progress=progress)
+    result = finish(kfn, b, args, fixed, cands, ranked, shape=_shape_text(args))
+    return result
+
+
+def _to_time(ranked: list[Candidate], cands: list[Candidate], top: int) -> list[Candidate]:
+    """The model's best `top` survivors, and the default (the baseline) whether or not it made the cut."""
+    chosen = ranked[:top]
+    default = next(c for c in cands if c.default)
+    if default not in chosen and not default.dropped:
+        chosen.append(default)
+    return chosen
+
+
+def clock_for(b):
+    """compare's clock for a backend: device events on NVIDIA and AMD GPUs, the host clock elsewhere."""
+    from .. import bench
+    if b.kind == "device" and b.target in targets.TARGETS and targets.TARGETS[b.target].vendor in ("nvidia", "amd"):
+        return bench.EventClock()
+    return bench.HostClock(getattr(b, "synchronize", None) or (lambda: None))
+
+
+def _shape_text(args) -> str:
+    return " ".join("x".join(map(str, a.shape)) for a in args if hasattr(a, "shape"))
+
+
+def finish(kfn, b, args, fixed: dict, cands: list[Candidate], ranked: list[Candidate], shape: str,
+           save: bool = True) -> Result:
+    """The result of a timed search; its winner (fastest checked candidate) stored in the cache."""
+    timed = [c for c in cands if c.time_s is not None]
+    if not timed:
+        raise RuntimeError(f"tuning {kfn.__name__}: no candidate ran: " +
+                           "; ".join(f"{c.label()}: {c.error or c.dropped}" for c in cands)[:2000])
+    winner = min(timed, key=lambda c: c.time_s)
+    target, device, tk = identity(b)
+    key = key_of(kfn, b, args, fixed)
+    entry = Entry(kfn.__name__, source_hash(kfn), target, device, tk, list(key[3]), _listed(key[4]),
+                  _listed(key[5]), winner.config, winner.time_s, next(c for c in cands if c.default).time_s,
+                  winner.model_s, shape, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    res = Result(kfn.__name__, target, shape, True, cands, winner, ranked[0] if ranked and ranked[0].model_s
+                 is not None else None, device, entry)
+    if save:
+        store(kfn, entry)
+    return res
+
+
+def _listed(x):
+    return [_listed(v) for v in x] if isinstance(x, (list, tuple)) else x
+
+
+def _device_of(b, target):
+    return targets.device_for(identity(b)[1]) or model_device(target)
