@@ -22,8 +22,9 @@ mem = set(members(h)); own = {n for n in mem if blocks[n]["loop"] == h}
 def succ(n):
     i = names.index(n); lines = blocks[n]["lines"]; last = lines[-1] if lines else ""
     out = []
-    m = re.match(r"s_(c?branch)\w*\s+\.L(BB\d+_\d+)", last)
-    if m: out.append(m.group(2))
+    for line in lines[-2:]:   # a conditional branch may be followed by an unconditional one
+        m = re.match(r"s_(c?branch)\w*\s+\.L(BB\d+_\d+)", line)
+        if m: out.append(m.group(2))
     if not last.startswith("s_branch") and i + 1 < len(names): out.append(names[i + 1])
     return out
 def bscore(n):

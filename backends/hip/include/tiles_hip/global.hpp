@@ -191,7 +191,7 @@ template <int WAVES, class S, class G, bool TR = S::TR> struct lds_fill {
 #if defined(TILES_HOT_PATH)
     full = direct;
 #endif
-    if (full) {
+    if (__builtin_expect(full, 1)) {  // laid out as the fall-through: the hot path reads straight
       const arch::buffer buf = src.buffer();
       const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
       TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
@@ -228,7 +228,7 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, true> {
     const arch::buffer buf = src.buffer();
     const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
     const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
-    if (full) {
+    if (__builtin_expect(full, 1)) {
       const uint32_t row = src.sr * (uint32_t)sizeof(T);
       TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
         TILES_UNROLL for (int i = 0; i < 4; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * row, tile);
