@@ -16,8 +16,7 @@ CONFIGS = {
     "default": dict(BM=64, BN=64, BK=32),
     "sm_80": dict(BM=128, BN=128, BK=32, stages=3, workers=4),
     "sm_90a": dict(BM=128, BN=256, BK=64, stages=4, workers=2),
-    # ping-pong keeps 3 LDS buffers of A and B: 96 KB of gfx950's 160 KB. gfx942: 256x256 blocks (a wave's
-    # 32x256 slice: 64 MFMAs per 32 K against 18 LDS reads) in 2 buffers, all of its 64 KB: plain, 8 waves
+    # gfx950 ping-pong: 3 LDS buffers of A and B, 96 KB of 160 KB; gfx942: 256x256 in 2 buffers (64 KB), plain
     "gfx942": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
     "gfx950": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
     "apple": dict(BM=64, BN=64, BK=32, stages=2, workers=4),

@@ -82,10 +82,10 @@ class _Emitter:
             n = t.name
             self.names[id(t)] = n + "_" if n in _RESERVED else n
         self.staged = {t for lp in schedules._pipelines(k.body) for t in schedules.staged_tiles(lp)}
+        self.in_regs = self._register_operands()
         self.layout = self._layouts()
         self.plan = schedules.plan(k, target, self.lds_bytes)
         self.m = self.plan.mfma_m
-        self.held = self._held()
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
 
     # ------------------------------------------------------------ names and types
@@ -106,13 +106,31 @@ class _Emitter:
     def _param(self, name):
         return next((p for p in self.k.params if getattr(p, "name", None) == name), None)
 
+    def _register_operands(self) -> set:
+        """Shared tiles held in registers instead (attention's Q): loaded once from global memory outside any
+        loop and read only as the A operand of MMAs along their rows, over the MMA's own rows (so each wave
+        keeps its rows in the A layout), so that no MMA re-reads them from LDS every step."""
+        keep = set()
+        ops = list(self.k.walk())
+        for t in self.k.tiles:
+            if not isinstance(t, ST) or t in self.staged or t.dtype.bits != 16:
+                continue
+            writers = [(op, loops) for op, loops in ops if op.dst is t]
+            readers = [op for op, _ in ops if t in op.srcs]
+            if (len(writers) == 1 and not writers[0][1] and writers[0][0].name == "load"
+                    and isinstance(writers[0][0].srcs[0], GL) and readers
+                    and all(op.name == "mma" and op.srcs[0] is t and op.srcs[1] is not t and not op.attrs["trans_a"]
+                            and op.dst.rows == t.rows for op in readers)):
+                keep.add(t)
+        return keep
+
     def _layouts(self) -> dict:
         """Register tiles that feed an MMA's A take the MFMA A-operand layout ("a"); everything else the
         accumulator's ("c"), or the accumulator of the transpose ("t", _acc_transposed); A operands copied from a
         "t" tile take its K order ("a+"). A vector takes the layout of the tiles it meets."""
         lay = {}
         for op, _ in self.k.walk():
-            if op.name == "mma" and isinstance(op.srcs[0], RT):
+            if op.name == "mma" and (isinstance(op.srcs[0], RT) or op.srcs[0] in self.in_regs):
                 lay[id(op.srcs[0])] = "a"
         for tid in self._acc_transposed(lay):
             lay[tid] = "t"
@@ -161,33 +179,6 @@ class _Emitter:
                 out |= {id(t) for t in members[root]}
         return out
 
-    def _held(self) -> dict:
-        """Shared tiles kept in registers across a pipelined loop: id -> (register tile's name, its loop). A tile
-        loaded from global once before the loop, then only read inside it, as the A operand of MMAs that read A
-        along its rows (attention's Q), would be read from LDS again every iteration, a ds_read per fragment and
-        K step; in registers (the A-operand layout) it costs rows * cols / (64 waves) elements a lane, held to
-        32 VGPRs (Q at 128 x 128 over 8 waves: 16)."""
-        held = {}
-        top = [s for s in self.k.body if isinstance(s, ir.Op)]
-        for lp in schedules._pipelines(self.k.body):
-            uses = {}
-            for op, loops in self.k.walk():
-                for t in (op.dst, *op.srcs):
-                    if isinstance(t, ST):
-                        uses.setdefault(id(t), []).append((op, loops))
-            for t in self.k.tiles:
-                if not isinstance(t, ST) or t in self.staged or t.rows % (self.plan.waves * self.m):
-                    continue
-                writes = [(op, loops) for op, loops in uses.get(id(t), []) if op.dst is t]
-                reads = [(op, loops) for op, loops in uses.get(id(t), []) if op.dst is not t]
-                ok = (len(writes) == 1 and writes[0][0] in top and writes[0][0].name == "load"
-                      and isinstance(writes[0][0].srcs[0], GL) and reads and
-                      all(lp in loops and op.name == "mma" and op.srcs[0] is t and t not in op.srcs[1:]
-                          and not op.attrs["trans_a"] for op, loops in reads))
-                if ok and t.rows * t.cols * t.dtype.bits // 8 // (64 * self.plan.waves) <= 128:
-                    held[id(t)] = (f"{self.n(t)}_regs", lp)
-        return held
-
     def lay(self, t) -> str:
         kind = self.layout.get(id(t), "c")
         if kind in ("a", "a+"):
@@ -202,7 +193,7 @@ class _Emitter:
     def lds_bytes(self, stages: int) -> int:
         total = 0
         for t in self.k.tiles:
-            if isinstance(t, (ST, SV)):
+            if isinstance(t, (ST, SV)) and t not in self.in_regs:
                 total += self._bytes(t) * (stages if t in self.staged else 1)
         return total + self._scratch_bytes()
 
@@ -270,7 +261,7 @@ class _Emitter:
 
     def tile_decl(self, t) -> str:
         c = CTYPE[t.dtype.name]
-        if isinstance(t, RT):
+        if isinstance(t, RT) or t in self.in_regs:
             return f"rt<{c}, {t.rows} / WAVES, {t.cols}, {self.lay(t)}> {self.n(t)};"
         if isinstance(t, RV):
             if t.axis == "rows":
@@ -291,7 +282,7 @@ class _Emitter:
         w()
         w(f"constexpr int WAVES = {p.waves};")
         for t in k.tiles:
-            if isinstance(t, ST):
+            if isinstance(t, ST) and t not in self.in_regs:
                 w(f"using {self.st_type(t)} = st<{CTYPE[t.dtype.name]}, {t.rows}, {t.cols}, {self._swizzle(t)}>;")
             elif isinstance(t, SV):
                 w(f"using {self.st_type(t)} = sv<{CTYPE[t.dtype.name]}, {t.length}>;")
@@ -315,7 +306,7 @@ class _Emitter:
                 w(f"const gl<{CTYPE[prm.dtype.name]}> {self.n(prm)}{{{self.n(prm)}_dims, {self.n(prm)}_data}};")
         self.grid(w)
         self.declare(w)
-        self.barriers = _BarrierPlan(self.staged)
+        self.barriers = _BarrierPlan(self.staged, self.in_regs)
         self.stmts(w, k.body)
         w.depth -= 1
         w("}")
@@ -340,7 +331,7 @@ class _Emitter:
     def declare(self, w):
         off = 0
         for t in self.k.tiles:
-            if isinstance(t, (ST, SV)):
+            if isinstance(t, (ST, SV)) and t not in self.in_regs:
                 size = self._bytes(t)
                 if t in self.staged:
                     w(f"const ring<{self.st_type(t)}, {self.plan.stages}> {self.n(t)}{{{off}}};")
@@ -355,12 +346,8 @@ class _Emitter:
             w(f"uint8_t* const xpose_scratch = arch::lds_base() + {off + self._scratch_bytes() - xpose};"
               "  // layout changes, a copy per wave")
         for t in self.k.tiles:
-            if isinstance(t, (RT, RV)):
+            if isinstance(t, (RT, RV)) or t in self.in_regs:
                 w(self.tile_decl(t))
-            elif id(t) in self.held:
-                k = mfma_k(self.target, t.dtype, self.m)
-                w(f"rt<{CTYPE[t.dtype.name]}, {t.rows} / WAVES, {t.cols}, opa<{self.m}, {k}>> {self.held[id(t)][0]};"
-                  f"  // {self.n(t)}, held through the loop over {self.held[id(t)][1].var.name}")
 
     # ------------------------------------------------------------ statements
     def stmts(self, w, body, slot: str | None = None):
@@ -400,11 +387,6 @@ class _Emitter:
         def land_regs(slot: str):
             for s, fill in staged_regs:
                 w(f"{fill}.land({self.ref(s.dst, slot)});  // through registers, transposed")
-        for t in self.k.tiles:
-            if self.held.get(id(t), (None, None))[1] is lp:
-                if self.barriers.before(_Read(t)):
-                    w("arch::barrier();")
-                w(f"load({self.held[id(t)][0]}, {self.n(t)});  // read once, not every iteration")
         w(f"{{  // pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
         w.depth += 1
         w(f"const int n_{v} = {self.expr(lp.count)};")
@@ -529,7 +511,7 @@ class _Emitter:
         line = f"  // {op.loc.file}:{op.loc.line}" if op.loc else ""
         if name == "load":
             s = srcs[0]
-            if isinstance(s, GL) and isinstance(d, (ST, SV)):
+            if isinstance(s, GL) and isinstance(d, (ST, SV)) and d not in self.in_regs:
                 return f"load<WAVES>({r(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
             if isinstance(s, GL):
                 return f"load({self.n(d)}, {self.n(s)}, {self.idx(op, d, shift)});{line}"
@@ -543,13 +525,12 @@ class _Emitter:
             return f"store({r(d)}, {self.n(s)});{line}"
         if name == "mma":
             a, b, c = srcs
-            if isinstance(a, RT) and self.layout.get(id(a)) not in ("a", "a+"):
+            if (isinstance(a, RT) or a in self.in_regs) and self.layout.get(id(a)) not in ("a", "a+"):
                 raise TileError("internal: A operand not in the MFMA layout", op.loc)
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)
             k_arg = f", {ks}" if ks != mfma_k(self.target, a.dtype, self.m) else ""
-            a_ref = self.held[id(a)][0] if id(a) in self.held else r(a)
-            return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {a_ref}, {r(b)}, {self.n(c)});{line}"
+            return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
         if name == "zero":
             self._regs_only(op)
             return f"zero({self.n(d)});{line}"
@@ -598,18 +579,6 @@ class _Emitter:
                             "accumulator layout; on CDNA copy it into a separate tile first", op.loc)
 
 
-@dataclass
-class _Read:
-    """A read of a shared tile that is no IR op (a held tile's one load into registers), for the barrier plan."""
-    tile: ST
-    name: str = "load"
-    dst: object = None
-
-    @property
-    def srcs(self):
-        return [self.tile]
-
-
 def _exchanges(op: ir.Op) -> bool:
     """Ops that combine the waves' values through red_scratch, between two barriers of their own."""
     return ir.exchange_floats(op) > 0
@@ -633,8 +602,8 @@ class _BarrierPlan:
     """Where block barriers go: before reading a shared tile written since the last barrier, and before
     writing one read or written since it. Loops are entered with what their own end leaves pending."""
 
-    def __init__(self, staged):
-        self.staged = staged
+    def __init__(self, staged, in_regs=frozenset()):
+        self.staged, self.in_regs = staged, in_regs
         self.reads, self.writes = set(), set()
         self.direct = set()   # tiles written since the last barrier by global -> LDS loads (vmcnt, not lgkmcnt)
 
@@ -645,7 +614,7 @@ class _BarrierPlan:
         """None, or the barrier needed before op: "vm" where a tile it touches came from global memory straight
         into LDS (arch::barrier(), which waits for every load), else "lds" (arch::lds_barrier(): global loads
         in flight stay so)."""
-        r, wr = _effects(op)
+        r, wr = (x - self.in_regs for x in _effects(op))
         if _exchanges(op):   # the header brackets these with barriers of their own
             self._clear()
             return None

@@ -87,17 +87,18 @@ inline float v_exp_f32(float x) {
 // Buffer accesses: an access that does not lie wholly inside the resource's range reads 0 and is
 // not written, per lane (the raw-buffer range check).
 inline bool in_range(uint32_t bytes, uint32_t off, uint32_t n) { return off <= bytes && n <= bytes - off; }
+// A dword that straddles the end reads the bytes before it (the device resource's range is the array's
+// bytes rounded up to a dword, so the last elements of an array read as a dword come back; what the
+// hardware returns past the end is never used) and 0 after.
 template <class U> inline U load(const uint8_t* base, uint32_t bytes, uint32_t off) {
   U x = 0;
-  if (in_range(bytes, off, sizeof(U))) std::memcpy(&x, base + off, sizeof(U));
+  if (off < bytes) std::memcpy(&x, base + off, bytes - off < sizeof(U) ? bytes - off : sizeof(U));
   return x;
 }
 template <class U> inline void store(const uint8_t* base, uint32_t bytes, uint32_t off, U v) {
   if (in_range(bytes, off, sizeof(U))) std::memcpy(const_cast<uint8_t*>(base) + off, &v, sizeof(U));
 }
 inline uint32_t load_u32(const uint8_t* b, uint32_t n, uint32_t off) { return load<uint32_t>(b, n, off); }
-inline uint16_t load_u16(const uint8_t* b, uint32_t n, uint32_t off) { return load<uint16_t>(b, n, off); }
-inline uint8_t load_u8(const uint8_t* b, uint32_t n, uint32_t off) { return load<uint8_t>(b, n, off); }
 inline void store_u32(const uint8_t* b, uint32_t n, uint32_t off, uint32_t v) { store(b, n, off, v); }
 inline void store_u16(const uint8_t* b, uint32_t n, uint32_t off, uint16_t v) { store(b, n, off, v); }
 inline void store_u8(const uint8_t* b, uint32_t n, uint32_t off, uint8_t v) { store(b, n, off, v); }

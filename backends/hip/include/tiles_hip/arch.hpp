@@ -208,9 +208,11 @@ TILES_DEV buffer make_buffer(const void* p, uint32_t bytes) {
   return buffer{(const uint8_t*)p, bytes};
 #else
   // dword 3 = 0x00020000: raw buffer, 32-bit data format, the CDNA default for untyped access
+  // the range rounded up to a dword: 8- and 16-bit elements are read as the dword that holds them
   const uint64_t a = (uint64_t)p;
-  return buffer{__builtin_amdgcn_make_buffer_rsrc((void*)p, 0, (int)bytes, 0x00020000),
-                {(int)(uint32_t)a, (int)(uint32_t)(a >> 32) & 0xFFFF, (int)bytes, 0x00020000}};
+  const int n = (int)((bytes + 3) & ~3u);
+  return buffer{__builtin_amdgcn_make_buffer_rsrc((void*)p, 0, n, 0x00020000),
+                {(int)(uint32_t)a, (int)(uint32_t)(a >> 32) & 0xFFFF, n, 0x00020000}};
 #endif
 }
 // N bytes (4, 8 or 16) at byte offset `off`; 0 where off + N is past the buffer.
@@ -231,20 +233,6 @@ template <int N> TILES_DEV bytes_t<N> buffer_load(buffer b, uint32_t off, uint32
   }
 #endif
   return r;
-}
-TILES_DEV uint16_t buffer_load_u16(buffer b, uint32_t off) {
-#if defined(TILES_EMU)
-  return hip_emu::load_u16(b.base, b.bytes, off);
-#else
-  return __builtin_amdgcn_raw_buffer_load_b16(b.rsrc, off, 0, 0);
-#endif
-}
-TILES_DEV uint8_t buffer_load_u8(buffer b, uint32_t off) {
-#if defined(TILES_EMU)
-  return hip_emu::load_u8(b.base, b.bytes, off);
-#else
-  return __builtin_amdgcn_raw_buffer_load_b8(b.rsrc, off, 0, 0);
-#endif
 }
 TILES_DEV void buffer_store_u32(buffer b, uint32_t off, uint32_t v) {
 #if defined(TILES_EMU)

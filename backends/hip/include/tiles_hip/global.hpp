@@ -26,10 +26,12 @@ template <class T> struct gl : gl_dims {
   }
 };
 
+// One element: 8- and 16-bit ones as the dword that holds them (no buffer_load_ubyte / ushort), shifted.
 template <class T> TILES_DEV T load_elem(arch::buffer buf, uint32_t off) {
-  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(T, arch::buffer_load_u8(buf, off));
-  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, arch::buffer_load_u16(buf, off));
-  else return __builtin_bit_cast(T, arch::buffer_load<4>(buf, off).w[0]);
+  const uint32_t w = arch::buffer_load<4>(buf, off & ~3u).w[0];
+  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(T, (uint8_t)(w >> 8 * (off & 3)));
+  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, (uint16_t)(w >> 8 * (off & 2)));
+  else return __builtin_bit_cast(T, w);
 }
 template <class T> TILES_DEV void store_elem(arch::buffer buf, uint32_t off, T x) {
   if constexpr (sizeof(T) == 1) arch::buffer_store_u8(buf, off, __builtin_bit_cast(uint8_t, x));
@@ -189,7 +191,7 @@ template <int WAVES, class S, class G, bool TR = S::TR> struct lds_fill {
 #if defined(TILES_HOT_PATH)
     full = direct;
 #endif
-    if (full) {
+    if (__builtin_expect(full, 1)) {  // laid out as the fall-through: the hot path reads straight
       const arch::buffer buf = src.buffer();
       const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
       TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
@@ -226,7 +228,7 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, true> {
     const arch::buffer buf = src.buffer();
     const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
     const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
-    if (full) {
+    if (__builtin_expect(full, 1)) {
       const uint32_t row = src.sr * (uint32_t)sizeof(T);
       TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
         TILES_UNROLL for (int i = 0; i < 4; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * row, tile);
@@ -314,6 +316,22 @@ TILES_DEV void store(const sv<U, N>& dst, const cv<T, N, L>& src) {
 template <class T, int R, int C, class L, class U, int SR, class SW>
 TILES_DEV void load(rt<T, R, C, L>& dst, const st<U, SR, C, SW>& src) {
   const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
+#if defined(TILES_GFX950)
+  // The accumulator layout holds four consecutive rows of one column per element quad, the 16 lanes of a
+  // group consecutive columns: one ds_read_b64_tr_b16 per quad (lane p of the group reads row p / 4 of the
+  // quad's 4 x 16 block), not four ds_read_u16.
+  if constexpr (sizeof(U) == 2 && L::COL_BY_LANE && L::E % 4 == 0 && L::FC % 16 == 0) {
+    TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+      TILES_UNROLL for (int q = 0; q < dst.E / 4; ++q) {
+        U x[4];
+        const int row = r0 + m * L::FR + L::row(lane, 4 * q) + (lane % 16) / 4;
+        const int col = n * L::FC + L::col(lane, 0) - lane % 16 + 4 * (lane % 4);
+        src.read_tr(0, row, col, x);
+        TILES_UNROLL for (int j = 0; j < 4; ++j) dst.v[m][n][4 * q + j] = convert<T>(x[j]);
+      }
+    return;
+  }
+#endif
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
     TILES_UNROLL for (int e = 0; e < dst.E; e += L::RUN) {
       U run[L::RUN];

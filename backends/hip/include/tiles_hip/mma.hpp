@@ -19,8 +19,17 @@ template <int M, class T> struct mfma_k {
   static constexpr int K = (is_fp8<T>::value ? 2 : 1) * (M == 16 ? 16 : 8);
 #endif
 };
+// OCP -0 (0x80) -> +0, four bytes at a time: a byte of w ^ 0x80808080 is zero exactly where w held 0x80.
 template <int E, class T> TILES_DEV void clear_negative_zero(T* x) {
-  TILES_UNROLL for (int e = 0; e < E; ++e) if (x[e].bits == 0x80) x[e].bits = 0;
+  static_assert(E % 4 == 0, "fp8 fragments are whole words");
+  TILES_UNROLL for (int i = 0; i < E / 4; ++i) {
+    uint32_t w;
+    __builtin_memcpy(&w, x + 4 * i, 4);
+    const uint32_t y = w ^ 0x80808080u;
+    const uint32_t nonzero = (((y & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | y) & 0x80808080u;  // high bit per nonzero byte
+    w &= (nonzero >> 7) * 0xFFu;
+    __builtin_memcpy(x + 4 * i, &w, 4);
+  }
 }
 template <class X> struct is_rt { static constexpr bool value = false; };
 template <class T, int R, int C, class L> struct is_rt<rt<T, R, C, L>> { static constexpr bool value = true; };

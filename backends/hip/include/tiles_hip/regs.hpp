@@ -303,7 +303,7 @@ TILES_BCAST(add) TILES_BCAST(sub) TILES_BCAST(mul) TILES_BCAST(div)
 template <class D, class T, int R, int C, class L, class Keep>
 TILES_DEV void mask(D& dst, const rt<T, R, C, L>& src, Keep keep, float fill_value) {
   const int lane = arch::lane_id(), row0 = arch::wave_id() * R;
-  if (keep.all(row0, R, C)) {
+  if (__builtin_expect(keep.all(row0, R, C), 1)) {
     if ((const void*)&dst != (const void*)&src) copy(dst, src);
     return;
   }
