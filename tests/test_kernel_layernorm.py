@@ -33,7 +33,16 @@ def test_residual_layernorm(backend, rows, cols, dtype, shift):
     y, h = layernorm(x, residual, weight, bias, eps=1e-5, backend=backend)
     ref_y, ref_h = reference_layernorm(x, residual, weight, bias, 1e-5)
     assert_close(h, ref_h, dtype, what="H")
-    assert_close(y, ref_y, dtype, what="Y")
+    assert_close(y, ref_y, dtype, what="Y", tol=centering_tol(ref_h, dtype))
+
+
+def centering_tol(h, dtype):
+    """f32's tolerance, widened by the conditioning of centering: an f32 mean of a row carries an error of about
+    2^-24 |mean|, which Y divides by the row's standard deviation (two columns 30 +- 0.05 apart: ~1e-5)."""
+    if dtype != "f32":
+        return None
+    cond = (np.abs(h.mean(-1)) / np.maximum(h.std(-1), 1e-30)).max()
+    return max(1e-5, 32 * 2.0 ** -24 * cond)
 
 
 @settings(max_examples=4)
