@@ -217,6 +217,8 @@ class Generator:
         a_reg = None
         if not ta and rng.random() < 0.4:
             a_reg = ch.tile(ab, "R", "K")
+        if rng.random() < 0.3:   # a launch precondition (true of every case: A and B share K)
+            ch.emit(f"tl.check_eq({'Bt' if tb else 'B'}{g}.{'cols' if tb else 'rows'}, A{g}.cols)")
         ind = 1
         k = "0"
         if loop != "none":
