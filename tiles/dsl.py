@@ -181,6 +181,12 @@ def check_eq(a, b):
     _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc()))
 
 
+def check_gt(a, b):
+    """Require a > b (a scalar argument, a softmax scale > 0); tested before every launch like check_eq. A backend
+    may use what it declares: a multiplication by a positive scalar commutes with a row max (ir.positive)."""
+    _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc(), ">"))
+
+
 # ---------------------------------------------------------------- memory
 
 def load(dst, src, idx=()):

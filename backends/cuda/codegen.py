@@ -13,7 +13,7 @@ from tiles import cgen, dtypes, ir, targets
 from tiles.dsl import TileError
 from tiles.types import GL, RT, RV, ST, SV
 
-from . import schedules
+from . import rewrites, schedules
 from .schedules import Schedule, pipelined_tiles
 
 C_TYPES = {"bf16": "tc::bf16", "f16": "tc::f16", "f32": "float", "fp8e4m3": "tc::fp8e4m3",
@@ -75,6 +75,10 @@ class _Emitter:
         self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
         # mma.sync: a product only added into a global is computed where it is added, a slice at a time
         self.fused = {add: m for add, m in schedules.sliced_adds(k.body).items() if m.dst.name in sched.sliced}
+        # rewrites.py: exp2(fma(x, c, -m)) for a positive scale folded into the exponent; row sums kept per lane
+        self.scaled = rewrites.scaled_exp2(k.body, k.checks) if sched.rewrites else {}
+        self.partial = rewrites.partial_sums(k.body) if sched.rewrites else {}
+        self.partial_now = []   # the vectors the loop being written keeps as per-lane partial sums
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -271,7 +275,7 @@ class _Emitter:
                 skip = after
             else:
                 units.append((s, False))
-        units = [(s, fresh) for s, fresh in units if not any(s is m for m in self.fused.values())]
+        units = [(s, fresh) for s, fresh in units if self.written(s)]
         # Adjacent independent mma ops are issued back to back (the tensor cores run them in a row) and each is
         # waited for only where a later statement needs it: the ops in between overlap the rest of the batch.
         pending = []   # mma ops in flight, oldest first (their wgmma groups complete in order)
@@ -293,7 +297,11 @@ class _Emitter:
             elif pending:
                 settle(max((j + 1 for j, m in enumerate(pending) if _needs(s, m)), default=0))
             if isinstance(s, ir.Loop):
+                outer, self.partial_now = self.partial_now, self.partial.get(id(s), [])
                 self.loop(s)
+                for v in self.partial_now:
+                    self.w(f"tc::row_sum_lanes({v.name});  // the loop kept per-lane partial sums: add a row's lanes")
+                self.partial_now = outer
             elif len(group) > 1:
                 for op, fr in group:
                     self.op(op, fresh=fr, wait=False)
@@ -305,6 +313,11 @@ class _Emitter:
             i += 1
         if pending:
             settle(len(pending))
+
+    def written(self, s) -> bool:
+        """Whether statement s is written out as itself (not computed inside another op, or folded away)."""
+        return not any(s is m for m in self.fused.values()) and \
+            self.scaled.get(id(s), ("",))[0] not in ("drop", "done")
 
     def loop(self, lp: ir.Loop):
         w, v = self.w, lp.var.name
@@ -388,6 +401,12 @@ class _Emitter:
             w(f"tc::fill({dst.name}, {expr(srcs[0])});")
         elif name in ("causal_mask", "bounds_mask"):
             w(f"tc::{name}({dst.name}, {srcs[0].name}, {', '.join(expr(s) for s in srcs[1:])});")
+        elif id(op) in self.scaled:   # rewrites.scaled_exp2: on the unscaled tile, the scale folded in
+            role, c = self.scaled[id(op)]
+            args = [dst.name, srcs[0].name, expr(c)] + [x.name for x in srcs[1:] if x is not None]
+            w(f"tc::{'row_max_scaled' if role == 'max' else 'exp2_scaled_sub_row'}({', '.join(args)});")
+        elif name == "row_sum" and any(dst is v for v in self.partial_now):
+            w(f"tc::row_sum_partial({dst.name}, {srcs[0].name}, {srcs[1].name});  // this lane's columns only")
         elif name.startswith(("row_", "col_")) and srcs[1:] and srcs[1] is None:
             w(f"tc::{name}({dst.name}, {srcs[0].name});")
         else:  # maps, reductions with an accumulator, broadcasts, copy

@@ -79,6 +79,7 @@ class Schedule:
     max_registers: int = 0   # a thread's register cap (the launch bound asks for the blocks it lets fit); 0: none
     sliced: tuple[str, ...] = ()   # mma.sync: register tiles only added into a global, computed where added in
     #                               slices (sliced_adds; tc::atomic_add_mma) and never declared
+    rewrites: bool = False   # sm_90a: the codegen's algebraic rewrites (rewrites.py); other targets' sources stay
 
     @property
     def warp_specialized(self) -> bool:
@@ -313,7 +314,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
                     vectors=tuple(t.name for t in vectors), reduce=reduce[0] if reduce else None,
                     reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs,
-                    sliced=tuple(t.name for t in sliced))
+                    sliced=tuple(t.name for t in sliced), rewrites=target == "sm_90a")
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
