@@ -24,22 +24,47 @@ def _attention_args(n, d, causal=False, scale=None):
 
 @pytest.mark.parametrize("d, causal", [(64, False), (128, True)])
 def test_attention_rewritten_on_cuda_emu(d, causal):
+    from tiles.backends.cuda import codegen
+    args = _attention_args(150, d, causal)
+    assert "tc::row_sum(l, s, l);" in codegen.generate_for(attention_fwd.trace(args, "sm_80", D=d, causal=causal),
+                                                           "sm_80").source   # sm_80's own source stays as it was
+    _rewritten_on_cuda_emu(attention_fwd, args, ("row_max_scaled", "exp2_scaled_sub_row", "row_sum_partial",
+                                                 "row_sum_lanes"), D=d, causal=causal)
+    ref_o, ref_lse = reference(*args[2:5], causal=causal)
+    assert_close(args[0], ref_o, "bf16", what="O")
+    assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def _rewritten_on_cuda_emu(kfn, args, calls, **consts):
+    """kfn's sm_80 source with the rewrites forced on, checked to call `calls` and run on the CPU engine."""
     from tiles.backends.cuda import codegen, emu, schedules
     from tiles.targets import target
     if emu.CudaEmu("sm_80").available() is not None:
         pytest.skip("no host C++ compiler")
-    args = _attention_args(150, d, causal)
-    k = attention_fwd.trace(args, "sm_80", D=d, causal=causal)
-    plan = schedules.plan(k, "sm_80", target("sm_80").shared_bytes)
-    assert not plan.rewrites   # sm_80's own source is left as it was
-    src = codegen.generate(k, dataclasses.replace(plan, rewrites=True)).source
-    for call in ("row_max_scaled", "exp2_scaled_sub_row", "row_sum_partial", "row_sum_lanes"):
+    k = kfn.trace(args, "sm_80", **consts)
+    src = codegen.generate(k, dataclasses.replace(schedules.plan(k, "sm_80", target("sm_80").shared_bytes),
+                                                  rewrites=True)).source
+    for call in calls:
         assert f"tc::{call}(" in src
-    assert "tc::mul(s, s" not in src and "tc::row_sum(l" not in src
     emu.run_emu(k, args, source=src)
-    ref_o, ref_lse = reference(*args[2:5], causal=causal)
-    assert_close(args[0], ref_o, "bf16", what="O")
-    assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def test_softmax_and_rmsnorm_rewritten_on_cuda_emu():
+    """softmax (LOG2E folded, its -inf bounds mask on the unscaled tile, the row sum per lane through a pipeline
+    loop) and rmsnorm (the sum of squares per lane through a range loop), on rows that end inside a block."""
+    from tiles.kernels.rmsnorm import rmsnorm_fwd
+    from tiles.kernels.softmax import softmax_fwd
+    x = random_array((37, 300), "f32")
+    y = np.full(x.shape, np.nan, np.float32)
+    _rewritten_on_cuda_emu(softmax_fwd, [y, x], ("row_max_scaled", "exp2_scaled_sub_row", "row_sum_lanes"))
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    assert_close(y, e / e.sum(-1, keepdims=True), "f32")
+    w = random_array((300,), "f32")
+    rstd = np.full((37,), np.nan, np.float32)
+    _rewritten_on_cuda_emu(rmsnorm_fwd, [y, rstd, x, w, 1e-6], ("row_sum_partial", "row_sum_lanes"))
+    ref = 1 / np.sqrt((x.astype(np.float64) ** 2).mean(-1) + 1e-6)
+    assert_close(rstd, ref, "f32")
+    assert_close(y, x * ref[:, None] * w, "f32")
 
 
 def test_sm90a_attention_takes_both_rewrites():
@@ -104,3 +129,13 @@ def test_check_gt_refuses_a_scale_that_is_not_positive():
         check_args(k, args)
     assert "check scale > 0" in str(k)
     check_args(k, _attention_args(16, 64))
+
+
+def test_options_turn_the_rewrites_and_the_rings_off():
+    from tiles.backends.cuda import codegen
+    args = _attention_args(256, 64)
+    src = lambda **o: codegen.generate_for(attention_fwd.trace(args, "sm_90a", D=64, **o), "sm_90a").source  # noqa: E731
+    on, off = src(), src(rewrites=False, rings=False)
+    assert "tc::exp2_scaled_sub_row(" in on and "tc::stage_release(k_ring, stage);" in on
+    assert "tc::mul(s, s, (scale * 1.4426950408889634f));" in off and "tc::row_sum(l, s, l);" in off
+    assert "tc::consume<STAGES>(ring, cursor," in off and "_ring" not in off.replace("stage_ring", "")

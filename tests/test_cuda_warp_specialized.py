@@ -125,18 +125,28 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src
         assert producer_src.count("tc::produce<STAGES, STAGE_BYTES>(ring,") == (2 if "causal=True" in gen.source
                                                                                else 1)
-    # readable: the roles and the ring are written out
+    # readable: the roles and the ring (or rings) are written out
     gemm_like = kernel.startswith("gemm")   # a body that only accumulates keeps mma groups in flight
+    rings = kernel.startswith("attention") and not kernel.startswith("attention_bwd")
     for line in ("tc::regs_release<PRODUCER_REGS>();", "tc::regs_acquire<CONSUMER_REGS>();",
-                 "tc::produce<STAGES, STAGE_BYTES>(ring,", "__launch_bounds__(NUM_WARPS * 32 + 128, 1)",
-                 "tc::consume_overlapped<STAGES>(ring," if gemm_like else "tc::consume<STAGES>(ring,"):
+                 "__launch_bounds__(NUM_WARPS * 32 + 128, 1)") + (
+            ("tc::each_stage<STAGES>(cursor,",) if rings else ("tc::produce<STAGES, STAGE_BYTES>(ring,",
+             "tc::consume_overlapped<STAGES>(ring," if gemm_like else "tc::consume<STAGES>(ring,")):
         assert line in gen.source, line
+    if rings:   # attention forward: K and V a ring each, K's slot freed once S = Q K^T is done (tile_rings)
+        assert s.rings == ("k", "v")
+        for t in s.rings:
+            assert f"tc::refill({t}_ring, cursor, " in gen.source and f"tc::stage_wait({t}_ring, cursor);" in \
+                gen.source and f"tc::stage_release({t}_ring, stage);" in gen.source
+        body = gen.source[gen.source.index("tc::stage_wait(k_ring"):]
+        assert body.index("tc::stage_release(k_ring") < body.index("tc::exp2") < body.index("tc::stage_wait(v_ring")
+        assert consumer.count("SYNCS.ARRIVE") == 2 and producer.count("SYNCS.PHASECHK") >= 2
     if gemm_like:   # wait for all but the newest group: the tensor cores never idle between steps
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in consumer and "tc::mma_fence(acc);" in gen.source
     # a persistent GEMM's bf16 epilogue leaves through TMA, overlapping the next tile's main loop
     assert ("UTMASTG" in sass and "tc::store_tma(&C_tma, acc_staging, acc," in gen.source) == \
         (persistent and kernel == "gemm")
-    assert gen.source.count("tc::load_tma(") == len(s.tma) * gen.source.count("tc::produce<") and \
+    assert gen.source.count("tc::load_tma(") == len(s.tma) * (gen.source.count("tc::produce<") + rings) and \
         "tc::load_async" not in gen.source
 
 

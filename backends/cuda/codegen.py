@@ -79,6 +79,9 @@ class _Emitter:
         self.scaled = rewrites.scaled_exp2(k.body, k.checks) if sched.rewrites else {}
         self.partial = rewrites.partial_sums(k.body) if sched.rewrites else {}
         self.partial_now = []   # the vectors the loop being written keeps as per-lane partial sums
+        self.ring_reads = {}   # per-tile rings (Schedule.rings): tile -> the body's statements that read it, while
+        #                        they remain to be written; and the tiles whose slot the body has waited for
+        self.ring_waited = set()
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -154,8 +157,17 @@ class _Emitter:
             w(f"auto* {t}_staging = smem.alloc<tc::st<float, {rows}, {red.cols}>>({n});  // what TMA adds into "
               f"{red.gl}, {'two tiles in turn' if n == 2 else 'one tile'}")
             w(f"int {t}_turn = 0;  // the staging tile of the next reduce-add")
-        w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
-        w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
+        rings = self.s.rings
+        if rings:
+            w(f"auto* rings = smem.alloc<tc::stage_ring<STAGES>>({len(rings)});  // full/empty mbarriers per stage, "
+              f"a ring per pipelined tile")
+            for i, t in enumerate(rings):
+                w(f"auto& {t}_ring = rings[{i}];")
+            w(f"if (threadIdx.x == 0) for (int r = 0; r < {len(rings)}; ++r) rings[r].init(NUM_WARPS);"
+              f"  // every consumer warp frees a stage once")
+        else:
+            w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
+            w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
         w()
         if self.s.persistent:
@@ -196,6 +208,14 @@ class _Emitter:
                     self.produce(lp.body)
                 continue
             loads = self.loads(lp)
+            if self.s.rings:   # each tile into its own ring, once the consumers have freed that slot
+                with w.block(f"tc::each_stage<STAGES>(cursor, {expr(lp.count)}, [&](int {v}, int stage) {{"
+                             f"  // the loads of iteration {v}", "});"):
+                    for op in loads:
+                        t = op.dst.name
+                        w(f"tc::load_tma({t}_stages[stage], &{t}_tma, tc::refill({t}_ring, cursor, "
+                          f"{schedules.tma_map(op).bytes}), {self.idx(op)});")
+                continue
             nbytes = sum(schedules.tma_map(op).bytes for op in loads)
             nbytes = "STAGE_BYTES" if nbytes == self.s.stage_bytes else str(nbytes)
             w(f"tc::produce<STAGES, {nbytes}>(ring, cursor, {expr(lp.count)},")
@@ -287,6 +307,7 @@ class _Emitter:
             for op in pending[:n]:
                 self.w(f"tc::mma_fence({op.dst.name});")
             del pending[:n]
+            self.ring_release(pending)
 
         i = 0
         while i < len(units):
@@ -296,6 +317,7 @@ class _Emitter:
                 settle(len(pending))   # (a block-level mma waits for every group of its warpgroup)
             elif pending:
                 settle(max((j + 1 for j, m in enumerate(pending) if _needs(s, m)), default=0))
+            self.ring_wait(group if len(group) > 1 else [s])
             if isinstance(s, ir.Loop):
                 outer, self.partial_now = self.partial_now, self.partial.get(id(s), [])
                 self.loop(s)
@@ -306,10 +328,12 @@ class _Emitter:
                 for op, fr in group:
                     self.op(op, fresh=fr, wait=False)
                 pending = [op for op, _ in group]
+                self.ring_release(pending, [op for op, _ in group])
                 i += len(group)
                 continue
             else:
                 self.op(s, fresh)
+            self.ring_release(pending, [s])
             i += 1
         if pending:
             settle(len(pending))
@@ -318,6 +342,22 @@ class _Emitter:
         """Whether statement s is written out as itself (not computed inside another op, or folded away)."""
         return not any(s is m for m in self.fused.values()) and \
             self.scaled.get(id(s), ("",))[0] not in ("drop", "done")
+
+    def ring_wait(self, stmts):
+        """Per-tile rings: before the first statement that reads a pipelined tile, wait for its slot's bytes."""
+        for t, readers in self.ring_reads.items():
+            if t not in self.ring_waited and any(r is s for r in readers for s in stmts):
+                self.w(f"tc::stage_wait({t.name}_ring, cursor);")
+                self.ring_waited.add(t)
+
+    def ring_release(self, pending, written=()):
+        """Per-tile rings: once the last statement reading a tile is written and no mma in flight reads it, every
+        warp frees the tile's slot."""
+        for t, readers in list(self.ring_reads.items()):
+            readers[:] = [r for r in readers if not any(r is s for s in written)]
+            if not readers and not any(x is t for op in pending for x in op.srcs):
+                self.w(f"tc::stage_release({t.name}_ring, stage);  // its last reader is done: refill it")
+                del self.ring_reads[t]
 
     def loop(self, lp: ir.Loop):
         w, v = self.w, lp.var.name
@@ -334,6 +374,8 @@ class _Emitter:
         accumulators = schedules.accumulators(rest) if self.s.warp_specialized else None
         if accumulators:   # mma groups stay in flight across steps (warp_specialized.cuh)
             w(f"tc::consume_overlapped<STAGES>(ring, cursor, {expr(lp.count)},")
+        elif self.s.rings:   # a ring per tile: the body waits for and frees each tile's slot (stmts)
+            w(f"tc::each_stage<STAGES>(cursor, {expr(lp.count)},")
         elif self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)
             w(f"tc::consume<STAGES>(ring, cursor, {expr(lp.count)},")
         else:
@@ -348,8 +390,13 @@ class _Emitter:
                 w(f"auto& {t.name} = {t.name}_stages[stage];")
             self.barrier_pending = True  # the pipeline's barrier precedes every compute step
             self.in_flight = bool(accumulators)
+            self.ring_reads = {t: [op for op in rest if isinstance(op, ir.Op) and self.written(op)
+                                   and any(x is t for x in op.srcs)]
+                               for t in {op.dst: None for op in loads} if t.name in self.s.rings}
+            self.ring_waited = set()
             self.stmts(rest)
             self.in_flight = False
+            self.ring_reads = {}
         w.depth -= 1
         for t in accumulators or ():
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")

@@ -80,6 +80,7 @@ class Schedule:
     sliced: tuple[str, ...] = ()   # mma.sync: register tiles only added into a global, computed where added in
     #                               slices (sliced_adds; tc::atomic_add_mma) and never declared
     rewrites: bool = False   # sm_90a: the codegen's algebraic rewrites (rewrites.py); other targets' sources stay
+    rings: tuple[str, ...] = ()   # warp-specialized: pipelined tiles with a ring each (tile_rings), else one ring
 
     @property
     def warp_specialized(self) -> bool:
@@ -201,6 +202,32 @@ def _accumulate_only(k: ir.Kernel) -> bool:
                for lp in loops(k.body) if lp.kind == "pipeline")
 
 
+def tile_rings(k: ir.Kernel) -> list:
+    """The pipelined tiles that get a ring each (full and empty mbarriers per slot, one cursor for all): a kernel
+    with one pipeline loop that does more than accumulate and loads two or more tiles, each read only by statements
+    of the body itself. The consumers then wait for a tile's slot right before its first reader and free it right
+    after its last (its mma waited for), so the producer refills it while the rest of the step runs: attention's
+    K slot goes back once S = Q K^T is done, its next K in flight through the softmax and P V, where one shared
+    slot went back only at the step's end (the hand kernel's two rings, docs/backends/cuda.md). Loops that also
+    bring vectors through the ring keep the one ring (pipelined_vectors: their copies complete on it)."""
+    pipes = [lp for lp in loops(k.body) if lp.kind == "pipeline"]
+    if len(pipes) != 1 or pipelined_vectors(k):
+        return []
+    lp = pipes[0]
+    piped = pipelined_tiles(k)
+    loads = [s for s in lp.body if isinstance(s, ir.Op) and s.name == "load" and s.dst in piped]
+    tiles = list(dict.fromkeys(s.dst for s in loads))
+    rest = [s for s in lp.body if not any(s is x for x in loads)]
+    if len(tiles) < 2 or accumulators(rest):
+        return []
+    nested = [op for s in rest if isinstance(s, ir.Loop) for op in ops(s.body)]
+    read = [op for op in rest if isinstance(op, ir.Op)]
+    if any(x is t for op in nested for x in op.srcs for t in tiles) or \
+            not all(any(x is t for op in read for x in op.srcs) for t in tiles):
+        return []
+    return tiles
+
+
 def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
     """Why the warp-specialized schedule cannot take k (None: it can). Its pipeline loops may sit inside
     tl.range loops and follow one another: the producer walks the same loop nest (codegen)."""
@@ -284,7 +311,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
         note = ws_misfit(k, warps) or ("" if wgmma else "its consumers run mma on wgmma; wgmma=False asks otherwise")
         if not note:
             tma = _tma_loads(k)
-            smem += SMEM_ALIGN   # the ring's mbarriers
+            smem += SMEM_ALIGN   # the ring's mbarriers (or the rings', together)
             persistent = bool(k.options.get("persistent", _accumulate_only(k)))
             store = tma_store(k, warps) if persistent else None
             if store:   # its staging tile, paid for with pipeline stages where need be (never below 2)
@@ -314,7 +341,9 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
                     vectors=tuple(t.name for t in vectors), reduce=reduce[0] if reduce else None,
                     reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs,
-                    sliced=tuple(t.name for t in sliced), rewrites=target == "sm_90a")
+                    sliced=tuple(t.name for t in sliced),
+                    rewrites=target == "sm_90a" and bool(k.options.get("rewrites", True)),
+                    rings=tuple(t.name for t in tile_rings(k)) if tma and k.options.get("rings", True) else ())
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:

@@ -199,6 +199,28 @@ __device__ inline void load_stage(rv<T, N, A, NW>& dst, const sv<U, N>& src) {
     }
 }
 
+// A ring per pipelined tile (schedules.tile_rings), all walked by one cursor. Producer (its leader thread):
+// load(k, slot) for iterations 0..n-1, which fills each tile's slot once that ring's consumers free it (refill).
+// Consumers: compute(k, slot), which waits for each tile's slot before its first reader (stage_wait) and frees it
+// after its last (stage_release), so a tile read early in the step is refilled while the rest of it runs.
+template <int STAGES, typename F>
+__device__ inline void each_stage(stage_cursor<STAGES>& cur, int n, F f) {
+    for (int k = 0; k < n; ++k, cur.advance()) f(k, cur.slot);
+}
+template <int STAGES>
+__device__ __forceinline__ mbarrier& refill(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& cur, unsigned bytes) {
+    return tiles::sm90::produce(ring, cur, bytes);
+}
+template <int STAGES>
+__device__ __forceinline__ void stage_wait(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& cur) {
+    tiles::sm90::consume(ring, cur);
+}
+template <int STAGES>
+__device__ __forceinline__ void stage_release(stage_ring<STAGES>& ring, int slot) {
+    __syncwarp();
+    tiles::sm90::release(ring, slot);
+}
+
 // Consumers: compute(k, slot) once the slot's bytes have landed; then each warp hands the slot back. Every read
 // of it is complete by then: ldmatrix is synchronous and the block-level wgmma waits for its own group.
 template <int STAGES, typename Compute>
