@@ -333,3 +333,26 @@ def test_nested_pipeline_loops_keep_the_warp_schedule():
     k = nested_pipelines.trace([np.zeros((128, 64), np.float32), x], "sm_90a", workers=1, **WS)
     s = schedules.plan(k, "sm_90a", SMEM)
     assert not s.warp_specialized and "holds another loop that pipelines" in s.note
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("kernel,turns", [("attention", False), ("attention_d64", True)])
+def test_deferred_option_batches_s_and_the_previous_p_v(kernel, turns):
+    """deferred=True (with the per-tile rings): S_j and P_{j-1} V_{j-1} issued as one batch, waited for as the hand
+    kernel's are (ptxas puts the wait for P V a few instructions after the one for S_j, as it does there); with
+    turns=True the two consumer warpgroups issue their batches in turns (BAR.SYNC before, BAR.ARV after)."""
+    gen = generate(trace(kernel, deferred=True, turns=turns))
+    c = toolchain.compile(gen.source, "sm_90a")
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0 and "C751" not in c.log, (res, c.log)
+    assert f"tc::consume_deferred<STAGES, {str(turns).lower()}>(cursor, " in gen.source and \
+        "tc::each_stage<STAGES>(cursor," in gen.source
+    consumer = loop_with(c.sass(), "HGMMA", "SYNCS.PHASECHK")
+    first_wait = consumer.index("WARPGROUP.DEPBAR")
+    assert consumer[:first_wait].count("HGMMA") == consumer.count("HGMMA") == (16 if kernel == "attention" else 12)
+    assert consumer[first_wait:].startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1")
+    assert consumer.count("SYNCS.ARRIVE") == 2
+    assert (consumer.count("BAR.SYNC"), consumer.count("BAR.ARV")) == ((1, 1) if turns else (0, 0))
+    if turns:
+        assert consumer.index("BAR.SYNC") < consumer.index("HGMMA") and \
+            consumer.rindex("HGMMA") < consumer.index("BAR.ARV") < first_wait

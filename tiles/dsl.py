@@ -342,7 +342,8 @@ class ArgSpec:
 
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")
-OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers", "rings", "rewrites")
+OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers", "rings", "rewrites",
+           "deferred", "turns")
 
 
 class KernelFn:

@@ -372,6 +372,11 @@ class _Emitter:
         if not self.s.warp_specialized:   # (there the ring orders the stages, and every other write to shared
             self.sync()                   # memory is followed by a barrier already: op below)
         accumulators = schedules.accumulators(rest) if self.s.warp_specialized else None
+        ringed = [t for t in {op.dst: None for op in loads} if t.name in self.s.rings]
+        split = schedules.deferred(rest, ringed) if self.s.deferred and ringed else None
+        if split:
+            self.consume_deferred(lp, split)
+            return
         if accumulators:   # mma groups stay in flight across steps (warp_specialized.cuh)
             w(f"tc::consume_overlapped<STAGES>(ring, cursor, {expr(lp.count)},")
         elif self.s.rings:   # a ring per tile: the body waits for and frees each tile's slot (stmts)
@@ -402,6 +407,40 @@ class _Emitter:
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")
         # tc::pipeline ends with a barrier; tc::consume does not (warps leave it at their own pace)
         self.barrier_pending = not self.s.warp_specialized
+
+    def consume_deferred(self, lp: ir.Loop, split: schedules.Deferred):
+        """The attention-shaped body as four lambdas (schedules.Deferred), its last mma behind the next step's
+        first: first and last issue without waiting; early runs once first's group is done (its tile's slot freed
+        first), late once last's is (it waits for last's tile of this step, which the next step's last reads)."""
+        w, v = self.w, lp.var.name
+        a, b = split.first[1].srcs[1], split.last.srcs[1]   # the tiles of the two rings
+        w(f"tc::consume_deferred<STAGES, {'true' if self.s.turns else 'false'}>(cursor, {expr(lp.count)}, "
+          f"{b.name}_ring,{'  // the two consumer warpgroups issue in turns' if self.s.turns else ''}")
+        w.depth += 1
+        parts = [(f"the first mma of iteration {v}", split.first, [f"tc::stage_wait({a.name}_ring, cursor);"], [],
+                  a, "},"),
+                 (f"the last mma of iteration {v} (stage: that iteration's)", (split.last,), [], [], b, "},"),
+                 (f"once the first is done: what needs neither the last's accumulator nor its A, on iteration {v}",
+                  split.early, [f"tc::mma_fence({split.first[1].dst.name});",
+                                f"tc::stage_release({a.name}_ring, stage);"], [], None, "},"),
+                 (f"once the last mma of iteration {v} - 1 is done: the rest of iteration {v}", split.late,
+                  [f"tc::mma_fence({split.last.dst.name});"], [f"tc::stage_wait({b.name}_ring, cursor);"], None,
+                  "});")]
+        for what, ops, head, tail, tile, close in parts:
+            with w.block(f"[&](int {v}, int stage) {{  // {what}", close):
+                if tile is not None:
+                    w(f"auto& {tile.name} = {tile.name}_stages[stage];")
+                for line in head:
+                    w(line)
+                self.barrier_pending = True
+                self.in_flight = tile is not None   # the two mma lambdas issue and do not wait
+                self.stmts(list(ops))
+                self.in_flight = False
+                for line in tail:
+                    w(line)
+        w.depth -= 1
+        w(f"tc::mma_fence({split.last.dst.name});  // its last mma group is done: it may be read")
+        self.barrier_pending = False
 
     def sync(self):
         if not self.barrier_pending:

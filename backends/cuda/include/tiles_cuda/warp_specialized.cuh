@@ -221,6 +221,49 @@ __device__ __forceinline__ void stage_release(stage_ring<STAGES>& ring, int slot
     tiles::sm90::release(ring, slot);
 }
 
+// Consumers, with a ring per tile, for an attention-shaped body (schedules.Deferred; option deferred=True): step
+// j issues first(j) (S_j = Q K_j^T) and last(j-1) (O += P_{j-1} V_{j-1}) as one batch, waits for S_j only, runs
+// early(j) (S_j's softmax) while P V may still run, then waits for that too, frees last's slot of step j-1 and
+// runs late(j) (rescale O, write P_j, wait for V_j). The first step is peeled, so that no path through the loop
+// ends with a group in flight (ptxas serializes the wgmma otherwise). The caller fences last's accumulator.
+// TURNS (option turns=True, two consumer warpgroups): they take turns issuing their batches (named barriers 4 and
+// 5; 1 is the consumers' barrier, 2 and 3 store_tma's), so that one's softmax runs while the other's batch does.
+template <int STAGES, bool TURNS, typename First, typename Last, typename Early, typename Late>
+__device__ inline void consume_deferred(stage_cursor<STAGES>& cur, int n, stage_ring<STAGES>& last_ring,
+                                        First first, Last last, Early early, Late late) {
+    if (n <= 0) return;
+    const int group = warp_id() / 4;
+    auto turn_wait = [&] { if (TURNS) tiles::sm90::named_sync(4 + group, 256); };
+    auto turn_pass = [&] { if (TURNS) tiles::sm90::named_arrive(5 - group, 256); };
+    if (group == 1) turn_pass();   // the first warpgroup issues first
+    turn_wait();
+    first(0, cur.slot);
+    turn_pass();
+    mma_wait<0>();
+    early(0, cur.slot);
+    late(0, cur.slot);
+    int previous = cur.slot;
+    cur.advance();
+    for (int j = 1; j < n; ++j, cur.advance()) {
+        turn_wait();
+        first(j, cur.slot);
+        last(j - 1, previous);
+        turn_pass();
+        mma_wait<1>();
+        early(j, cur.slot);
+        mma_wait<0>();
+        stage_release(last_ring, previous);
+        late(j, cur.slot);
+        previous = cur.slot;
+    }
+    turn_wait();
+    last(n - 1, previous);
+    turn_pass();
+    mma_wait<0>();
+    stage_release(last_ring, previous);
+    if (group == 0) turn_wait();   // the second warpgroup's last pass: every arrival is matched
+}
+
 // Consumers: compute(k, slot) once the slot's bytes have landed; then each warp hands the slot back. Every read
 // of it is complete by then: ldmatrix is synchronous and the block-level wgmma waits for its own group.
 template <int STAGES, typename Compute>
