@@ -171,8 +171,9 @@ def check_args(k: ir.Kernel, args) -> dict:
     env = interp.bind(k, args)
     for c in k.checks:
         va, vb = ir.evaluate(c.a, env), ir.evaluate(c.b, env)
-        if va != vb:   # "B.rows is 48 but A.cols is 40"; against a constant "Y.cols is 16 but must be 32"
-            want = f"must be {vb}" if ir.fmt(c.b) == str(vb) else f"{ir.fmt(c.b)} is {vb}"
+        if not c.holds(va, vb):   # "B.rows is 48 but A.cols is 40"; against a constant "Y.cols is 16 but must be 32"
+            must = "must be" if c.op == "==" else "must be greater than"
+            want = f"{must} {vb}" if ir.fmt(c.b) == str(vb) else f"{ir.fmt(c.b)} is {vb}"
             raise TileError(f"argument check failed: {ir.fmt(c.a)} is {va} but {want}", c.loc)
     return env
 

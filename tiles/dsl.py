@@ -187,6 +187,12 @@ def check_eq(a, b):
     _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc()))
 
 
+def check_gt(a, b):
+    """Require a > b (a scalar argument, a softmax scale > 0); tested before every launch like check_eq. A backend
+    may use what it declares: a multiplication by a positive scalar commutes with a row max (ir.positive)."""
+    _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc(), ">"))
+
+
 # ---------------------------------------------------------------- memory
 
 def load(dst, src, idx=()):
@@ -342,7 +348,8 @@ class ArgSpec:
 
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")
-OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers")
+OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers", "rings", "rewrites",
+           "deferred", "turns")
 
 
 class KernelFn:
