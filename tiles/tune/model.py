@@ -90,7 +90,8 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
           launches: int = 1) -> tuple[float, dict]:
     """Estimated seconds of one launch and the terms behind it (docs/tuning.md, "The static model"):
 
-      matrix   = ceil(blocks / units) x FLOPs per block / (matrix peak / units)   (blocks quantized over units)
+      matrix   = ceil(blocks / units) x FLOPs per block / (matrix peak / units)   (blocks quantized over units),
+                 stretched where fewer workers issue matrix instructions per unit than it needs (MATRIX_ISSUERS)
       vector   = the same with vector operations against the vector (f32) rate
       memory   = the largest of: the arrays' bytes from DRAM, every block's bytes through the L2 (L2_FACTOR x
                  DRAM's rate), both at the share of the bandwidth the busy units can draw (UNIT_SHARE x theirs,
