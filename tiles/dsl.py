@@ -8,7 +8,9 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
+import linecache
 import os
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -28,10 +30,14 @@ class TileError(Exception):
 
 
 def _loc() -> ir.Loc | None:
-    for frame in inspect.stack()[2:]:
-        if not os.path.abspath(frame.filename).startswith(_HERE + os.sep):
-            text = frame.code_context[0] if frame.code_context else ""
-            return ir.Loc(os.path.basename(frame.filename), frame.lineno, text)
+    # frames walked by hand: inspect.stack() reads the source of every frame, most of a kernel's trace time
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_HERE + os.sep):
+            text = linecache.getline(filename, frame.f_lineno)
+            return ir.Loc(os.path.basename(filename), frame.f_lineno, text)
+        frame = frame.f_back
     return None
 
 

@@ -55,7 +55,7 @@ def tile_type(t) -> str:
 
 
 def generate(k: ir.Kernel, sched: Schedule) -> Generated:
-    return Generated(k.name, _Emitter(k, sched).emit(), sched)
+    return Generated(cgen.symbol(k), _Emitter(k, sched).emit(), sched)
 
 
 def generate_for(k: ir.Kernel, target: str) -> Generated:
@@ -118,7 +118,7 @@ class _Emitter:
                  f"NUM_WARPS * 32, {blocks})  // {blocks} blocks an SM: at most {self.s.max_registers} registers"
                  if blocks > 1 else "NUM_WARPS * 32)")
         w(f"extern \"C\" __global__ void __launch_bounds__({bound}")
-        with w.block(f"{k.name}({', '.join(params)}) {{"):
+        with w.block(f"{cgen.symbol(k)}({', '.join(params)}) {{"):
             for p in k.params:
                 if isinstance(p, GL):
                     w(f"const tc::gl<{ctype(p.dtype)}> {p.name} = TC_GL({p.name});")

@@ -298,7 +298,7 @@ class _Emitter:
                 c = "float" if prm.dtype == dtypes.f32 else "int"
                 params.append((c, self.n(prm), "scalar", prm))
                 sig.append(f"{c} {self.n(prm)}")
-        w(f'extern "C" __global__ __launch_bounds__({p.threads}) void {k.name}(')
+        w(f'extern "C" __global__ __launch_bounds__({p.threads}) void {cgen.symbol(k)}(')
         w("    " + ",\n    ".join(sig) + ") {")
         w.depth += 1
         for prm in k.params:
@@ -313,7 +313,7 @@ class _Emitter:
         lds = self.lds_bytes(p.stages)
         if self.mfma_count is None:   # no pipelined loop: the MMAs of the whole body
             self.count_mfma(k.body)
-        return Generated(k.name, w.text(), k, self.target, p, lds, params, self.mfma_count)
+        return Generated(cgen.symbol(k), w.text(), k, self.target, p, lds, params, self.mfma_count)
 
     def grid(self, w):
         g = self.k.grid
