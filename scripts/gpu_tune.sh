@@ -11,8 +11,8 @@
 #   5. tiles compare bmm and gemm (default row, tuned row, cuBLAS) at four shapes, with what time is left
 # Outputs under $OUT: tune_gemm.json, tune_gemm_acc.json, tune_bmm.json, compare_gemm.json, compare_bmm.json, summary.md/json, logs/*.log.
 # A shorter run: SHAPES="..." and ACC_SHAPES="..." (empty: none) replace the grids, TOP the timed candidates per
-# shape, CHECK the pytest -k filter of step 0, e.g. (under 3 minutes):
-#   BUDGET=170 TOP=3 CHECK="split_k_into or batched" ACC_SHAPES= SHAPES="1x4096x14336 16x4096x14336 ..." bash scripts/gpu_tune.sh
+# shape, TUNE_S the seconds of step 1, CHECK the pytest -k filter of step 0, e.g. (under 3 minutes):
+#   BUDGET=175 TUNE_S=80 TOP=3 CHECK="split_k_into or batched" ACC_SHAPES= SHAPES="1x4096x14336 ..." bash scripts/gpu_tune.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-tune}; LOGS=$OUT/logs; mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1
@@ -43,7 +43,7 @@ TOP=${TOP:-5}
 
 step check 50 python3 -m pytest -q -p no:cacheprovider -n 4 --backends cuda tests/test_kernels.py -k "${CHECK:-gemm}"
 step tune-bmm 30 python3 -m tiles tune bmm --backend cuda --top "$TOP" --shapes 64x1024x1024x512 --json "$OUT/tune_bmm.json"
-[ ${#GRID[@]} -gt 0 ] && step tune 230 python3 -m tiles tune gemm --backend cuda --top "$TOP" --shapes "${GRID[@]}" --json "$OUT/tune_gemm.json"
+[ ${#GRID[@]} -gt 0 ] && step tune "${TUNE_S:-230}" python3 -m tiles tune gemm --backend cuda --top "$TOP" --shapes "${GRID[@]}" --json "$OUT/tune_gemm.json"
 [ ${#ACC[@]} -gt 0 ] && step tune-acc 50 python3 -m tiles tune gemm --backend cuda --top "$TOP" --shapes "${ACC[@]}" --json "$OUT/tune_gemm_acc.json"
 step summary 40 python3 scripts/tune_summary.py "$OUT"
 step compare-bmm 25 python3 -m tiles compare bmm --backends cuda --no-compile --json "$OUT/compare_bmm.json" \
