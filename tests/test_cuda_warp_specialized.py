@@ -33,6 +33,7 @@ def trace(kernel: str, **extra):
     kfn, args, consts = {
         "gemm": (gemm, [x2, x2, x2], {}),
         "gemm_bt": (gemm, [x2, x2, x2], dict(trans_b=True)),
+        "bmm": (gemm, [random_array((3, 256, 256), "bf16")] * 2 + [x2], {}),   # a batch of 3, B shared
         "gemm_fp8": (gemm_fp8, [x2, random_array((256, 256), "fp8e4m3"), random_array((256, 256), "fp8e4m3"),
                                 1.0, 1.0], {}),
         "attention": (attention_fwd, [x4[128], lse, x4[128], x4[128], x4[128], 0.1], dict(D=128, causal=True)),
@@ -65,7 +66,7 @@ needs_nvrtc = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reaso
 
 @needs_nvrtc
 @pytest.mark.parametrize("kernel,persistent", [("gemm", False), ("gemm_bt", False), ("gemm_fp8", False),
-                                               ("attention", False), ("attention_d64", False), ("gemm", True),
+                                               ("attention", False), ("attention_d64", False), ("gemm", True), ("bmm", True),
                                                ("attention", True), ("attention_bwd", False),
                                                ("attention_bwd_d64", False)])
 def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
@@ -126,7 +127,7 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert producer_src.count("tc::produce<STAGES, STAGE_BYTES>(ring,") == (2 if "causal=True" in gen.source
                                                                                else 1)
     # readable: the roles and the ring (or rings) are written out
-    gemm_like = kernel.startswith("gemm")   # a body that only accumulates keeps mma groups in flight
+    gemm_like = kernel.startswith(("gemm", "bmm"))   # a body that only accumulates keeps mma groups in flight
     rings = kernel.startswith("attention") and not kernel.startswith("attention_bwd")
     for line in ("tc::regs_release<PRODUCER_REGS>();", "tc::regs_acquire<CONSUMER_REGS>();",
                  "__launch_bounds__(NUM_WARPS * 32 + 128, 1)") + (
@@ -143,9 +144,12 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert consumer.count("SYNCS.ARRIVE") == 2 and producer.count("SYNCS.PHASECHK") >= 2
     if gemm_like:   # wait for all but the newest group: the tensor cores never idle between steps
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in consumer and "tc::mma_fence(acc);" in gen.source
-    # a persistent GEMM's bf16 epilogue leaves through TMA, overlapping the next tile's main loop
+    # a persistent GEMM's bf16 epilogue leaves through TMA, overlapping the next tile's main loop; batched too,
+    # the batch the store's depth coordinate
     assert ("UTMASTG" in sass and "tc::store_tma(&C_tma, acc_staging, acc," in gen.source) == \
-        (persistent and kernel == "gemm")
+        (persistent and kernel in ("gemm", "bmm"))
+    assert ("tc::store_tma(&C_tma, acc_staging, acc, {0, block_z, block_x, block_y});" in gen.source) == \
+        (persistent and kernel == "bmm")
     assert gen.source.count("tc::load_tma(") == len(s.tma) * (gen.source.count("tc::produce<") + rings) and \
         "tc::load_async" not in gen.source
 
