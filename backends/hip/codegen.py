@@ -225,16 +225,19 @@ class _Emitter:
     def _swizzle(self, t: ST) -> str:
         """Swizzle for the MFMA operand read the tile serves. Tiles read down their columns (B of mma_AB, A of
         mma_AtB: one element per read) stay unswizzled, so the reads' addresses are one base plus immediate
-        offsets instead of an XOR per element; tiles no MMA reads stay unswizzled too."""
+        offsets instead of an XOR per element; tiles no MMA reads stay unswizzled too. A stored row of more
+        than one MFMA K step is kept in panels of one step (shared.hpp), each swizzled for the read."""
         elem = t.dtype.bits // 8
         e = self.m * mfma_k(self.target, t.dtype, self.m) // 64
-        if self._transposed(t):   # its stored rows are the columns the MMA reads
-            g, s, mask = swizzle.choose(self.target, t.cols, t.rows * elem, self.m, e, elem)
-            return f"transposed<{g}, {s}, {mask}>"
-        if not self._mma_reads(t)[0]:
+        tr = self._transposed(t)   # its stored rows are the columns the MMA reads
+        if not tr and not self._mma_reads(t)[0]:
             return f"swizzle<{swizzle.granule(self.target, 16)}, 0, 0>"
-        g, s, mask = swizzle.choose(self.target, t.rows, t.cols * elem, self.m, e, elem)
-        return f"swizzle<{g}, {s}, {mask}>"
+        rows, row_bytes = (t.cols, t.rows * elem) if tr else (t.rows, t.cols * elem)
+        step = elem * min(op_k(self.target, op, self.m) for op, _ in self.k.walk()
+                          if op.name == "mma" and t in op.srcs[:2])
+        panel = step if row_bytes > step and row_bytes % step == 0 else 0
+        g, s, mask = swizzle.choose(self.target, rows, panel or row_bytes, self.m, e, elem)
+        return f"{'transposed' if tr else 'swizzle'}<{g}, {s}, {mask}{f', {panel}' if panel else ''}>"
 
     def _mma_reads(self, t) -> tuple[bool, bool]:
         """Whether an MMA reads shared tile t along its rows (K contiguous), and down its columns."""

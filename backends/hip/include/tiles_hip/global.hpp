@@ -116,7 +116,7 @@ TILES_DEV void store(const gl<G>& dst, const cv<T, N, L>& src, int b, int d, int
 template <int WAVES, class S> struct lds_load {
   using T = typename S::dtype;
   static constexpr int D = arch::DIRECT_LDS_BYTES, SPAN = 64 * D;
-  static constexpr bool DIRECT_FITS = !S::TR && S::BYTES % SPAN == 0 && D <= S::swz::GRANULE && S::ROW_BYTES % D == 0;
+  static constexpr bool DIRECT_FITS = !S::TR && S::BYTES % SPAN == 0 && D <= S::swz::GRANULE && S::PANEL_BYTES % D == 0;
   // vm instructions one wave issues per direct load (the fewest any wave issues): what s_waitcnt
   // vmcnt may leave outstanding when later tiles are already in flight.
   static constexpr int VM_OPS = DIRECT_FITS ? S::BYTES / SPAN / WAVES : 0;
@@ -131,9 +131,9 @@ template <int WAVES, class S> struct direct_span {
   TILES_DEV static int span(int i) { return arch::wave_id() + i * WAVES; }
   // (row, column) in the tile of the element lane `lane` moves in this wave's i-th span
   TILES_DEV static void at(int i, int lane, int& r, int& c) {
-    const int p = span(i) * LL::SPAN + lane * LL::D, in_row = p % S::ROW_BYTES;
-    r = p / S::ROW_BYTES;
-    c = (S::swz::unit(r, in_row / S::swz::GRANULE) * S::swz::GRANULE + in_row % S::swz::GRANULE) / (int)sizeof(typename S::dtype);
+    int b;
+    S::position(span(i) * LL::SPAN + lane * LL::D, r, b);
+    c = b / (int)sizeof(typename S::dtype);
   }
 };
 // Edge tiles and ragged rows: direct loads with every lane's row and column checked (OOB past the array's
