@@ -39,6 +39,8 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
   static constexpr int PANEL_BYTES = SW::PANEL ? SW::PANEL : ROW_BYTES, STORED_ROWS = TR ? C : R;
   static_assert(ROW_BYTES % PANEL_BYTES == 0 && PANEL_BYTES % SW::GRANULE == 0,
                 "a shared tile row must be whole panels of whole swizzle granules");
+  // no swizzle and no panels: every element's byte is linear in (row, column)
+  static constexpr bool LINEAR = SW::PERIOD == 1 && PANEL_BYTES == ROW_BYTES;
   using dtype = T;
   using swz = SW;
   uint8_t* base;
