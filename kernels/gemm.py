@@ -16,9 +16,11 @@ CONFIGS = {
     "default": dict(BM=64, BN=64, BK=32),
     "sm_80": dict(BM=128, BN=128, BK=32, stages=3, workers=4),
     "sm_90a": dict(BM=128, BN=256, BK=64, stages=4, workers=2),
-    # gfx950 ping-pong: 3 LDS buffers of A and B, 96 KB of 160 KB; gfx942: 256x256 in 2 buffers (64 KB), plain
-    "gfx942": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
-    "gfx950": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
+    # CDNA: 8 waves (2 a SIMD), each a 64 x 128 block of the accumulator, 2 LDS buffers. gfx950: BK = 64 (two
+    # buffers of A and B, 128 KB of 160 KB; ping-pong's three would not fit), so each iteration's fixed cost
+    # (barrier, fills, tests) is spread over 64 MFMAs a wave; gfx942: BK = 32, the two buffers fill its 64 KB
+    "gfx942": dict(BM=256, BN=256, BK=32, workers=8, schedule="plain"),
+    "gfx950": dict(BM=256, BN=256, BK=64, workers=8, schedule="plain"),
     "apple": dict(BM=64, BN=64, BK=32, stages=2, workers=4),
 }
 

@@ -478,10 +478,13 @@ class _Emitter:
             w("pingpong_enter();  // group 1 runs one barrier behind group 0")
         ring = 3 if p.schedule == "pingpong" else S   # buffers: tile v is in slot v % ring, counted, not divided
         ahead = 1 if p.schedule == "pingpong" else S - 1   # the tile this iteration fills: v + ahead
+        step = f"{v}_slot ^= 1" if ring == 2 else f"{v}_slot = {v}_slot == {ring - 1} ? 0 : {v}_slot + 1"
         head = f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{" if ring == 1 else \
-            f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {v}_slot = {v}_slot == {ring - 1} ? 0 : {v}_slot + 1) {{"
+            f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {step}) {{"
         with w.block(head):
-            if ring > 1:
+            if ring == 2:   # one scalar xor each, where the wrap-around test is a compare and a select
+                w(f"const int {v}_fill = {v}_slot ^ 1;  // ({v} + 1) % 2")
+            elif ring > 1:
                 nxt = f"{v}_slot + {ahead}"
                 w(f"const int {v}_fill = {nxt} >= {ring} ? {nxt} - {ring} : {nxt};  // ({v} + {ahead}) % {ring}")
             self.barriers.reset_pipeline(compute, self._sim)
