@@ -217,3 +217,16 @@ def test_generated_gemm_loop_has_every_mfma(shape):
     f = next(f for f in lr.parse(asm) if f.name == r.function)
     assert any(lr.per_lane(ln) for n in r.cold for ln in f.blocks[n].lines)
     assert not any(lr.per_lane(ln) for n in r.path for ln in f.blocks[n].lines)
+
+
+# issue 17's bar: HipKittens' GEMM per MFMA (gfx950 2.40 instructions / 0.08 waits, gfx942 1.95 / 0.09), 1.25x
+@pytest.mark.parametrize("target, instructions, waits", [("gfx950", 3.0, 0.1), ("gfx942", 2.44, 0.11)])
+@pytest.mark.parametrize("shape", ["4096x4096x4096,bt", "4096x4096x4096"])
+def test_gemm_main_loop_within_the_bar(target, instructions, waits, shape):
+    w = bench.workload("gemm")
+    s = w.parse(shape)
+    kfn, args, consts = w.main(s, w.inputs(s, np.random.default_rng(0)))
+    r = toolchains.static(kfn, args, target, **consts).loop
+    assert r.per(r.instructions) <= instructions and r.per(sum(r.counts["wait"].values())) <= waits, r.text()
+    # the accumulator over a 2-D grid of waves: each wave a 64 x 128 block, 4 + 8 fragment reads per K step
+    assert sum(r.counts["lds_read"].values()) / r.mfma <= (0.5 if "bt" in shape or target == "gfx942" else 0.625)

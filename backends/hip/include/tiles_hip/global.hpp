@@ -188,9 +188,6 @@ template <int WAVES, class S, class G, fill_path P = lds_load<WAVES, S>::PATH> s
   int wave_lds;  // this wave's first span in the tile, bytes (uniform, kept in an SGPR through the loop)
   TILES_DEV explicit lds_fill(const gl<G>& g) : src(g), wave_lds(DS::span(0) * LL::SPAN) {
     direct = LL::DIRECT_FITS && (g.cols | g.sr) % (LL::D / (int)sizeof(T)) == 0;
-#if defined(TILES_HOT_PATH)  // static reports only: the assembly of the main loop's hot path alone
-    direct = LL::DIRECT_FITS;
-#endif
     TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i) {
       int r, c;
       DS::at(i, arch::lane_id(), r, c);
@@ -198,10 +195,7 @@ template <int WAVES, class S, class G, fill_path P = lds_load<WAVES, S>::PATH> s
     }
   }
   TILES_DEV void operator()(const S& dst, int b, int d, int r0, int c0) const {
-    bool full = direct && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
-#if defined(TILES_HOT_PATH)
-    full = direct;
-#endif
+    const bool full = direct && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
     if (__builtin_expect(full, 1)) {  // laid out as the fall-through: the hot path reads straight
       const arch::buffer buf = src.buffer();
       const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
