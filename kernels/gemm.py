@@ -13,14 +13,14 @@ from tiles.dsl import TileError
 from tiles.tune import Shaped, pow2
 
 # Block tile and worker split per target. workers: warps (sm_80), consumer warpgroups (sm_90a), waves
-# (CDNA: 8 = ping-pong), simdgroups (apple). stages: how far the pipelined loads run ahead.
+# (CDNA), simdgroups (apple). stages: how far the pipelined loads run ahead.
 CONFIGS = {
     "default": dict(BM=64, BN=64, BK=32),
     "sm_80": dict(BM=128, BN=128, BK=32, stages=3, workers=4),
     "sm_90a": dict(BM=128, BN=256, BK=64, stages=4, workers=2),
-    # gfx950 ping-pong: 3 LDS buffers of A and B, 96 KB of 160 KB; gfx942: 256x256 in 2 buffers (64 KB), plain
-    "gfx942": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
-    "gfx950": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
+    # CDNA: 8 waves, 64x128 of acc each, 2 LDS buffers (gfx950 BK 64: 128 of 160 KB, 64 MFMAs a step; gfx942: 64 KB)
+    "gfx942": dict(BM=256, BN=256, BK=32, workers=8, schedule="plain"),
+    "gfx950": dict(BM=256, BN=256, BK=64, workers=8, schedule="plain"),
     "apple": dict(BM=64, BN=64, BK=32, stages=2, workers=4),
 }
 
