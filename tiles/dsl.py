@@ -336,7 +336,7 @@ class ArgSpec:
 
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")
-OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers")
+OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers", "mfma")
 
 
 class KernelFn:
