@@ -175,7 +175,10 @@ template <int WAVES, class S, class G, bool TR = S::TR> struct lds_fill {
   const gl<G>& src;
   bool direct;  // the array's rows are whole direct runs
   uint32_t off[DS::PER_WAVE];
-  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
+  // this wave's first span in the tile, in bytes: computed once (wave_id is a readfirstlane, which the
+  // compiler does not hoist out of the caller's loop)
+  int wave_span;
+  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g), wave_span(DS::span(0) * LL::SPAN) {
     direct = LL::DIRECT_FITS && (g.cols | g.sr) % (LL::D / (int)sizeof(T)) == 0;
 #if defined(TILES_HOT_PATH)  // static reports only: the assembly of the main loop's hot path alone
     direct = LL::DIRECT_FITS;
@@ -195,7 +198,7 @@ template <int WAVES, class S, class G, bool TR = S::TR> struct lds_fill {
       const arch::buffer buf = src.buffer();
       const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
       TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
-        if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + DS::span(i) * LL::SPAN);
+        if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + wave_span + i * WAVES * LL::SPAN);
     } else {
       load_checked<WAVES>(dst, src, b, d, r0, c0);
     }
