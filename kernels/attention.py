@@ -21,7 +21,7 @@ CONFIGS = {
     "sm_80": dict(BM=128, BN=64, stages=2, workers=8),
     "sm_90a": dict(BM=128, BN=128, stages=2, workers=2),
     "gfx942": dict(BM=128, BN=64, workers=8, schedule="pingpong"),
-    "gfx950": dict(BM=128, BN=64, workers=8, schedule="pingpong"),
+    "gfx950": dict(BM=256, BN=64, workers=8, schedule="pingpong", mfma=32),  # 32 rows a wave, HipKittens' shape
     "apple": dict(BM=32, BN=32, stages=2, workers=4),
 }
 

@@ -163,6 +163,7 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
     }
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
+    arch::sched_barrier();  // else the first MFMA moves above the wait and brings a partial wait of its own
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       if constexpr (FNUZ) {
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E>(af[g][m]);
