@@ -258,9 +258,15 @@ def _prelude(cxx: str, flags: list, includes: list, shim_path: Path, atoms_h: st
     for part in (text, atoms_h, _compiler_version(cxx), " ".join(flags), *map(str, includes)):
         h.update(part.encode() + b"\0")
     pch = _cache_dir() / f"pch-{h.hexdigest()[:24]}"
-    if _cached_lib(pch) is None:
-        _build(pch, cxx, flags, [pch, *includes], {"prelude.h": text, "atoms_gen.h": atoms_h}, "the prelude",
-               main="prelude.h", output=lambda tag: "prelude.h.gch")   # the name where g++ looks for it
+    for attempt in (1, 2):
+        if _cached_lib(pch) is not None:
+            break
+        try:
+            _build(pch, cxx, flags, [pch, *includes], {"prelude.h": text, "atoms_gen.h": atoms_h}, "the prelude",
+                   main="prelude.h", output=lambda tag: "prelude.h.gch")   # the name where g++ looks for it
+        except FileNotFoundError:   # seen once with processes building it side by side (cause not found): again
+            if attempt == 2:
+                raise
     return pch
 
 
