@@ -231,6 +231,9 @@ class _Emitter:
         if self._transposed(t):   # its stored rows are the columns the MMA reads
             g, s, mask = swizzle.choose(self.target, t.cols, t.rows * elem, self.m, e, elem)
             return f"transposed<{g}, {s}, {mask}>"
+        if self._paired(t):   # a stored row per two rows
+            g, s, mask = swizzle.choose(self.target, t.rows // 2, 2 * t.cols * elem, self.m, e, elem, paired=True)
+            return f"paired<{g}, {s}, {mask}>"
         if not self._mma_reads(t)[0]:
             return f"swizzle<{swizzle.granule(self.target, 16)}, 0, 0>"
         g, s, mask = swizzle.choose(self.target, t.rows, t.cols * elem, self.m, e, elem)
@@ -249,15 +252,38 @@ class _Emitter:
 
     def _transposed(self, t) -> bool:
         """CDNA3 has no transposing LDS read: a tile only read down its columns by MMAs (B of mma_AB, A of
-        mma_AtB) and only written by loads from global memory is stored transposed, its layout chosen at
-        store time (tiles_hip::transposed, filled through registers), so the read is one ds_read per K run
-        instead of one ds_read_u16 per element."""
+        mma_AtB) and only written by loads from global memory (filled through registers) or stores of register
+        tiles (element by element: attention backward's dS^T) is stored transposed, its layout chosen at store
+        time (tiles_hip::transposed), so the read is one ds_read per K run instead of one ds_read_u16 per element
+        (writes are rarer than reads: each MMA wave reads every element)."""
         if self.target != "gfx942" or not isinstance(t, ST) or t.rows % 4 or t.cols % 4:
+            return False
+        if any(op.dst is t and not (op.name == "load" and isinstance(op.srcs[0], GL)
+                                    or op.name == "store" and isinstance(op.srcs[0], RT)) for op, _ in self.k.walk()):
+            return False
+        rows, cols = self._mma_reads(t)
+        # loads into registers: the accumulator layout reads four rows of a column per quad (the row kernels'
+        # tiles, e.g. softmax), the others runs along a row. Only 16- and 8-bit tiles: f32 reads are whole words
+        for op, _ in self.k.walk():
+            if op.name == "load" and op.srcs[0] is t and isinstance(op.dst, RT):
+                down = self.layout.get(id(op.dst), "c") == "c" and t.dtype.bits < 32
+                cols, rows = cols or down, rows or not down
+        return cols and not rows
+
+    def _paired(self, t) -> bool:
+        """CDNA3, a 16-bit tile read by MMAs both along its rows and down its columns (attention backward's Q, dO
+        and K) and written only by loads from global memory: stored in row pairs (tiles_hip::paired), so that
+        neither read is one ds_read_u16 per element; one copy, where a transposed second would not fit the LDS."""
+        if self.target != "gfx942" or not isinstance(t, ST) or t.dtype.bits != 16 or t.rows % 4 or t.cols % 8:
             return False
         if any(op.dst is t and not (op.name == "load" and isinstance(op.srcs[0], GL)) for op, _ in self.k.walk()):
             return False
-        rows, cols = self._mma_reads(t)
-        return cols and not rows
+        return all(self._mma_reads(t))
+
+    def _fill_through_regs(self, t) -> bool:
+        """Pipelined fills that go through registers (global.hpp's lds_fill), written to LDS by land() after the
+        MFMAs: transposed tiles, and CDNA3's fp8 (its -0 cleared once on the way in, types.hpp's fnuz)."""
+        return self._transposed(t) or self._paired(t) or (self.target == "gfx942" and t.dtype.name.startswith("fp8"))
 
     def tile_decl(self, t) -> str:
         c = CTYPE[t.dtype.name]
@@ -374,7 +400,7 @@ class _Emitter:
 
         fills = [f"{self.n(s.dst)}_fill" if isinstance(s.dst, ST) else None for s in staged_ops]
 
-        staged_regs = [(s, fill) for s, fill in zip(staged_ops, fills) if fill and self._transposed(s.dst)]
+        staged_regs = [(s, fill) for s, fill in zip(staged_ops, fills) if fill and self._fill_through_regs(s.dst)]
 
         def issue(shift: str, slot: str, land: bool = False):
             for s, fill in zip(staged_ops, fills):
@@ -386,7 +412,7 @@ class _Emitter:
 
         def land_regs(slot: str):
             for s, fill in staged_regs:
-                w(f"{fill}.land({self.ref(s.dst, slot)});  // through registers, transposed")
+                w(f"{fill}.land({self.ref(s.dst, slot)});  // staged through registers")
         w(f"{{  // pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
         w.depth += 1
         w(f"const int n_{v} = {self.expr(lp.count)};")
