@@ -85,6 +85,7 @@ class _Emitter:
         self.in_regs = self._register_operands()
         self.layout = self._layouts()
         self.plan = schedules.plan(k, target, self.lds_bytes)
+        self.quarter = self._quarter_accumulators()
         self.m = self.plan.mfma_m
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
 
@@ -279,6 +280,34 @@ class _Emitter:
         if any(op.dst is t and not (op.name == "load" and isinstance(op.srcs[0], GL)) for op, _ in self.k.walk()):
             return False
         return all(self._mma_reads(t))
+
+    def _quarter_accumulators(self) -> dict:
+        """CDNA3's fp8 MFMAs compute a quarter of each product (FNUZ, types.hpp): accumulators of a pipelined
+        K loop stay in quarter units through it, scaled back once after the loop, instead of twice in every
+        mma. tile id -> that loop, for an f32 tile written in the loop only by fp8 MMAs accumulating into it,
+        zeroed before it at its level and written before it by nothing else, read by nothing else in it."""
+        if self.target != "gfx942":
+            return {}
+        out = {}
+        ops = list(self.k.walk())
+        for t in self.k.tiles:
+            if not isinstance(t, RT) or t.dtype.bits != 32:
+                continue
+            acc = [i for i, (op, _) in enumerate(ops) if op.dst is t and op.name == "mma"]
+            if not acc or not ops[acc[0]][1] or ops[acc[0]][1][-1].kind != "pipeline":
+                continue
+            lp, outer = ops[acc[0]][1][-1], ops[acc[0]][1][:-1]
+            inside = [i for i, (_, loops) in enumerate(ops) if lp in loops]
+            if any(ops[i][1] != outer + (lp,) or ops[i][0].srcs[2] is not t
+                   or not ops[i][0].srcs[0].dtype.name.startswith("fp8") for i in acc):
+                continue
+            if any(t in op.srcs or op.dst is t for i, (op, _) in enumerate(ops) if i in inside and i not in acc):
+                continue
+            before = [(op, loops) for op, loops in ops[:inside[0]] if op.dst is t]
+            if not before or any(op.name != "zero" or loops != outer for op, loops in before):
+                continue
+            out[id(t)] = lp
+        return out
 
     def _fill_through_regs(self, t) -> bool:
         """Pipelined fills that go through registers (global.hpp's lds_fill), written to LDS by land() after the
@@ -492,6 +521,9 @@ class _Emitter:
             w("pingpong_leave();")
         w.depth -= 1
         w("}")
+        for t in self.k.tiles:
+            if self.quarter.get(id(t)) is lp:
+                w(f"mul({self.n(t)}, {self.n(t)}, 4.0f);  // the fp8 MFMAs accumulated it in quarter units (FNUZ)")
         self.barriers.after_pipeline(staged_ops)
 
     def _sim(self, body):
@@ -556,6 +588,8 @@ class _Emitter:
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)
             k_arg = f", {ks}" if ks != mfma_k(self.target, a.dtype, self.m) else ""
+            if id(d) in self.quarter:
+                k_arg = f", {ks if k_arg else 0}, true"
             return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
         if name == "zero":
             self._regs_only(op)

@@ -88,6 +88,8 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 }
 
 // KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
+// QUARTER: c and d are held in CDNA3's FNUZ quarter units by the caller (a K loop's accumulator, scaled back
+// once after the loop), so this call does not scale them.
 //
 // Per group of K steps the wave reads all its fragments (A's unless A is in registers, every B), waits for
 // them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues the step's MFMAs back to back, with
@@ -99,7 +101,8 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 // the A-operand layout, which is the B fragment's map, and its K order is the one b is read in.
 template <class DL> struct acc_transposed { static constexpr bool value = false; };
 template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
-template <bool TA, bool TB, int KS_ = 0, int R, int N, class DL, class A, class T, int BR, int BC, class SW>
+template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, int R, int N, class DL, class A, class T, int BR, int BC,
+          class SW>
 TILES_DEV void mma(rt<float, R, N, DL>& d, const A& a, const st<T, BR, BC, SW>& b, const rt<float, R, N, DL>& c) {
   constexpr int M = DL::FR, KDIM = TB ? BC : BR;
   constexpr bool DT = acc_transposed<DL>::value;
@@ -110,7 +113,7 @@ TILES_DEV void mma(rt<float, R, N, DL>& d, const A& a, const st<T, BR, BC, SW>& 
   // runs scaled by 1/4 through the K loop (exact: powers of two). LDS holds no -0 (cleared on the way in);
   // a register A operand is cleared here.
   constexpr bool FNUZ = fnuz<T>::value;
-  if constexpr (FNUZ) mul(d, d, 0.25f);
+  if constexpr (FNUZ && !QUARTER) mul(d, d, 0.25f);
   constexpr int KS = KS_ ? KS_ : mfma_k<M, T>::K, E = M * KS / 64;
   using FK = typename operand_k<A, M, KS, E>::type;
   static_assert(KS != 128 || !is_rt<A>::value, "the 16x16x128 MFMA takes A from LDS only");
@@ -159,6 +162,6 @@ TILES_DEV void mma(rt<float, R, N, DL>& d, const A& a, const st<T, BR, BC, SW>& 
     }
     arch::sched_barrier();
   }
-  if constexpr (FNUZ) mul(d, d, 4.0f);
+  if constexpr (FNUZ && !QUARTER) mul(d, d, 4.0f);
 }
 }  // namespace tiles_hip
