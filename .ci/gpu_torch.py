@@ -347,6 +347,44 @@ def compiled_and_timed(budget, out: Path, n: int):
     run()
 
 
+def profile_steps(out: Path, n: int = 3):
+    """Where a step's time goes: torch.profiler over n steps of the tiles model, eager and compiled (host time and
+    device time per op, top 20 each), and how often the cuda runtime's launch memo missed (a miss traces, checks
+    and packs the launch again)."""
+    from torch.profiler import ProfilerActivity, profile
+    from tiles import backend as backends
+    rt = backends.get("cuda").runtime
+    batches = Markov(CONFIG.vocab, seed=9).batches(n + 8, BATCH, SEQ)
+    _, tiles = make_models(3)
+    report = []
+    for name, model in (("tiles eager", tiles), ("tiles compiled", torch.compile(tiles, fullgraph=True))):
+        opt = torch.optim.AdamW(tiles.parameters(), lr=3e-4, fused=True)
+        for tok in batches[:4]:
+            train_step(model, opt, tok)
+        torch.cuda.synchronize()
+        memo = len(rt.launches)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for tok in batches[4:4 + n]:
+                train_step(model, opt, tok)
+            torch.cuda.synchronize()
+        avg = prof.key_averages()
+        report += [f"# {name}: {n} steps; launch memo entries {memo} -> {len(rt.launches)}",
+                   avg.table(sort_by="self_cpu_time_total", row_limit=20),
+                   avg.table(sort_by="self_cuda_time_total", row_limit=20)]
+    text = "\n".join(report)
+    (out / "profile.txt").write_text(text)
+    print(text[-6000:], flush=True)
+    # the same steps with the host out of the way: compiled with CUDA graphs (torch.compile's "reduce-overhead")
+    times = {}
+    for name, model in zip(("stock", "tiles"), make_models(4)):
+        torch._dynamo.reset()
+        cm = torch.compile(model, fullgraph=True, mode="reduce-overhead")
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
+        times[f"{name} compiled, CUDA graphs"] = round(timed_steps(cm, opt, batches, warm=4), 3)
+    (out / "step_times_graphs.json").write_text(json.dumps(times, indent=1))
+    print("step times (ms):", times, flush=True)
+
+
 def training(budget, out: Path, steps: int):
     @section("training run: tiles vs stock", budget)
     def run():
@@ -398,6 +436,7 @@ def main():
     ap.add_argument("--budget", type=float, default=450.0)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--timed-steps", type=int, default=20)
+    ap.add_argument("--profile", action="store_true", help="only profile_steps: where a step's time goes")
     ap.add_argument("--device", default="cuda",
                     help="cpu: only the op checks, on the reference interpreter (a dry run)")
     a = ap.parse_args()
@@ -408,6 +447,8 @@ def main():
     results.update(device=torch.cuda.get_device_name() if DEV == "cuda" else DEV, torch=torch.__version__,
                    backend=tt.backend_name(torch.device(DEV)))
     print(json.dumps({k: results[k] for k in ("device", "torch", "backend")}), flush=True)
+    if a.profile:
+        return profile_steps(out)
     b = a.budget   # each section starts only before its share of the budget has gone
     opcheck_all(b * 0.2)
     numerics(b * 0.35)

@@ -21,7 +21,7 @@ CONFIGS = {
     "sm_80": dict(BM=128, BN=64, stages=2, workers=8),
     "sm_90a": dict(BM=128, BN=128, stages=2, workers=2),
     "gfx942": dict(BM=128, BN=64, workers=8, schedule="pingpong"),
-    "gfx950": dict(BM=128, BN=64, workers=8, schedule="pingpong"),
+    "gfx950": dict(BM=256, BN=64, workers=8, schedule="pingpong", mfma=32),  # 32 rows a wave, HipKittens' shape
     "apple": dict(BM=32, BN=32, stages=2, workers=4),
 }
 
@@ -103,6 +103,9 @@ def attention_fwd(O, LSE, Q, K, V, scale, *, D, BM, BN, causal=False):
     tl.add(l, l, m)
     tl.mul(l, l, LN2)
     tl.store(LSE, l, (b, h, bm))
+    # A positive scale commutes with the row max, so a backend may fold it into the exponent (CUDA's rewrites.py).
+    # Tested before the launch like every check; written last, where it moves no op's line (sources cite them).
+    tl.check_gt(scale, 0)
 
 
 def attention(q, k, v, *, causal=False, scale=None, backend=None, **config):

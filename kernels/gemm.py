@@ -1,6 +1,8 @@
 """GEMM: C = A @ B (or A @ B^T), bf16/f16 inputs, f32 accumulation, bf16/f16/f32 output; or C += A @ B into an
-f32 C (`accumulate`), which also lets the K loop split over several blocks per output tile (`SPLIT`): the
-parallelism a skinny GEMM (a decode step's M of 1 to 64) lacks, its partial products added with atomic_add."""
+f32 C (`accumulate`). The K loop may split over several blocks per output tile (`SPLIT`): the parallelism a skinny
+GEMM (a decode step's M of 1 to 64) lacks. Accumulating, the partial products are added into C with atomic_add;
+otherwise each goes to its own slice of an f32 workspace and a second launch (`sum_parts`) adds them and converts
+to C's dtype (the plan, `split_plan`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,17 +10,17 @@ import numpy as np
 import tiles as tl
 from tiles.backend import resolve
 from tiles.dsl import TileError
-from tiles.tune import pow2
+from tiles.tune import Shaped, pow2
 
 # Block tile and worker split per target. workers: warps (sm_80), consumer warpgroups (sm_90a), waves
-# (CDNA: 8 = ping-pong), simdgroups (apple). stages: how far the pipelined loads run ahead.
+# (CDNA), simdgroups (apple). stages: how far the pipelined loads run ahead.
 CONFIGS = {
     "default": dict(BM=64, BN=64, BK=32),
     "sm_80": dict(BM=128, BN=128, BK=32, stages=3, workers=4),
     "sm_90a": dict(BM=128, BN=256, BK=64, stages=4, workers=2),
-    # gfx950 ping-pong: 3 LDS buffers of A and B, 96 KB of 160 KB; gfx942: 256x256 in 2 buffers (64 KB), plain
-    "gfx942": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
-    "gfx950": dict(BM=256, BN=256, BK=32, workers=8, schedule="pingpong"),
+    # CDNA: 8 waves, 64x128 of acc each, 2 LDS buffers (gfx950 BK 64: 128 of 160 KB, 64 MFMAs a step; gfx942: 64 KB)
+    "gfx942": dict(BM=256, BN=256, BK=32, workers=8, schedule="plain"),
+    "gfx950": dict(BM=256, BN=256, BK=64, workers=8, schedule="plain"),
     "apple": dict(BM=64, BN=64, BK=32, stages=2, workers=4),
 }
 
@@ -42,27 +44,40 @@ def bucket(C, A, B):
 
 
 def fits(cfg, C, A, B):
-    """No block taller than twice the rows, beyond 64; a split of K only where C accumulates, each part two
-    steps of the loop at least, and only while the output tiles alone are too few to fill a GPU."""
+    """No block taller than twice the rows, beyond 64; a split of K with each part two steps of the loop at
+    least, and only while the output tiles alone are too few to fill a GPU."""
     m, k = A.shape[-2], A.shape[-1]
     tiles = -(-m // cfg["BM"]) * -(-C.shape[-1] // cfg["BN"]) * (C.shape[0] if len(C.shape) == 3 else 1)
     split = cfg.get("SPLIT", 1)
-    return (cfg["BM"] <= max(64, 2 * pow2(m))
-            and (split == 1 or (cfg["accumulate"] and -(-k // cfg["BK"]) >= 2 * split and tiles < 512)))
+    return cfg["BM"] <= max(64, 2 * pow2(m)) and (split == 1 or (-(-k // cfg["BK"]) >= 2 * split and tiles < 512))
 
 
-@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, tune_where=fits)
-def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1):
+def split_plan(cfg, C, A, B):
+    """A split of K into a C that does not accumulate: gemm writes each part's product to its own slice of an f32
+    workspace (parts=True), then sum_parts adds the slices and converts to C's dtype. None: one launch."""
+    split = cfg["SPLIT"]
+    if split == 1 or cfg["accumulate"] or cfg["parts"]:
+        return None
+    depth = C.shape[0] if len(C.shape) == 3 else 1
+    parts = Shaped((depth * split, C.shape[-2], C.shape[-1]), tl.f32)
+    return [(gemm, [parts, A, B], {"parts": True}), (sum_parts, [C, parts], {"PARTS": split})]
+
+
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, tune_where=fits, plan=split_plan)
+def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1, parts=False):
     if accumulate and C.dtype != tl.f32:
         raise TileError(f"gemm: accumulate adds into C with atomic_add, which needs an f32 C, got {C.dtype}")
-    if SPLIT > 1 and not accumulate:
-        raise TileError(f"gemm: SPLIT={SPLIT} adds partial products into C: only with accumulate=True")
+    if parts and (accumulate or C.dtype != tl.f32 or C.rank != 3):
+        raise TileError("gemm: parts=True writes each split of K to its own slice of an f32 C (batch x SPLIT, M, N)")
+    if SPLIT > 1 and not (accumulate or parts):
+        raise TileError(f"gemm: SPLIT={SPLIT} into a C that does not accumulate is two launches (split_plan): "
+                        "launch gemm itself, not its trace")
     if C.rank > 3:
         raise TileError(f"gemm: C of rank {C.rank}; batched GEMM takes (batch, M, N) arrays")
-    batched = C.rank == 3   # (batch, M, N): the grid's third dim walks the batch, B shared where it is 2-D
+    batched = A.rank == 3 if parts else C.rank == 3   # (batch, M, N): the grid's third dim walks the batch
     steps = tl.cdiv(A.cols, BK)
-    if batched or SPLIT > 1:   # block (bm, bn, zb): batch zb // SPLIT, the (zb % SPLIT)-th of SPLIT runs of K steps
-        bm, bn, zb = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN), (C.depth if batched else 1) * SPLIT)
+    if batched or SPLIT > 1 or parts:   # block (bm, bn, zb): batch zb // SPLIT, the (zb % SPLIT)-th run of K steps
+        bm, bn, zb = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN), (A.depth if batched else 1) * SPLIT)
         z = zb % SPLIT if SPLIT > 1 else 0
         d = zb // SPLIT if SPLIT > 1 else zb
         per = tl.cdiv(steps, SPLIT)
@@ -73,10 +88,12 @@ def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1):
         d, k0, n = None, 0, steps
     on_a = (lambda *ix: (d, *ix)) if batched else (lambda *ix: ix)                          # noqa: E731
     on_b = (lambda *ix: (d, *ix)) if batched and B.rank == 3 else (lambda *ix: ix)          # noqa: E731
-    if batched:
+    if batched and B.rank == 3:
+        tl.check_eq(B.depth, A.depth)
+    if parts:
+        tl.check_eq(C.depth, A.depth * SPLIT if batched else SPLIT)
+    elif batched:
         tl.check_eq(A.depth, C.depth)
-        if B.rank == 3:
-            tl.check_eq(B.depth, C.depth)
     tl.check_eq(A.rows, C.rows)
     tl.check_eq(B.rows if trans_b else B.cols, C.cols)
     tl.check_eq(B.cols if trans_b else B.rows, A.cols)
@@ -93,16 +110,36 @@ def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1):
         else:
             tl.load(b, B, on_b(kk, bn))
             tl.mma_AB(acc, a, b, acc)
-    if accumulate:
+    if parts:
+        tl.store(C, acc, (zb, bm, bn))
+    elif accumulate:
         tl.atomic_add(C, acc, on_a(bm, bn))
     else:
         tl.store(C, acc, on_a(bm, bn))
 
 
+@tl.kernel(configs={"default": dict(BR=16, BC=128, workers=1)})   # a warp: 2 x 64 f32 a thread, no spills
+def sum_parts(C, P, *, PARTS, BR, BC):
+    """C (batch, M, N) or (M, N) = the sum of P's (batch x PARTS, M, N) slices in runs of PARTS, in C's dtype."""
+    br, bc, d = tl.grid(tl.cdiv(C.rows, BR), tl.cdiv(C.cols, BC), C.depth if C.rank == 3 else 1)
+    tl.check_eq(P.depth, (C.depth if C.rank == 3 else 1) * PARTS)
+    tl.check_eq(P.rows, C.rows)
+    tl.check_eq(P.cols, C.cols)
+    total = tl.regs(tl.f32, BR, BC, name="total")
+    part = tl.regs(tl.f32, BR, BC, name="part")
+    tl.load(total, P, (d * PARTS, br, bc))
+    for p in tl.range(PARTS - 1):
+        tl.load(part, P, (d * PARTS + p + 1, br, bc))
+        tl.add(total, total, part)
+    out = tl.regs(C.dtype, BR, BC, name="out")
+    tl.copy(out, total)
+    tl.store(C, out, (d, br, bc) if C.rank == 3 else (br, bc))
+
+
 def matmul(a, b, *, out_dtype=None, trans_b=False, out=None, backend=None, **config):
     """C = a @ b (b given as (N, K) when trans_b) for host arrays, computed on a backend (default: reference);
     a (batch, M, K) with b (batch, K, N) or a shared (K, N): a batched GEMM; given `out` (f32), out += a @ b
-    instead (accumulate=True, which may split K: SPLIT=...)."""
+    instead (accumulate=True). SPLIT=... splits K either way."""
     n = b.shape[-2] if trans_b else b.shape[-1]
     shape = a.shape[:-1] + (n,)
     c = np.full(shape, np.nan, dtype=out_dtype or a.dtype) if out is None else out

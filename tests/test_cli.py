@@ -192,7 +192,7 @@ def test_emit_ir_sass_and_refusals(capsys):
     rc, out = tiles(capsys, "inspect", "attention", "--emit", "ir", "--target", "gfx942")
     assert rc == 0 and out.startswith("kernel attention_fwd(") and "mma_ABt" in out
     rc, out = tiles(capsys, "inspect", "softmax", "--emit", "sass", "--target", "sm_80")
-    assert rc == 0 and "Function : softmax_fwd" in out
+    assert rc == 0 and "Function : tiles_kernel_softmax_fwd" in out
     assert cli.main(["inspect", "gemm", "--emit", "asm", "--target", "sm_80"]) == 2
     assert "choose one of source, ir, ptx, sass" in capsys.readouterr().err
     assert cli.main(["inspect", "gemm", "--emit", "source"]) == 2

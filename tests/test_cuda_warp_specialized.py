@@ -33,6 +33,7 @@ def trace(kernel: str, **extra):
     kfn, args, consts = {
         "gemm": (gemm, [x2, x2, x2], {}),
         "gemm_bt": (gemm, [x2, x2, x2], dict(trans_b=True)),
+        "bmm": (gemm, [random_array((3, 256, 256), "bf16")] * 2 + [x2], {}),   # a batch of 3, B shared
         "gemm_fp8": (gemm_fp8, [x2, random_array((256, 256), "fp8e4m3"), random_array((256, 256), "fp8e4m3"),
                                 1.0, 1.0], {}),
         "attention": (attention_fwd, [x4[128], lse, x4[128], x4[128], x4[128], 0.1], dict(D=128, causal=True)),
@@ -65,7 +66,7 @@ needs_nvrtc = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reaso
 
 @needs_nvrtc
 @pytest.mark.parametrize("kernel,persistent", [("gemm", False), ("gemm_bt", False), ("gemm_fp8", False),
-                                               ("attention", False), ("attention_d64", False), ("gemm", True),
+                                               ("attention", False), ("attention_d64", False), ("gemm", True), ("bmm", True),
                                                ("attention", True), ("attention_bwd", False),
                                                ("attention_bwd_d64", False)])
 def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
@@ -125,18 +126,31 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src
         assert producer_src.count("tc::produce<STAGES, STAGE_BYTES>(ring,") == (2 if "causal=True" in gen.source
                                                                                else 1)
-    # readable: the roles and the ring are written out
-    gemm_like = kernel.startswith("gemm")   # a body that only accumulates keeps mma groups in flight
+    # readable: the roles and the ring (or rings) are written out
+    gemm_like = kernel.startswith(("gemm", "bmm"))   # a body that only accumulates keeps mma groups in flight
+    rings = kernel.startswith("attention") and not kernel.startswith("attention_bwd")
     for line in ("tc::regs_release<PRODUCER_REGS>();", "tc::regs_acquire<CONSUMER_REGS>();",
-                 "tc::produce<STAGES, STAGE_BYTES>(ring,", "__launch_bounds__(NUM_WARPS * 32 + 128, 1)",
-                 "tc::consume_overlapped<STAGES>(ring," if gemm_like else "tc::consume<STAGES>(ring,"):
+                 "__launch_bounds__(NUM_WARPS * 32 + 128, 1)") + (
+            ("tc::each_stage<STAGES>(cursor,",) if rings else ("tc::produce<STAGES, STAGE_BYTES>(ring,",
+             "tc::consume_overlapped<STAGES>(ring," if gemm_like else "tc::consume<STAGES>(ring,")):
         assert line in gen.source, line
+    if rings:   # attention forward: K and V a ring each, K's slot freed once S = Q K^T is done (tile_rings)
+        assert s.rings == ("k", "v")
+        for t in s.rings:
+            assert f"tc::refill({t}_ring, cursor, " in gen.source and f"tc::stage_wait({t}_ring, cursor);" in \
+                gen.source and f"tc::stage_release({t}_ring, stage);" in gen.source
+        body = gen.source[gen.source.index("tc::stage_wait(k_ring"):]
+        assert body.index("tc::stage_release(k_ring") < body.index("tc::exp2") < body.index("tc::stage_wait(v_ring")
+        assert consumer.count("SYNCS.ARRIVE") == 2 and producer.count("SYNCS.PHASECHK") >= 2
     if gemm_like:   # wait for all but the newest group: the tensor cores never idle between steps
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in consumer and "tc::mma_fence(acc);" in gen.source
-    # a persistent GEMM's bf16 epilogue leaves through TMA, overlapping the next tile's main loop
+    # a persistent GEMM's bf16 epilogue leaves through TMA, overlapping the next tile's main loop; batched too,
+    # the batch the store's depth coordinate
     assert ("UTMASTG" in sass and "tc::store_tma(&C_tma, acc_staging, acc," in gen.source) == \
-        (persistent and kernel == "gemm")
-    assert gen.source.count("tc::load_tma(") == len(s.tma) * gen.source.count("tc::produce<") and \
+        (persistent and kernel in ("gemm", "bmm"))
+    assert ("tc::store_tma(&C_tma, acc_staging, acc, {0, block_z, block_x, block_y});" in gen.source) == \
+        (persistent and kernel == "bmm")
+    assert gen.source.count("tc::load_tma(") == len(s.tma) * (gen.source.count("tc::produce<") + rings) and \
         "tc::load_async" not in gen.source
 
 
@@ -323,3 +337,26 @@ def test_nested_pipeline_loops_keep_the_warp_schedule():
     k = nested_pipelines.trace([np.zeros((128, 64), np.float32), x], "sm_90a", workers=1, **WS)
     s = schedules.plan(k, "sm_90a", SMEM)
     assert not s.warp_specialized and "holds another loop that pipelines" in s.note
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("kernel,turns", [("attention", False), ("attention_d64", True)])
+def test_deferred_option_batches_s_and_the_previous_p_v(kernel, turns):
+    """deferred=True (with the per-tile rings): S_j and P_{j-1} V_{j-1} issued as one batch, waited for as the hand
+    kernel's are (ptxas puts the wait for P V a few instructions after the one for S_j, as it does there); with
+    turns=True the two consumer warpgroups issue their batches in turns (BAR.SYNC before, BAR.ARV after)."""
+    gen = generate(trace(kernel, deferred=True, turns=turns))
+    c = toolchain.compile(gen.source, "sm_90a")
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0 and "C751" not in c.log, (res, c.log)
+    assert f"tc::consume_deferred<STAGES, {str(turns).lower()}>(cursor, " in gen.source and \
+        "tc::each_stage<STAGES>(cursor," in gen.source
+    consumer = loop_with(c.sass(), "HGMMA", "SYNCS.PHASECHK")
+    first_wait = consumer.index("WARPGROUP.DEPBAR")
+    assert consumer[:first_wait].count("HGMMA") == consumer.count("HGMMA") == (16 if kernel == "attention" else 12)
+    assert consumer[first_wait:].startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1")
+    assert consumer.count("SYNCS.ARRIVE") == 2
+    assert (consumer.count("BAR.SYNC"), consumer.count("BAR.ARV")) == ((1, 1) if turns else (0, 0))
+    if turns:
+        assert consumer.index("BAR.SYNC") < consumer.index("HGMMA") and \
+            consumer.rindex("HGMMA") < consumer.index("BAR.ARV") < first_wait

@@ -339,3 +339,18 @@ def test_struct_by_value_and_in_process_launch():
     assert np.array_equal(x, np.arange(12) * 0.5)
     with pytest.raises(TypeError, match=r"is 12 bytes, got 8"):
         mod.launch(1, 32, [x, b"\0" * 8])
+
+
+def test_editing_a_header_of_the_precompiled_prelude_rebuilds(tmp_path, monkeypatch):
+    """A kernel's leading #includes are precompiled with simt.h and the shim (runner._prelude), which g++'s -MMD
+    then does not list: the kernel's build records the prelude's headers too, so editing one rebuilds both."""
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path / "cache"))
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    src = '#include "value.h"\nvoid put(float* x) { x[emu::thread_linear()] = VALUE; }\n'
+    x = np.zeros(32, np.float32)
+    for value in ("1.5f", "2.5f"):
+        (inc / "value.h").write_text(f"#pragma once\n#define VALUE {value}\n")
+        compile(src, kernel="put", params=[Param("float*", "x")], include_dirs=[inc], wave=32).launch(1, 32, [x])
+        assert (x == float(value[:-1])).all(), value
+    assert len(list((tmp_path / "cache" / "emu").glob("pch-*"))) == 1   # one prelude, rebuilt in place

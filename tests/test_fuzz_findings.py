@@ -1,7 +1,10 @@
 """Regression tests for what `tiles fuzz` found (issue 16), each named after its finding, on every backend."""
 import numpy as np
+import pytest
 
 import tiles as tl
+from tiles import targets, toolchains
+from tiles.dsl import ArgSpec
 from tiles.testing import assert_close, poisoned, random_array, run
 
 R, C = 16, 64
@@ -27,3 +30,64 @@ def test_hip_binary_map_with_an_int_scalar(backend):
     run(backend, int_scalar_maps, y, x)
     assert_close(y[0], np.maximum(x.astype(np.float64), 0) * -3, "f32")
     assert_close(y[1], x.astype(np.float64) ** 2, "f32")
+
+
+def _named(name):
+    """A kernel called `name` whose body calls the math library's exp (so a kernel that took exp's symbol would
+    call itself) and keeps the libc name `select` among its tiles."""
+    def body(Y, X, *, R=16, C=64):
+        br, bc = tl.grid(tl.cdiv(X.rows, R), tl.cdiv(X.cols, C))
+        select = tl.regs(tl.f32, R, C, name="select")
+        tl.load(select, X, (br, bc))
+        tl.exp(select, select)
+        tl.store(Y, select, (br, bc))
+    body.__name__ = body.__qualname__ = name
+    return tl.kernel(body)
+
+
+LIBC_NAMED = [_named(n) for n in ("select", "exp", "main", "printf")]
+
+
+def test_kernel_named_like_a_libc_function(backend):
+    """The kernel named `select` did not compile in hip-emu (and cuda-emu: `select` of <sys/select.h>); one named
+    `exp` compiled there and silently left its output unwritten; `main` failed on every CPU engine. Generated
+    symbols now carry a prefix nothing else uses (tiles.cgen.symbol)."""
+    x = random_array((20, 70), "f32")
+    for kfn in LIBC_NAMED:
+        y = poisoned((20, 70), "f32")
+        run(backend, kfn, y, x)
+        assert_close(y, np.exp(x.astype(np.float64)), "f32")
+
+
+@pytest.mark.parametrize("target", tuple(targets.TARGETS))
+def test_kernel_named_like_a_libc_function_compiles_for_every_target(target):
+    """The same kernels through each target's own compiler (NVRTC, clang for gfx9, the MSL host check)."""
+    why = toolchains.cannot_compile(target)
+    if why and targets.target(target).backend != "metal":   # the MSL host check runs everywhere
+        pytest.skip(why)
+    args = [ArgSpec("gl", tl.f32, 2), ArgSpec("gl", tl.f32, 2)]
+    for kfn in LIBC_NAMED:
+        toolchains.static(kfn, args, target)
+
+
+@tl.kernel
+def int_tile(Y, X, *, R=16, C=64):
+    br, bc = tl.grid(tl.cdiv(X.rows, R), tl.cdiv(X.cols, C))
+    x = tl.regs(tl.i32, R, C)
+    tl.load(x, X, (br, bc))
+    tl.add(x, x, 3)
+    tl.store(Y, x, (br, bc))
+
+
+def test_i32_register_tile_on_apple(backend):
+    """Found probing the vocabulary the fuzzer does not draw: an i32 register tile passed the verifier for apple and
+    failed in metal-emu (no simdgroup matrix of int: MSL has float, half and bfloat ones); Target.reg_dtypes now
+    refuses it before anything compiles, and the other backends run it."""
+    x = np.arange(20 * 70, dtype=np.int32).reshape(20, 70) - 700
+    y = poisoned((20, 70), "i32")
+    if backend.target == "apple":
+        with pytest.raises(tl.TileError, match="register tiles on apple are bf16/f16/f32"):
+            run(backend, int_tile, y, x)
+        return
+    run(backend, int_tile, y, x)
+    assert np.array_equal(y, x + 3)

@@ -52,26 +52,55 @@ def test_gemm_accumulate_split_k(backend, m, n, k, split, dtype, trans_b):
     assert_close(c, up(c0) + up(a) @ (up(b).T if trans_b else up(b)), "f32")
 
 
-def test_gemm_split_needs_accumulate():
-    with pytest.raises(TileError, match="only with accumulate=True"):
-        matmul(random_array((8, 8), "bf16"), random_array((8, 8), "bf16"), SPLIT=2)
+@settings(max_examples=4)
+@given(batch=st.sampled_from([0, 2]), m=st.integers(1, 70), n=st.integers(1, 140), k=st.integers(65, 300),
+       split=st.sampled_from([2, 3, 4]), out=st.sampled_from(["bf16", "f16", "f32"]), trans_b=st.booleans())
+def test_gemm_split_k_into_any_c(backend, batch, m, n, k, split, out, trans_b):
+    """C = A @ B with K split over `split` blocks per tile into a C that does not accumulate (bf16, f16, f32;
+    batched or not): two launches, the f32 partial products each to their own slice of a poisoned workspace,
+    then their sum converted to C's dtype (kernels/gemm.py split_plan). BK=32: the split rarely divides the steps."""
+    lead = (batch,) if batch else ()
+    dtype = "f16" if out == "f16" else "bf16"
+    a = random_array((*lead, m, k), dtype)
+    b = random_array((*lead, n, k) if trans_b else (*lead, k, n), dtype)
+    out_np = random_array((1,), out).dtype
+    c = matmul(a, b, out_dtype=out_np, trans_b=trans_b, backend=backend, SPLIT=split, BK=32)
+    assert_close(c, up(a) @ (up(b).swapaxes(-1, -2) if trans_b else up(b)), out)
+
+
+def test_gemm_split_is_two_launches_or_refused():
+    """Split K into a C that does not accumulate is gemm's plan: its steps are gemm into an f32 workspace and
+    sum_parts; the kernel traced alone with that split (no plan) refuses, since its blocks would overwrite one
+    another's tiles."""
+    from tiles.kernels.gemm import gemm, sum_parts
+    from tiles.tune import Shaped
+    args = [Shaped((5, 40), "bf16"), Shaped((5, 300), "bf16"), Shaped((300, 40), "bf16")]
+    steps = gemm.steps(args, "sm_90a", SPLIT=3)
+    assert [f for f, _, _ in steps] == [gemm, sum_parts]
+    assert steps[0][1][0].shape == (3, 5, 40) and steps[0][2] == {"SPLIT": 3, "parts": True}
+    assert gemm.steps(args, "sm_90a") == [(gemm, args, {})]
+    with pytest.raises(TileError, match="two launches"):
+        gemm.trace(args, "sm_90a", SPLIT=3)
+
+
+def test_gemm_accumulate_needs_f32():
     with pytest.raises(TileError, match="needs an f32 C"):
         matmul(random_array((8, 8), "bf16"), random_array((8, 8), "bf16"), out=random_array((8, 8), "bf16"))
 
 
 @settings(max_examples=4)
 @given(batch=st.integers(1, 3), m=st.integers(1, 90), n=st.integers(1, 90), k=st.integers(1, 120),
-       shared_b=st.booleans(), trans_b=st.booleans(), split=st.sampled_from([1, 2]))
-def test_gemm_batched(backend, batch, m, n, k, shared_b, trans_b, split):
+       shared_b=st.booleans(), trans_b=st.booleans(), split=st.sampled_from([1, 2]), out=st.sampled_from(["f32", "bf16"]))
+def test_gemm_batched(backend, batch, m, n, k, shared_b, trans_b, split, out):
     """(batch, M, K) x (batch, K, N), or a (K, N) shared by the batch: the grid's third dim walks the batch (with a
-    split of K on top, accumulating)."""
+    split of K on top, accumulating); a bf16 C is stored by TMA on sm_90a, each batch's rows clipped."""
     a = random_array((batch, m, k), "bf16")
     shape = (n, k) if trans_b else (k, n)
     b = random_array(shape if shared_b else (batch, *shape), "bf16")
     bt = up(b).swapaxes(-1, -2) if trans_b else up(b)
     if split == 1:
-        c = matmul(a, b, out_dtype=np.float32, trans_b=trans_b, backend=backend)
-        assert_close(c, up(a) @ bt, "f32")
+        c = matmul(a, b, out_dtype=random_array((1,), out).dtype, trans_b=trans_b, backend=backend)
+        assert_close(c, up(a) @ bt, out)
     else:
         c0 = random_array((batch, m, n), "f32")
         c = matmul(a, b, out=c0.copy(), trans_b=trans_b, backend=backend, SPLIT=split, BK=32)

@@ -87,6 +87,41 @@ k2:
 """
 
 
+# A fill behind a full-tile test: the edge side (the fall-through) checks every lane's row and issues more
+# loads of the same width, under an exec mask; the full side issues one. The hot path is the full tile's.
+EDGE_LOOP = """\
+	.type	k3,@function
+k3:
+; %bb.0:
+	s_branch .LBB2_1
+.LBB2_1:                                ; =>This Loop Header: Depth=1
+	s_waitcnt vmcnt(0)
+	s_barrier
+	s_cmp_gt_i32 s8, s9
+	s_cbranch_scc0 .LBB2_3
+; %bb.2:                                ;   in Loop: Header=BB2_1 Depth=1
+	v_cmp_gt_i32_e32 vcc, s9, v2
+	s_and_saveexec_b64 s[4:5], vcc
+	buffer_load_dwordx4 v[4:7], v1, s[0:3], 0 offen
+	buffer_load_dwordx4 v[8:11], v1, s[0:3], 0 offen offset:16
+	s_or_b64 exec, exec, s[4:5]
+	ds_write_b128 v3, v[4:7]
+	ds_write_b128 v3, v[8:11] offset:16
+	s_branch .LBB2_4
+.LBB2_3:                                ;   in Loop: Header=BB2_1 Depth=1
+	buffer_load_dwordx4 v1, s[0:3], s10 offen lds
+.LBB2_4:                                ;   in Loop: Header=BB2_1 Depth=1
+	s_waitcnt lgkmcnt(0)
+	v_mfma_f32_16x16x32_bf16 v[12:15], v[4:7], v[8:11], v[12:15]
+	s_add_i32 s8, s8, 1
+	s_cmp_lg_u32 s8, s11
+	s_cbranch_scc1 .LBB2_1
+; %bb.5:
+	s_endpgm
+.Lfunc_end2:
+"""
+
+
 def test_instruction_sizes():
     assert [lr.lds_bytes(m) for m in ("ds_read_b128", "ds_read2st64_b64", "ds_read2_b32", "ds_read_b64_tr_b16",
                                       "ds_read_u16_d16_hi", "ds_read_u8", "ds_write_b16", "ds_bpermute_b32")] == \
@@ -119,8 +154,9 @@ def test_tile_loop_hot_path_and_counts():
     assert r.path == ["BB0_2", "bb.3", "BB0_5", "bb.6", "BB0_1"]
     assert r.inner == {"BB0_5": 2}
     assert r.cold == ["BB0_4"]
-    assert r.decisions == ["BB0_2 -> bb.3 over BB0_1 (the other side issues no global loads: a tail)",
-                           "bb.3 -> BB0_5 over BB0_4 (narrower global loads on the other side: 2 B against 16 B)"]
+    assert r.decisions == ["BB0_2 -> bb.3 over BB0_1 (more global loads and LDS writes: the next tile issued)",
+                           "bb.3 -> BB0_5 over BB0_4 (no per-lane code (exec masks, vector compares, sub-dword loads): "
+                           "full tiles)"]
     c = r.counts
     assert (r.mfma, r.instructions) == (2, 25)
     assert c["lds_read"] == {"ds_read_b128": 1, "ds_read_b64_tr_b16": 1} and not c["lds_write"]
@@ -133,6 +169,14 @@ def test_tile_loop_hot_path_and_counts():
     assert b["wave issue"] == 4 * 25 / 2 / 2
     assert r.limit() == ("LDS bandwidth", 28)
     assert "limited by LDS bandwidth: 28.0 clocks per MFMA" in r.text()
+
+
+def test_edge_tile_branch_takes_the_full_tile():
+    r = lr.analyse(EDGE_LOOP, "gfx950")
+    assert r.path == ["BB2_1", "BB2_3", "BB2_4"] and r.cold == ["bb.2"]
+    assert r.decisions == ["BB2_1 -> BB2_3 over bb.2 (no per-lane code (exec masks, vector compares, sub-dword "
+                           "loads): full tiles)"]
+    assert r.counts["global_load"] == {"buffer_load_dwordx4 lds": 1} and not r.counts["lds_write"]
 
 
 def test_tile_loop_around_an_mfma_loop():
@@ -169,3 +213,20 @@ def test_generated_gemm_loop_has_every_mfma(shape):
     r = toolchains.static(kfn, args, "gfx950", **consts).loop
     assert r.mfma == len(re.findall(r"^\s*v_mfma", asm, re.M)) > 0
     assert r.counts["mfma"].keys() == {"v_mfma_f32_16x16x32_bf16"} and r.bound()["matrix core"] == 16
+    # the loop has edge-tile code (checked, exec-masked loads); the path chosen has none of it
+    f = next(f for f in lr.parse(asm) if f.name == r.function)
+    assert any(lr.per_lane(ln) for n in r.cold for ln in f.blocks[n].lines)
+    assert not any(lr.per_lane(ln) for n in r.path for ln in f.blocks[n].lines)
+
+
+# issue 17's bar: HipKittens' GEMM per MFMA (gfx950 2.40 instructions / 0.08 waits, gfx942 1.95 / 0.09), 1.25x
+@pytest.mark.parametrize("target, instructions, waits", [("gfx950", 3.0, 0.1), ("gfx942", 2.44, 0.11)])
+@pytest.mark.parametrize("shape", ["4096x4096x4096,bt", "4096x4096x4096"])
+def test_gemm_main_loop_within_the_bar(target, instructions, waits, shape):
+    w = bench.workload("gemm")
+    s = w.parse(shape)
+    kfn, args, consts = w.main(s, w.inputs(s, np.random.default_rng(0)))
+    r = toolchains.static(kfn, args, target, **consts).loop
+    assert r.per(r.instructions) <= instructions and r.per(sum(r.counts["wait"].values())) <= waits, r.text()
+    # the accumulator over a 2-D grid of waves: each wave a 64 x 128 block, 4 + 8 fragment reads per K step
+    assert sum(r.counts["lds_read"].values()) / r.mfma <= (0.5 if "bt" in shape or target == "gfx942" else 0.625)

@@ -64,14 +64,16 @@ def test_space_refuses_what_it_cannot_mean():
 
 
 def test_gemm_space_declares_what_skinny_m_needs():
-    """Split K only where C accumulates; no block taller than twice the rows (beyond 64)."""
+    """Split K where the output tiles are too few to fill a GPU, into any C; no block taller than twice the rows
+    (beyond 64)."""
     shapes = [Shaped((16, 4096), "bf16"), Shaped((16, 4096), "bf16"), Shaped((4096, 4096), "bf16")]
     plain = tune.candidates(gemm, "sm_90a", shapes, {})
-    assert all(c.config["SPLIT"] == 1 for c in plain[1:]) and all(c.config["BM"] == 64 for c in plain[1:])
+    assert {c.config["SPLIT"] for c in plain} == set(TUNE["sm_90a"]["SPLIT"])
+    assert all(c.config["BM"] == 64 for c in plain[1:])
     acc = tune.candidates(gemm, "sm_90a", [Shaped((16, 4096), "f32")] + shapes[1:], {"accumulate": True})
     assert {c.config["SPLIT"] for c in acc} == set(TUNE["sm_90a"]["SPLIT"])
     big = tune.candidates(gemm, "sm_90a", [Shaped((4096, 4096), "bf16")] * 3, {})
-    assert {c.config["BM"] for c in big} == {64, 128}
+    assert {c.config["BM"] for c in big} == {64, 128} and {c.config["SPLIT"] for c in big} == {1}
 
 
 # ---------------------------------------------------------------- static pruning
@@ -130,15 +132,29 @@ def test_static_model_is_deterministic_and_chooses_from_the_space(target):
     assert t["bound"] in ("matrix", "memory", "vector") and first[0].model_s >= max(t["matrix_s"], t["memory_s"])
 
 
-def test_static_model_reasons_about_skinny_m():
-    """M = 16: the matrix work of a 64-row tile is 4x the useful one, and 16 output tiles leave most SMs idle:
-    splitting K (where C accumulates) is modelled faster than any unsplit tile."""
-    ranked, _ = model_choice(16, 4096, 4096, "sm_90a", acc=True)
+@pytest.mark.parametrize("acc", [True, False])
+def test_static_model_reasons_about_skinny_m(acc):
+    """M = 16 at K = 14336: the matrix work of a 64-row tile is 4x the useful one, and 64 output tiles leave half
+    the SMs idle: splitting K is modelled faster than any unsplit tile, into an accumulating C (atomic_add) or a
+    bf16 one (two launches, the second's cost included)."""
+    ranked, _ = model_choice(16, 4096, 14336, "sm_90a", acc=acc)
     assert ranked[0].config["SPLIT"] > 1
+    assert ranked[0].terms.get("launches", 1) == (1 if acc else 2)
     best_unsplit = min(c.model_s for c in ranked if c.config["SPLIT"] == 1)
     assert ranked[0].model_s < best_unsplit
     big, _ = model_choice(4096, 4096, 4096, "sm_90a")
     assert big[0].config["BM"] == 128 and big[0].terms["bound"] == "matrix"
+
+
+def test_static_model_wants_two_warpgroups_issuing_on_sm90a():
+    """A 128-row tile with one consumer warpgroup leaves the tensor cores idle while it waits between steps: at
+    512x4096x4096 the model's first choice has two (on the H200 its one-warpgroup pick lost 1.84x); 64-row tiles,
+    two of them resident per SM, are not held back."""
+    ranked, _ = model_choice(512, 4096, 4096, "sm_90a")
+    assert ranked[0].config["BM"] == 128 and ranked[0].config["workers"] == 2
+    tile = dict(BM=128, BN=128, BK=64, stages=4, SPLIT=1)   # 128 blocks: one a unit
+    one, two = (next(c for c in ranked if c.config == {**tile, "workers": w}) for w in (1, 2))
+    assert one.terms["matrix_s"] == pytest.approx(2 * two.terms["matrix_s"])
 
 
 # ---------------------------------------------------------------- the cache

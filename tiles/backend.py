@@ -43,10 +43,34 @@ class Backend:
 
     def launch(self, kfn, args, **overrides):
         overrides = tune.resolve(kfn, self, args, overrides)   # the tuned configuration, where one is cached
-        k = kfn.trace(args, self.target, **overrides)
-        check_args(k, args)
-        self.run(k, args)
-        return k
+        main = None
+        for f, a, kw in self.steps(kfn, args, overrides):
+            k = f.trace(a, self.target, **kw)
+            check_args(k, a)
+            self.run(k, a)
+            main = main or (k if f is kfn else None)
+        return main
+
+    def steps(self, kfn, args, overrides: dict) -> list[tuple]:
+        """kfn's launches for these arguments (KernelFn.steps), its temporaries allocated here."""
+        steps = kfn.steps(args, self.target, **overrides)
+        if len(steps) == 1:
+            return steps
+        like = next((a for a in args if hasattr(a, "shape")), None)
+        return [(f, [self.workspace(a, like) if isinstance(a, tune.Shaped) else a for a in a_], kw)
+                for f, a_, kw in steps]
+
+    def workspace(self, spec, like):
+        """A temporary array of spec's shape and dtype where `like` lives, reused by later launches of its shape
+        (launches on one backend run in order; one launch's steps see it alone)."""
+        key = (spec.shape, spec.dtype, str(getattr(like, "device", "")))
+        if key not in self._workspaces:   # poisoned: a step that reads what no step wrote fails its checks
+            self._workspaces[key] = self.asarray(np.full(spec.shape, np.nan, spec.dtype))
+        return self._workspaces[key]
+
+    @functools.cached_property
+    def _workspaces(self) -> dict:
+        return {}
 
     def run(self, k: ir.Kernel, args) -> None:
         interp.run(k, args)
@@ -171,8 +195,9 @@ def check_args(k: ir.Kernel, args) -> dict:
     env = interp.bind(k, args)
     for c in k.checks:
         va, vb = ir.evaluate(c.a, env), ir.evaluate(c.b, env)
-        if va != vb:   # "B.rows is 48 but A.cols is 40"; against a constant "Y.cols is 16 but must be 32"
-            want = f"must be {vb}" if ir.fmt(c.b) == str(vb) else f"{ir.fmt(c.b)} is {vb}"
+        if not c.holds(va, vb):   # "B.rows is 48 but A.cols is 40"; against a constant "Y.cols is 16 but must be 32"
+            must = "must be" if c.op == "==" else "must be greater than"
+            want = f"{must} {vb}" if ir.fmt(c.b) == str(vb) else f"{ir.fmt(c.b)} is {vb}"
             raise TileError(f"argument check failed: {ir.fmt(c.a)} is {va} but {want}", c.loc)
     return env
 

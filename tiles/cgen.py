@@ -7,6 +7,18 @@ from typing import Callable
 from . import dtypes, ir
 
 
+# The prefix of every generated kernel's symbol. A kernel's Python name may be any identifier, and as a symbol
+# it would share one namespace with the C library (a kernel named `select` or `exp` in a CPU engine's build),
+# the device math library, C++ and MSL words (`main`, `new`) and the header libraries: no name of any of
+# them starts with this prefix, so nothing a user names a kernel can collide.
+SYMBOL_PREFIX = "tiles_kernel_"
+
+
+def symbol(k: ir.Kernel) -> str:
+    """The generated kernel's symbol (what a runtime, a CPU engine or a profiler looks up)."""
+    return SYMBOL_PREFIX + k.name
+
+
 def c_float(v: float) -> str:
     if math.isinf(v):
         return "-INFINITY" if v < 0 else "INFINITY"

@@ -680,6 +680,9 @@ def cmd_bench(args: list[str]) -> int:
 
 
 def cmd_fuzz(a) -> int:
+    # The CPU engines' builds at -O0: a fuzzed kernel runs once, briefly, and compiles in about half the time
+    # (docs/testing.md); the caller's TILES_EMU_OPT wins
+    os.environ.setdefault("TILES_EMU_OPT", "-O0")
     rep = fuzz.fuzz(a.budget, [b.strip() for b in a.backends.split(",") if b.strip()], a.seed)
     print(rep.summary())
     return 1 if rep.findings else 0

@@ -8,7 +8,9 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
+import linecache
 import os
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -28,10 +30,14 @@ class TileError(Exception):
 
 
 def _loc() -> ir.Loc | None:
-    for frame in inspect.stack()[2:]:
-        if not os.path.abspath(frame.filename).startswith(_HERE + os.sep):
-            text = frame.code_context[0] if frame.code_context else ""
-            return ir.Loc(os.path.basename(frame.filename), frame.lineno, text)
+    # frames walked by hand: inspect.stack() reads the source of every frame, most of a kernel's trace time
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_HERE + os.sep):
+            text = linecache.getline(filename, frame.f_lineno)
+            return ir.Loc(os.path.basename(filename), frame.f_lineno, text)
+        frame = frame.f_back
     return None
 
 
@@ -179,6 +185,12 @@ def broadcast_over(g, *axes):
 def check_eq(a, b):
     """Require two argument extents to be equal; tested before every launch, the error names this line."""
     _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc()))
+
+
+def check_gt(a, b):
+    """Require a > b (a scalar argument, a softmax scale > 0); tested before every launch like check_eq. A backend
+    may use what it declares: a multiplication by a positive scalar commutes with a row max (ir.positive)."""
+    _builder().checks.append(ir.Check(ir.as_expr(a), ir.as_expr(b), _loc(), ">"))
 
 
 # ---------------------------------------------------------------- memory
@@ -336,17 +348,19 @@ class ArgSpec:
 
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")
-OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers")
+OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers", "rings", "rewrites",
+           "deferred", "turns", "mfma")
 
 
 class KernelFn:
     """A traceable kernel. configs maps a target name (or "default") to constants and launch options; tune, the
     search space per target that `tiles.tune` searches instead (docs/tuning.md)."""
 
-    def __init__(self, fn, configs: dict | None = None, tune=None):
+    def __init__(self, fn, configs: dict | None = None, tune=None, plan=None):
         functools.update_wrapper(self, fn)
         self.fn, self.configs = fn, dict(configs or {})
         self.tune = tune   # a tiles.tune.Space, or None: no search space
+        self.plan = plan   # plan(cfg, *args): None (one launch of this kernel) or its launches (steps())
         sig = inspect.signature(fn)
         self.arg_names = [p.name for p in sig.parameters.values()
                           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -368,6 +382,23 @@ class KernelFn:
         if missing:
             raise TypeError(f"{self.__name__}: missing constant(s) {', '.join(missing)}")
         return consts, options
+
+    def steps(self, args, target: str | None = None, **overrides) -> list[tuple]:
+        """The launches one call makes, as (kernel, arguments, keywords): this kernel alone unless its `plan`,
+        given the configuration for target (constants and options) and the arguments, returns several. A plan's
+        arguments may include temporaries (tiles.tune.Shaped: a shape and a dtype) that the launch allocates; a
+        step that launches this kernel again keeps the caller's keywords and is not planned again."""
+        if self.plan is None:
+            return [(self, args, overrides)]
+        consts, options = self.config(target, **overrides)
+        planned = self.plan({**consts, **options}, *args)
+        if planned is None:
+            return [(self, args, overrides)]
+        return [(f, a, {**overrides, **kw} if f is self else kw) for f, a, kw in planned]
+
+    def main_step(self, args, target: str | None = None, **overrides) -> tuple:
+        """The step of steps() that launches this kernel: what compiling, inspecting and modelling it describe."""
+        return next(s for s in self.steps(args, target, **overrides) if s[0] is self)
 
     def trace(self, args, target: str | None = None, **overrides) -> ir.Kernel:
         """Trace for argument specs (or example arrays/numbers) and a target's configuration; verified, cached."""
@@ -418,15 +449,16 @@ class KernelFn:
 
 
 def kernel(fn=None, *, configs: dict | None = None, tune: dict | None = None, tune_key=None, tune_where=None,
-           tune_defaults=None):
+           tune_defaults=None, plan=None):
     """Decorator: @tiles.kernel or @tiles.kernel(configs={"sm_90a": {...}, "default": {...}}). tune: the search
     space per target ({"sm_90a": dict(BM=[64, 128], ...)}), tune_key: the shape bucket of the arguments,
     tune_where: the constraint that prunes it, tune_defaults: the values callers pass for a shape when they have
-    no opinion (tiles.tune.Space, docs/tuning.md)."""
+    no opinion (tiles.tune.Space, docs/tuning.md); plan: the launches a call makes where one kernel is not enough
+    (KernelFn.steps: gemm's split of K into a bf16 C)."""
     def make(f):
         space = None
         if tune is not None:
             from .tune import Space
             space = Space(tune, tune_key, tune_where, tune_defaults)
-        return KernelFn(f, configs, space)
+        return KernelFn(f, configs, space, plan)
     return make if fn is None else make(fn)

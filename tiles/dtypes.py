@@ -44,10 +44,24 @@ BY_NAME = {d.name: d for d in ALL}
 FLOAT8 = (fp8e4m3, fp8e5m2)
 
 
+_SEEN: dict = {}   # dtype objects (numpy's, torch's, ...) already looked up: a launch asks for every array's
+
+
 def of(x) -> DType:
     """The tiles dtype of a DType, a name, a numpy dtype or an array of any framework."""
     if isinstance(x, DType):
         return x
+    dt = getattr(x, "dtype", x)
+    try:
+        return _SEEN[dt]
+    except KeyError:   # not seen yet
+        d = _SEEN[dt] = _lookup(x)
+        return d
+    except TypeError:   # not hashable
+        return _lookup(x)
+
+
+def _lookup(x) -> DType:
     if isinstance(x, str) and x in BY_NAME:
         return BY_NAME[x]
     name = x if isinstance(x, str) else str(getattr(x, "dtype", x))

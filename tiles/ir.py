@@ -196,10 +196,27 @@ class Loop:
 
 @dataclass(eq=False)
 class Check:
-    """A precondition on the arguments, tested before every launch (tl.check_eq)."""
+    """A precondition on the arguments, tested before every launch: a == b (tl.check_eq) or a > b (tl.check_gt)."""
     a: Expr
     b: Expr
     loc: Loc | None = None
+    op: str = "=="
+
+    def holds(self, va, vb) -> bool:
+        return va == vb if self.op == "==" else va > vb
+
+
+def positive(e: Expr, checks) -> bool:
+    """Whether e > 0 wherever the kernel runs: positive constants, scalars a check declares greater than a
+    non-negative constant, and products and quotients of those. (A backend may then move a multiplication by e
+    across a max or a -inf fill, which commute only with a positive factor.)"""
+    if isinstance(e, Const):
+        return e.value > 0
+    if isinstance(e, BinOp) and e.op in ("*", "/"):
+        return positive(e.a, checks) and positive(e.b, checks)
+    return isinstance(e, ScalarArg) and any(
+        c.op == ">" and isinstance(c.a, ScalarArg) and c.a.name == e.name and isinstance(c.b, Const)
+        and c.b.value >= 0 for c in checks)
 
 
 UNARY = ("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "relu", "sin", "cos")

@@ -40,7 +40,7 @@ def format_kernel(k: ir.Kernel) -> str:
         lines.append("  options " + ", ".join(f"{n}={v}" for n, v in k.options.items()))
     lines.append(f"  grid ({', '.join(ir.fmt(g) for g in k.grid)})")
     for c in k.checks:
-        lines.append(f"  check {ir.fmt(c.a)} == {ir.fmt(c.b)}")
+        lines.append(f"  check {ir.fmt(c.a)} {c.op} {ir.fmt(c.b)}")
     for t in k.tiles:
         lines.append(f"  {t.name}: {t.type_str()}")
 

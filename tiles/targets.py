@@ -258,6 +258,9 @@ class Target:
     tile: int = 16
     mma_step: tuple[tuple[str, str], ...] = ()
     mma_a_regs: frozenset[str] | None = None   # dtypes an mma's A may hold in registers (None: every mma input)
+    # dtypes a register tile may have (None: every dtype of the target); Apple's are simdgroup matrices, which
+    # MSL has of float, half and bfloat only
+    reg_dtypes: frozenset[str] | None = None
 
     def mma_atom(self, dtype: str) -> Atom | None:
         """The atom whose K an mma of this input dtype steps by on this target (None: no mma of that dtype)."""
@@ -319,7 +322,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            "not documented by Apple; register pressure lowers occupancy",
            _BASE, tuple(simdgroup_8x8(d) for d in ("f16", "bf16", "f32")),
            notes="threadgroup-memory banking is not documented; 32 banks of 4 bytes assumed",
-           tile=8, mma_step=tuple((d, f"simdgroup_8x8.{d}") for d in ("f16", "bf16"))),
+           tile=8, mma_step=tuple((d, f"simdgroup_8x8.{d}") for d in ("f16", "bf16")),
+           reg_dtypes=frozenset({"f32", "f16", "bf16"})),
 )}
 
 

@@ -130,7 +130,9 @@ _STATIC: dict = {}   # (traced kernel, target) -> Static: shapes that trace to t
 
 
 def static(kfn, args, target: str, **consts) -> Static:
-    """Compile kfn for target (configured for it, traced for these arguments) and read its resources."""
+    """Compile kfn for target (configured for it, traced for these arguments; where a call launches several
+    kernels, the one that is kfn: KernelFn.main_step) and read its resources."""
+    _, args, consts = kfn.main_step(args, target, **consts)
     k = kfn.trace(args, target, **consts)   # traces are cached, so equal traces are the same object
     if (id(k), target) not in _STATIC:
         fn = {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[targets.target(target).backend]
@@ -249,6 +251,7 @@ def _loop_mma(asm: str, loops: list[tuple[int, int]], mma: str) -> str:
 # ---------------------------------------------------------------- source and assembly
 
 def emit(kfn, args, target: str, what: str, **consts) -> str:
+    _, args, consts = kfn.main_step(args, target, **consts)
     k = kfn.trace(args, target, **consts)
     if what == "ir":
         return printer.format_kernel(k)

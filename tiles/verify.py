@@ -269,6 +269,9 @@ def _check_target(k: ir.Kernel, target: str):
     for tile in k.tiles:
         if tile.dtype.name not in t.dtypes:
             raise TileError(f"{tile.name}: {t.name} does not support dtype {tile.dtype}", k.loc)
+        if isinstance(tile, RT) and t.reg_dtypes is not None and tile.dtype.name not in t.reg_dtypes:
+            raise TileError(f"{tile.name}: register tiles on {t.name} are {'/'.join(sorted(t.reg_dtypes))}, "
+                            f"got {tile.type_str()}", k.loc)
         if isinstance(tile, RT) and (tile.rows % unit or tile.cols % unit):
             raise TileError(f"{tile.name}: register tiles on {t.name} are built from {unit}x{unit} base tiles: "
                             f"expected multiples of {unit}, got {tile.rows}x{tile.cols}", k.loc)

@@ -79,7 +79,18 @@ class CudaBackend(Backend):
         if any(isinstance(a, np.ndarray) for a in args):
             # host arrays (a kernel's numpy wrapper): run on device copies, then write every array back
             return self.call(kfn, *args, **overrides)
-        return self.runtime.launch(kfn, args, tune.resolve(kfn, self, args, overrides))
+        overrides = tune.resolve(kfn, self, args, overrides)
+        main = None
+        for f, a, kw in self.steps(kfn, args, overrides):
+            k = self.runtime.launch(f, a, kw)
+            main = main or (k if f is kfn else None)
+        return main
+
+    def workspace(self, spec, like):
+        if type(like).__module__.startswith("torch"):   # torch's caching allocator, which orders reuse by stream
+            import torch
+            return torch.empty(spec.shape, dtype=getattr(torch, spec.dtype.name), device=like.device)
+        return super().workspace(spec, like)
 
 
 register(CudaBackend())

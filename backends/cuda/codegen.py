@@ -13,7 +13,7 @@ from tiles import cgen, dtypes, ir, targets
 from tiles.dsl import TileError
 from tiles.types import GL, RT, RV, ST, SV
 
-from . import schedules
+from . import rewrites, schedules
 from .schedules import Schedule, pipelined_tiles
 
 C_TYPES = {"bf16": "tc::bf16", "f16": "tc::f16", "f32": "float", "fp8e4m3": "tc::fp8e4m3",
@@ -55,7 +55,7 @@ def tile_type(t) -> str:
 
 
 def generate(k: ir.Kernel, sched: Schedule) -> Generated:
-    return Generated(k.name, _Emitter(k, sched).emit(), sched)
+    return Generated(cgen.symbol(k), _Emitter(k, sched).emit(), sched)
 
 
 def generate_for(k: ir.Kernel, target: str) -> Generated:
@@ -75,6 +75,13 @@ class _Emitter:
         self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
         # mma.sync: a product only added into a global is computed where it is added, a slice at a time
         self.fused = {add: m for add, m in schedules.sliced_adds(k.body).items() if m.dst.name in sched.sliced}
+        # rewrites.py: exp2(fma(x, c, -m)) for a positive scale folded into the exponent; row sums kept per lane
+        self.scaled = rewrites.scaled_exp2(k.body, k.checks) if sched.rewrites else {}
+        self.partial = rewrites.partial_sums(k.body) if sched.rewrites else {}
+        self.partial_now = []   # the vectors the loop being written keeps as per-lane partial sums
+        self.ring_reads = {}   # per-tile rings (Schedule.rings): tile -> the body's statements that read it, while
+        #                        they remain to be written; and the tiles whose slot the body has waited for
+        self.ring_waited = set()
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -118,7 +125,7 @@ class _Emitter:
                  f"NUM_WARPS * 32, {blocks})  // {blocks} blocks an SM: at most {self.s.max_registers} registers"
                  if blocks > 1 else "NUM_WARPS * 32)")
         w(f"extern \"C\" __global__ void __launch_bounds__({bound}")
-        with w.block(f"{k.name}({', '.join(params)}) {{"):
+        with w.block(f"{cgen.symbol(k)}({', '.join(params)}) {{"):
             for p in k.params:
                 if isinstance(p, GL):
                     w(f"const tc::gl<{ctype(p.dtype)}> {p.name} = TC_GL({p.name});")
@@ -150,8 +157,17 @@ class _Emitter:
             w(f"auto* {t}_staging = smem.alloc<tc::st<float, {rows}, {red.cols}>>({n});  // what TMA adds into "
               f"{red.gl}, {'two tiles in turn' if n == 2 else 'one tile'}")
             w(f"int {t}_turn = 0;  // the staging tile of the next reduce-add")
-        w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
-        w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
+        rings = self.s.rings
+        if rings:
+            w(f"auto* rings = smem.alloc<tc::stage_ring<STAGES>>({len(rings)});  // full/empty mbarriers per stage, "
+              f"a ring per pipelined tile")
+            for i, t in enumerate(rings):
+                w(f"auto& {t}_ring = rings[{i}];")
+            w(f"if (threadIdx.x == 0) for (int r = 0; r < {len(rings)}; ++r) rings[r].init(NUM_WARPS);"
+              f"  // every consumer warp frees a stage once")
+        else:
+            w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
+            w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
         w()
         if self.s.persistent:
@@ -192,6 +208,14 @@ class _Emitter:
                     self.produce(lp.body)
                 continue
             loads = self.loads(lp)
+            if self.s.rings:   # each tile into its own ring, once the consumers have freed that slot
+                with w.block(f"tc::each_stage<STAGES>(cursor, {expr(lp.count)}, [&](int {v}, int stage) {{"
+                             f"  // the loads of iteration {v}", "});"):
+                    for op in loads:
+                        t = op.dst.name
+                        w(f"tc::load_tma({t}_stages[stage], &{t}_tma, tc::refill({t}_ring, cursor, "
+                          f"{schedules.tma_map(op).bytes}), {self.idx(op)});")
+                continue
             nbytes = sum(schedules.tma_map(op).bytes for op in loads)
             nbytes = "STAGE_BYTES" if nbytes == self.s.stage_bytes else str(nbytes)
             w(f"tc::produce<STAGES, {nbytes}>(ring, cursor, {expr(lp.count)},")
@@ -271,7 +295,7 @@ class _Emitter:
                 skip = after
             else:
                 units.append((s, False))
-        units = [(s, fresh) for s, fresh in units if not any(s is m for m in self.fused.values())]
+        units = [(s, fresh) for s, fresh in units if self.written(s)]
         # Adjacent independent mma ops are issued back to back (the tensor cores run them in a row) and each is
         # waited for only where a later statement needs it: the ops in between overlap the rest of the batch.
         pending = []   # mma ops in flight, oldest first (their wgmma groups complete in order)
@@ -283,6 +307,7 @@ class _Emitter:
             for op in pending[:n]:
                 self.w(f"tc::mma_fence({op.dst.name});")
             del pending[:n]
+            self.ring_release(pending)
 
         i = 0
         while i < len(units):
@@ -292,19 +317,47 @@ class _Emitter:
                 settle(len(pending))   # (a block-level mma waits for every group of its warpgroup)
             elif pending:
                 settle(max((j + 1 for j, m in enumerate(pending) if _needs(s, m)), default=0))
+            self.ring_wait(group if len(group) > 1 else [s])
             if isinstance(s, ir.Loop):
+                outer, self.partial_now = self.partial_now, self.partial.get(id(s), [])
                 self.loop(s)
+                for v in self.partial_now:
+                    self.w(f"tc::row_sum_lanes({v.name});  // the loop kept per-lane partial sums: add a row's lanes")
+                self.partial_now = outer
             elif len(group) > 1:
                 for op, fr in group:
                     self.op(op, fresh=fr, wait=False)
                 pending = [op for op, _ in group]
+                self.ring_release(pending, [op for op, _ in group])
                 i += len(group)
                 continue
             else:
                 self.op(s, fresh)
+            self.ring_release(pending, [s])
             i += 1
         if pending:
             settle(len(pending))
+
+    def written(self, s) -> bool:
+        """Whether statement s is written out as itself (not computed inside another op, or folded away)."""
+        return not any(s is m for m in self.fused.values()) and \
+            self.scaled.get(id(s), ("",))[0] not in ("drop", "done")
+
+    def ring_wait(self, stmts):
+        """Per-tile rings: before the first statement that reads a pipelined tile, wait for its slot's bytes."""
+        for t, readers in self.ring_reads.items():
+            if t not in self.ring_waited and any(r is s for r in readers for s in stmts):
+                self.w(f"tc::stage_wait({t.name}_ring, cursor);")
+                self.ring_waited.add(t)
+
+    def ring_release(self, pending, written=()):
+        """Per-tile rings: once the last statement reading a tile is written and no mma in flight reads it, every
+        warp frees the tile's slot."""
+        for t, readers in list(self.ring_reads.items()):
+            readers[:] = [r for r in readers if not any(r is s for s in written)]
+            if not readers and not any(x is t for op in pending for x in op.srcs):
+                self.w(f"tc::stage_release({t.name}_ring, stage);  // its last reader is done: refill it")
+                del self.ring_reads[t]
 
     def loop(self, lp: ir.Loop):
         w, v = self.w, lp.var.name
@@ -319,8 +372,15 @@ class _Emitter:
         if not self.s.warp_specialized:   # (there the ring orders the stages, and every other write to shared
             self.sync()                   # memory is followed by a barrier already: op below)
         accumulators = schedules.accumulators(rest) if self.s.warp_specialized else None
+        ringed = [t for t in {op.dst: None for op in loads} if t.name in self.s.rings]
+        split = schedules.deferred(rest, ringed) if self.s.deferred and ringed else None
+        if split:
+            self.consume_deferred(lp, split)
+            return
         if accumulators:   # mma groups stay in flight across steps (warp_specialized.cuh)
             w(f"tc::consume_overlapped<STAGES>(ring, cursor, {expr(lp.count)},")
+        elif self.s.rings:   # a ring per tile: the body waits for and frees each tile's slot (stmts)
+            w(f"tc::each_stage<STAGES>(cursor, {expr(lp.count)},")
         elif self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)
             w(f"tc::consume<STAGES>(ring, cursor, {expr(lp.count)},")
         else:
@@ -335,13 +395,52 @@ class _Emitter:
                 w(f"auto& {t.name} = {t.name}_stages[stage];")
             self.barrier_pending = True  # the pipeline's barrier precedes every compute step
             self.in_flight = bool(accumulators)
+            self.ring_reads = {t: [op for op in rest if isinstance(op, ir.Op) and self.written(op)
+                                   and any(x is t for x in op.srcs)]
+                               for t in {op.dst: None for op in loads} if t.name in self.s.rings}
+            self.ring_waited = set()
             self.stmts(rest)
             self.in_flight = False
+            self.ring_reads = {}
         w.depth -= 1
         for t in accumulators or ():
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")
         # tc::pipeline ends with a barrier; tc::consume does not (warps leave it at their own pace)
         self.barrier_pending = not self.s.warp_specialized
+
+    def consume_deferred(self, lp: ir.Loop, split: schedules.Deferred):
+        """The attention-shaped body as four lambdas (schedules.Deferred), its last mma behind the next step's
+        first: first and last issue without waiting; early runs once first's group is done (its tile's slot freed
+        first), late once last's is (it waits for last's tile of this step, which the next step's last reads)."""
+        w, v = self.w, lp.var.name
+        a, b = split.first[1].srcs[1], split.last.srcs[1]   # the tiles of the two rings
+        w(f"tc::consume_deferred<STAGES, {'true' if self.s.turns else 'false'}>(cursor, {expr(lp.count)}, "
+          f"{b.name}_ring,{'  // the two consumer warpgroups issue in turns' if self.s.turns else ''}")
+        w.depth += 1
+        parts = [(f"the first mma of iteration {v}", split.first, [f"tc::stage_wait({a.name}_ring, cursor);"], [],
+                  a, "},"),
+                 (f"the last mma of iteration {v} (stage: that iteration's)", (split.last,), [], [], b, "},"),
+                 (f"once the first is done: what needs neither the last's accumulator nor its A, on iteration {v}",
+                  split.early, [f"tc::mma_fence({split.first[1].dst.name});",
+                                f"tc::stage_release({a.name}_ring, stage);"], [], None, "},"),
+                 (f"once the last mma of iteration {v} - 1 is done: the rest of iteration {v}", split.late,
+                  [f"tc::mma_fence({split.last.dst.name});"], [f"tc::stage_wait({b.name}_ring, cursor);"], None,
+                  "});")]
+        for what, ops, head, tail, tile, close in parts:
+            with w.block(f"[&](int {v}, int stage) {{  // {what}", close):
+                if tile is not None:
+                    w(f"auto& {tile.name} = {tile.name}_stages[stage];")
+                for line in head:
+                    w(line)
+                self.barrier_pending = True
+                self.in_flight = tile is not None   # the two mma lambdas issue and do not wait
+                self.stmts(list(ops))
+                self.in_flight = False
+                for line in tail:
+                    w(line)
+        w.depth -= 1
+        w(f"tc::mma_fence({split.last.dst.name});  // its last mma group is done: it may be read")
+        self.barrier_pending = False
 
     def sync(self):
         if not self.barrier_pending:
@@ -388,6 +487,12 @@ class _Emitter:
             w(f"tc::fill({dst.name}, {expr(srcs[0])});")
         elif name in ("causal_mask", "bounds_mask"):
             w(f"tc::{name}({dst.name}, {srcs[0].name}, {', '.join(expr(s) for s in srcs[1:])});")
+        elif id(op) in self.scaled:   # rewrites.scaled_exp2: on the unscaled tile, the scale folded in
+            role, c = self.scaled[id(op)]
+            args = [dst.name, srcs[0].name, expr(c)] + [x.name for x in srcs[1:] if x is not None]
+            w(f"tc::{'row_max_scaled' if role == 'max' else 'exp2_scaled_sub_row'}({', '.join(args)});")
+        elif name == "row_sum" and any(dst is v for v in self.partial_now):
+            w(f"tc::row_sum_partial({dst.name}, {srcs[0].name}, {srcs[1].name});  // this lane's columns only")
         elif name.startswith(("row_", "col_")) and srcs[1:] and srcs[1] is None:
             w(f"tc::{name}({dst.name}, {srcs[0].name});")
         else:  # maps, reductions with an accumulator, broadcasts, copy

@@ -79,6 +79,10 @@ class Schedule:
     max_registers: int = 0   # a thread's register cap (the launch bound asks for the blocks it lets fit); 0: none
     sliced: tuple[str, ...] = ()   # mma.sync: register tiles only added into a global, computed where added in
     #                               slices (sliced_adds; tc::atomic_add_mma) and never declared
+    rewrites: bool = False   # sm_90a: the codegen's algebraic rewrites (rewrites.py); other targets' sources stay
+    rings: tuple[str, ...] = ()   # warp-specialized: pipelined tiles with a ring each (tile_rings), else one ring
+    deferred: bool = False   # with rings: an attention-shaped body's last mma runs behind the next step's first
+    turns: bool = False      # deferred, two consumer warpgroups: they take turns issuing their wgmma batches
 
     @property
     def warp_specialized(self) -> bool:
@@ -200,6 +204,72 @@ def _accumulate_only(k: ir.Kernel) -> bool:
                for lp in loops(k.body) if lp.kind == "pipeline")
 
 
+def tile_rings(k: ir.Kernel) -> list:
+    """The pipelined tiles that get a ring each (full and empty mbarriers per slot, one cursor for all): a kernel
+    with one pipeline loop that does more than accumulate and loads two or more tiles, each read only by statements
+    of the body itself. The consumers then wait for a tile's slot right before its first reader and free it right
+    after its last (its mma waited for), so the producer refills it while the rest of the step runs: attention's
+    K slot goes back once S = Q K^T is done, its next K in flight through the softmax and P V, where one shared
+    slot went back only at the step's end (the hand kernel's two rings, docs/backends/cuda.md). Loops that also
+    bring vectors through the ring keep the one ring (pipelined_vectors: their copies complete on it)."""
+    pipes = [lp for lp in loops(k.body) if lp.kind == "pipeline"]
+    if len(pipes) != 1 or pipelined_vectors(k):
+        return []
+    lp = pipes[0]
+    piped = pipelined_tiles(k)
+    loads = [s for s in lp.body if isinstance(s, ir.Op) and s.name == "load" and s.dst in piped]
+    tiles = list(dict.fromkeys(s.dst for s in loads))
+    rest = [s for s in lp.body if not any(s is x for x in loads)]
+    if len(tiles) < 2 or accumulators(rest):
+        return []
+    nested = [op for s in rest if isinstance(s, ir.Loop) for op in ops(s.body)]
+    read = [op for op in rest if isinstance(op, ir.Op)]
+    if any(x is t for op in nested for x in op.srcs for t in tiles) or \
+            not all(any(x is t for op in read for x in op.srcs) for t in tiles):
+        return []
+    return tiles
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A pipeline body shaped like attention's, split so that its last mma runs behind the next step's first
+    (option deferred=True, with a ring per tile): `first` (zero, mma: S = Q K^T), `early` (what needs neither the
+    last mma's accumulator nor its A: the softmax), `late` (the rest: rescaling O, writing P), `last` (O += P V).
+    Step j issues first(j) and last(j-1) as one batch, waits for first(j) only, runs early(j) while last(j-1) may
+    still run, then waits for that too (warp_specialized.cuh: consume_deferred)."""
+    first: tuple     # (zero, mma)
+    early: tuple
+    late: tuple
+    last: ir.Op
+
+
+def deferred(body, rings) -> Deferred | None:
+    """The split above, where the body (its loads left out) has that shape: plain ops, none writing to memory;
+    first a zero of a register tile and an mma into it whose B has a ring and whose A nothing in the body writes;
+    last an mma accumulating into a register tile from a register A and a B with another ring; no other op reading
+    those two tiles, and none after the last mma touching its accumulator or A. Else None."""
+    if len(body) < 4 or not all(isinstance(s, ir.Op) for s in body):
+        return None
+    ring = lambda x: any(x is t for t in rings)  # noqa: E731
+    zero, first = body[0], body[1]
+    if not (zero.name == "zero" and first.name == "mma" and first.dst is zero.dst and first.srcs[2] is zero.dst
+            and ring(first.srcs[1]) and isinstance(first.srcs[0], (ST, RT))):
+        return None
+    i = max(n for n, s in enumerate(body) if s.name == "mma")
+    last = body[i]
+    if i < 2 or last.srcs[2] is not last.dst or not isinstance(last.srcs[0], RT) or not ring(last.srcs[1]) \
+            or last.srcs[1] is first.srcs[1]:
+        return None
+    held = {id(last.dst), id(last.srcs[0])}
+    touches = lambda s: any(id(x) in held for x in (s.dst, *s.srcs))  # noqa: E731
+    rest, after = body[2:i], body[i + 1:]
+    if id(first.dst) in held or any(touches(s) for s in after) or any(isinstance(s.dst, (ST, SV, GL)) for s in body) \
+            or any(s.dst is first.srcs[0] for s in body) or any(ring(x) for s in rest + after for x in s.srcs):
+        return None
+    split = next((n for n, s in enumerate(rest) if touches(s)), len(rest))
+    return Deferred((zero, first), tuple(rest[:split]), tuple(rest[split:]) + tuple(after), last)
+
+
 def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
     """Why the warp-specialized schedule cannot take k (None: it can). Its pipeline loops may sit inside
     tl.range loops and follow one another: the producer walks the same loop nest (codegen)."""
@@ -283,7 +353,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
         note = ws_misfit(k, warps) or ("" if wgmma else "its consumers run mma on wgmma; wgmma=False asks otherwise")
         if not note:
             tma = _tma_loads(k)
-            smem += SMEM_ALIGN   # the ring's mbarriers
+            smem += SMEM_ALIGN   # the ring's mbarriers (or the rings', together)
             persistent = bool(k.options.get("persistent", _accumulate_only(k)))
             store = tma_store(k, warps) if persistent else None
             if store:   # its staging tile, paid for with pipeline stages where need be (never below 2)
@@ -313,19 +383,27 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
                     vectors=tuple(t.name for t in vectors), reduce=reduce[0] if reduce else None,
                     reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs,
-                    sliced=tuple(t.name for t in sliced))
+                    sliced=tuple(t.name for t in sliced),
+                    rewrites=target == "sm_90a" and bool(k.options.get("rewrites", True)),
+                    rings=tuple(t.name for t in tile_rings(k)) if tma and k.options.get("rings", True) else (),
+                    deferred=bool(tma and k.options.get("deferred", False)),
+                    turns=bool(tma and k.options.get("deferred", False) and k.options.get("turns", False)
+                               and warps == 8))
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
     """(map, register tile) when the kernel ends by storing a register tile of its consumers to a 2-byte global
     in whole 128-byte swizzle panels: the persistent epilogue then hands it to TMA through a staging tile and
-    goes on to the next tile's main loop while the copy runs. Each consumer warpgroup stores its 64 rows."""
+    goes on to the next tile's main loop while the copy runs. Each consumer warpgroup stores its 64 rows. Any
+    grid: a batched GEMM's third dim is the store's depth coordinate, and the 4-D tensor map clips each batch's
+    rows (64 x 1024x1024x512 on the H200, 01:29 UTC 12-02: 171 us with the store from registers after each
+    tile's 8 K steps, 0.66x torch.bmm)."""
     last = k.body[-1] if k.body else None
     if not (isinstance(last, ir.Op) and last.name == "store" and isinstance(last.dst, GL)
             and isinstance(last.srcs[0], RT)):
         return None
     t, g = last.srcs[0], last.dst
-    if g.dtype.itemsize != 2 or t.rows != 16 * warps or (t.cols * 2) % 128 or len(k.grid) != 2:
+    if g.dtype.itemsize != 2 or t.rows != 16 * warps or (t.cols * 2) % 128:
         return None
     return TmaMap(f"{g.name}_tma", g.name, 64, t.cols, 64, 128, 2), t.name
 

@@ -19,6 +19,7 @@ from tiles.types import GL, RT, RV, ST, SV
 
 from . import schedules, swizzle
 
+DIRECT_LDS_BYTES = {"gfx942": 4, "gfx950": 16}   # a direct global->LDS load's bytes per lane (arch.hpp)
 CTYPE = {"bf16": "bf16", "f16": "f16", "f32": "float", "i32": "int", "fp8e4m3": "fp8e4m3", "fp8e5m2": "fp8e5m2"}
 _RESERVED = {"WAVES", "VM_PER_STAGE", "block_x", "block_y", "block_z", "blk", "gl", "st", "rt", "rv", "cv", "acc",
              "opa", "red_scratch", "xpose_scratch", "n_iter", "zero", "fill", "copy", "load", "store", "mma", "exp", "exp2", "log",
@@ -87,6 +88,7 @@ class _Emitter:
         self.plan = schedules.plan(k, target, self.lds_bytes)
         self.quarter = self._quarter_accumulators()
         self.m = self.plan.mfma_m
+        self.wave_cols = self._wave_grid()
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
 
     # ------------------------------------------------------------ names and types
@@ -146,6 +148,46 @@ class _Emitter:
                     if isinstance(t, RV) and rts and op.name != "copy":
                         lay[id(t)] = rts[0]
         return lay
+
+    def _wave_grid(self) -> dict:
+        """Accumulators split over the waves in two dimensions: id -> waves along the columns (WC > 1). A
+        register tile that MMAs write (A and B from LDS) and only fills, elementwise maps among such tiles and
+        stores to global memory otherwise touch needs no wave's rows whole: each wave takes a (rows / WR) x
+        (cols / WC) block, WR x WC = waves, the one with the fewest fragments per side, since an MMA reads
+        one A fragment per row fragment and one B fragment per column fragment every K step (256 x 256 over
+        8 waves: 64 x 128, 12 reads per 32 MFMAs, where 32 x 256 needs 18)."""
+        ops = [op for op, _ in self.k.walk()]
+        ok = {id(t) for t in self.k.tiles if isinstance(t, RT) and self.layout.get(id(t), "c") == "c"
+              and any(op.name == "mma" and op.dst is t for op in ops)}
+
+        def allowed(op, t) -> bool:
+            tiles = [x for x in (op.dst, *op.srcs) if isinstance(x, (RT, RV, ST, SV)) or x in self.in_regs]
+            if op.name == "mma":
+                a, b, c = op.srcs
+                return (t is op.dst or t is c) and all(isinstance(x, ST) and x not in self.in_regs for x in (a, b)) \
+                    and id(op.dst) in ok and id(c) in ok
+            if op.name in ("zero", "fill"):
+                return True
+            if op.name in ("store", "atomic_add"):
+                return isinstance(op.dst, GL)
+            if op.name in _UNARY or op.name in _BINARY or op.name == "where":
+                return all(isinstance(x, RT) and id(x) in ok for x in tiles)
+            return False
+        changed = True
+        while changed:
+            changed = False
+            for t in self.k.tiles:
+                if id(t) in ok and not all(allowed(op, t) for op in ops if t is op.dst or t in op.srcs):
+                    ok.discard(id(t))
+                    changed = True
+        out, w, m = {}, self.plan.waves, self.plan.mfma_m
+        for t in self.k.tiles:
+            if id(t) in ok:
+                fits = [c for c in range(1, w + 1) if w % c == 0 and t.rows % (w // c * m) == 0 and t.cols % (c * m) == 0]
+                wc = min(fits, key=lambda c: (t.rows * c // w + t.cols // c, c))
+                if wc > 1:
+                    out[id(t)] = wc
+        return out
 
     def _acc_transposed(self, lay) -> set:
         """Register tiles held as the accumulator of their transpose: each group of tiles and vectors that ops
@@ -226,19 +268,33 @@ class _Emitter:
     def _swizzle(self, t: ST) -> str:
         """Swizzle for the MFMA operand read the tile serves. Tiles read down their columns (B of mma_AB, A of
         mma_AtB: one element per read) stay unswizzled, so the reads' addresses are one base plus immediate
-        offsets instead of an XOR per element; tiles no MMA reads stay unswizzled too."""
+        offsets instead of an XOR per element; tiles no MMA reads stay unswizzled too. A stored row of more
+        than one MFMA K step is kept in panels of one step (shared.hpp), each swizzled for the read."""
         elem = t.dtype.bits // 8
         e = self.m * mfma_k(self.target, t.dtype, self.m) // 64
-        if self._transposed(t):   # its stored rows are the columns the MMA reads
-            g, s, mask = swizzle.choose(self.target, t.cols, t.rows * elem, self.m, e, elem)
-            return f"transposed<{g}, {s}, {mask}>"
         if self._paired(t):   # a stored row per two rows
             g, s, mask = swizzle.choose(self.target, t.rows // 2, 2 * t.cols * elem, self.m, e, elem, paired=True)
             return f"paired<{g}, {s}, {mask}>"
-        if not self._mma_reads(t)[0]:
+        tr = self._transposed(t)   # its stored rows are the columns the MMA reads
+        if not tr and not self._mma_reads(t)[0]:
             return f"swizzle<{swizzle.granule(self.target, 16)}, 0, 0>"
-        g, s, mask = swizzle.choose(self.target, t.rows, t.cols * elem, self.m, e, elem)
-        return f"swizzle<{g}, {s}, {mask}>"
+        rows, row_bytes = (t.cols, t.rows * elem) if tr else (t.rows, t.cols * elem)
+        panel = self._panel(t)
+        g, s, mask = swizzle.choose(self.target, rows, panel or row_bytes, self.m, e, elem)
+        return f"{'transposed' if tr else 'swizzle'}<{g}, {s}, {mask}{f', {panel}' if panel else ''}>"
+
+    def _panel(self, t: ST) -> int:
+        """Bytes of a stored row per panel (shared.hpp), 0 for whole rows: one MFMA K step of a tile MMAs read
+        along its stored rows, where a row holds more."""
+        elem = t.dtype.bits // 8
+        tr = self._transposed(t)
+        if self._paired(t) or not tr and not self._mma_reads(t)[0]:   # paired tiles keep whole stored rows
+            return 0
+        ks = [op_k(self.target, op, self.m) for op, _ in self.k.walk() if op.name == "mma" and t in op.srcs[:2]]
+        if not ks:   # transposed for register loads only (_transposed): no K step to panel by
+            return 0
+        row_bytes, step = (t.rows if tr else t.cols) * elem, min(ks) * elem
+        return step if row_bytes > step and row_bytes % step == 0 else 0
 
     def _mma_reads(self, t) -> tuple[bool, bool]:
         """Whether an MMA reads shared tile t along its rows (K contiguous), and down its columns."""
@@ -309,13 +365,18 @@ class _Emitter:
             out[id(t)] = lp
         return out
 
-    def _fill_through_regs(self, t) -> bool:
-        """Pipelined fills that go through registers (global.hpp's lds_fill), written to LDS by land() after the
-        MFMAs: transposed tiles, and CDNA3's fp8 (its -0 cleared once on the way in, types.hpp's fnuz)."""
-        return self._transposed(t) or self._paired(t) or (self.target == "gfx942" and t.dtype.name.startswith("fp8"))
+    def _via_registers(self, t) -> bool:
+        """Whether a pipelined tile's fill goes through registers and is written to LDS at land() (global.hpp
+        lds_load::PATH): a transposed or paired tile, or any whose stored rows are whole 16-byte runs where direct
+        loads move fewer bytes a lane (gfx942: 4; its fp8 is then cleared of -0 on the way in)."""
+        return self._transposed(t) or self._paired(t) or (DIRECT_LDS_BYTES[self.target] < 16 and isinstance(t, ST)
+                                       and (self._panel(t) or t.cols * t.dtype.bits // 8) % 16 == 0)
 
     def tile_decl(self, t) -> str:
         c = CTYPE[t.dtype.name]
+        wc = self.wave_cols.get(id(t))
+        if wc:   # a grid of waves (_wave_grid)
+            return f"rt<{c}, {t.rows} / (WAVES / {wc}), {t.cols} / {wc}, {self.lay(t)}, {wc}> {self.n(t)};"
         if isinstance(t, RT) or t in self.in_regs:
             return f"rt<{c}, {t.rows} / WAVES, {t.cols}, {self.lay(t)}> {self.n(t)};"
         if isinstance(t, RV):
@@ -353,7 +414,7 @@ class _Emitter:
                 c = "float" if prm.dtype == dtypes.f32 else "int"
                 params.append((c, self.n(prm), "scalar", prm))
                 sig.append(f"{c} {self.n(prm)}")
-        w(f'extern "C" __global__ __launch_bounds__({p.threads}) void {k.name}(')
+        w(f'extern "C" __global__ __launch_bounds__({p.threads}) void {cgen.symbol(k)}(')
         w("    " + ",\n    ".join(sig) + ") {")
         w.depth += 1
         for prm in k.params:
@@ -368,7 +429,7 @@ class _Emitter:
         lds = self.lds_bytes(p.stages)
         if self.mfma_count is None:   # no pipelined loop: the MMAs of the whole body
             self.count_mfma(k.body)
-        return Generated(k.name, w.text(), k, self.target, p, lds, params, self.mfma_count)
+        return Generated(cgen.symbol(k), w.text(), k, self.target, p, lds, params, self.mfma_count)
 
     def grid(self, w):
         g = self.k.grid
@@ -429,7 +490,7 @@ class _Emitter:
 
         fills = [f"{self.n(s.dst)}_fill" if isinstance(s.dst, ST) else None for s in staged_ops]
 
-        staged_regs = [(s, fill) for s, fill in zip(staged_ops, fills) if fill and self._fill_through_regs(s.dst)]
+        staged_regs = [(s, fill) for s, fill in zip(staged_ops, fills) if fill and self._via_registers(s.dst)]
 
         def issue(shift: str, slot: str, land: bool = False):
             for s, fill in zip(staged_ops, fills):
@@ -441,7 +502,9 @@ class _Emitter:
 
         def land_regs(slot: str):
             for s, fill in staged_regs:
-                w(f"{fill}.land({self.ref(s.dst, slot)});  // staged through registers")
+                how = ("transposed" if self._transposed(s.dst) else "in row pairs" if self._paired(s.dst)
+                       else "16 bytes a lane")
+                w(f"{fill}.land({self.ref(s.dst, slot)});  // through registers, {how}")
         w(f"{{  // pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
         w.depth += 1
         w(f"const int n_{v} = {self.expr(lp.count)};")
@@ -467,10 +530,13 @@ class _Emitter:
             w("pingpong_enter();  // group 1 runs one barrier behind group 0")
         ring = 3 if p.schedule == "pingpong" else S   # buffers: tile v is in slot v % ring, counted, not divided
         ahead = 1 if p.schedule == "pingpong" else S - 1   # the tile this iteration fills: v + ahead
+        step = f"{v}_slot ^= 1" if ring == 2 else f"{v}_slot = {v}_slot == {ring - 1} ? 0 : {v}_slot + 1"
         head = f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{" if ring == 1 else \
-            f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {v}_slot = {v}_slot == {ring - 1} ? 0 : {v}_slot + 1) {{"
+            f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {step}) {{"
         with w.block(head):
-            if ring > 1:
+            if ring == 2:   # one scalar xor each, where the wrap-around test is a compare and a select
+                w(f"const int {v}_fill = {v}_slot ^ 1;  // ({v} + 1) % 2")
+            elif ring > 1:
                 nxt = f"{v}_slot + {ahead}"
                 w(f"const int {v}_fill = {nxt} >= {ring} ? {nxt} - {ring} : {nxt};  // ({v} + {ahead}) % {ring}")
             self.barriers.reset_pipeline(compute, self._sim)

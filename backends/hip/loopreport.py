@@ -7,13 +7,14 @@
   taken, then its child loop as long as one holds all of them: the innermost loop with every MFMA. If
   that loop moves no tile (no global load, no barrier: an MFMA loop stepping through K), the loop around
   it that does. A file without MFMAs in any loop reports the loop with the most instructions.
-* **its hot path**: one iteration, from the header back to it. At a two-way branch inside the loop
-  the two sides are compared by the blocks only one of them reaches (before the header), and the
-  hot side is, in this order: the one with more MFMAs; the one that issues global loads (the other
-  is the last iteration skipping the next tile's prefetch); the one with wider global loads (the
-  other is a per-element fallback for ragged or misaligned tiles); else the fall-through. Exits are
-  never taken and no block is visited twice: a nested loop on the path runs its trip count where clang
-  left one of its two partial-unroll shapes (trips()), else once, named in the report as unknown.
+* **its hot path**: one iteration, from the header back to it. At a two-way branch inside the loop each
+  side is scored by its best way back to the header (nested loops' back edges left out), comparing, in
+  this order: more MFMAs; no per-lane code (exec masks, vector compares, sub-dword global loads: the edge
+  tiles' checks and element-wise fallbacks, so the full-tile side); more global loads and LDS writes (the
+  next tile issued, not the last iteration skipping its prefetch); fewer instructions; else the
+  fall-through. Exits are never taken and no block is visited twice: a nested loop on the path runs its
+  trip count where clang left one of its two partial-unroll shapes (trips()), else once, named in the
+  report as unknown.
 
 Along that path it counts, per MFMA: LDS reads and writes by instruction and bytes per lane, global
 loads by instruction and whether they go straight to LDS, waits with their counters, VALU, SALU,
@@ -411,22 +412,46 @@ def _reach(f, inside, header, path, start) -> set[str]:
     return seen
 
 
+def per_lane(ins: str) -> bool:
+    """Code that only edge tiles and ragged rows run: exec masking (a lane-dependent branch), vector compares
+    (bounds checks) and sub-dword global loads (element-wise fallbacks). A uniform branch reads exec
+    (s_and_b64 vcc, exec, ...), it does not write it."""
+    mn, ops = ins.split()[0], ins.split()[1:]
+    return ("saveexec" in mn or (mn.startswith("s_") and ops and ops[0].rstrip(",") == "exec")
+            or mn.startswith(("v_cmp", "v_cmpx")) or 0 < global_bytes(mn) < 4 and classify(ins)[0] == "global_load")
+
+
+def _score(b: Block) -> tuple[int, int, int, int]:
+    """What a path gains from block b, compared lexicographically: MFMAs; no per-lane code (full tiles); global
+    loads and LDS writes (the next tile issued); fewer instructions."""
+    t = tally(b.lines)
+    moves = sum(t["global_load"].values()) + sum(t["lds_write"].values())
+    return b.mfma, -sum(map(per_lane, b.lines)), moves, -len(b.lines)
+
+
+def _best(f, inside, header, path, start, memo, stack=()) -> tuple[tuple[int, ...], list[str]]:
+    """The best-scoring way from start back to the header (or out of the loop) that avoids the path so far;
+    edges back into the walk (nested loops' back edges) are left out."""
+    if start in memo:
+        return memo[start]
+    stack = (*stack, start)
+    nxt = [_best(f, inside, header, path, s, memo, stack) for s in f.blocks[start].succ
+           if s in inside and s != header and s not in path and s not in stack]
+    tail = max(nxt, default=((0, 0, 0, 0), []))
+    memo[start] = tuple(x + y for x, y in zip(_score(f.blocks[start]), tail[0])), [start, *tail[1]]
+    return memo[start]
+
+
+_WHY = ("more MFMAs", "no per-lane code (exec masks, vector compares, sub-dword loads): full tiles",
+        "more global loads and LDS writes: the next tile issued", "fewer instructions")
+
+
 def _pick(f, inside, header, path, a, b, fall) -> tuple[str, str]:
-    ra, rb = _reach(f, inside, header, path, a), _reach(f, inside, header, path, b)
-    only = {a: ra - rb, b: rb - ra}
-    t = {s: tally(ln for n in only[s] for ln in f.blocks[n].lines) for s in (a, b)}
-    mf = {s: sum(t[s]["mfma"].values()) for s in (a, b)}
-    if mf[a] != mf[b]:
-        return (a if mf[a] > mf[b] else b), "more MFMAs"
-    loads = {s: sum(t[s]["global_load"].values()) for s in (a, b)}
-    if bool(loads[a]) != bool(loads[b]):
-        return (a if loads[a] else b), "the other side issues no global loads: a tail"
-    width = {s: sum(global_bytes(k.split()[0]) * v for k, v in t[s]["global_load"].items()) / loads[s]
-             for s in (a, b) if loads[s]}
-    if len(width) == 2 and width[a] != width[b]:
-        hot = a if width[a] > width[b] else b
-        cold = b if hot == a else a
-        return hot, f"narrower global loads on the other side: {width[cold]:g} B against {width[hot]:g} B"
+    memo = {}
+    sa, sb = _best(f, inside, header, path, a, memo)[0], _best(f, inside, header, path, b, memo)[0]
+    for i, why in enumerate(_WHY):
+        if sa[i] != sb[i]:
+            return (a if sa[i] > sb[i] else b), why
     return fall, "fall-through"
 
 

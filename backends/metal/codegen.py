@@ -207,7 +207,7 @@ class _Gen:
                    ("ushort", "tid", "thread_index_in_threadgroup"),
                    ("ushort", "sg", "simdgroup_index_in_threadgroup"),
                    ("ushort", "lane", "thread_index_in_simdgroup")]
-        w(f"kernel void {k.name}(")
+        w(f"kernel void {cgen.symbol(k)}(")
         for i, (ctype, pname, attr) in enumerate(params):
             # [[threadgroup(0)]] is spelled through TILES_ATTR: the CPU shim erases the word `threadgroup`
             spelled = f"TILES_ATTR({attr})" if attr.startswith("threadgroup(") else f"[[{attr}]]"
@@ -230,7 +230,7 @@ class _Gen:
             self.declare_tiles()
             w()
             self.body(k.body, (frozenset(), frozenset()))
-        return MetalKernel(k.name, w.text(), k, p, globals_, int_args, float_args, "3.1" if uses_bf16 else "3.0",
+        return MetalKernel(cgen.symbol(k), w.text(), k, p, globals_, int_args, float_args, "3.1" if uses_bf16 else "3.0",
                            params)
 
     def declare_tiles(self):

@@ -10,12 +10,19 @@ from .. import ir, targets
 from ..types import GL
 
 # Assumptions of the model (docs/tuning.md), to be calibrated against the timed runs:
-LATENCY_S = 1.0e-6       # a global load's latency under load: a unit's bandwidth is at most its bytes in flight / it
+LATENCY_S = 1.5e-6       # a global load's latency under load: a unit's bandwidth is at most its bytes in flight / it.
+#                          The H200's skinny GEMM winners (01:29 UTC 12-02) drew their bytes at 1.2-1.7 us per pipeline
+#                          of loads in flight (16x4096x4096, 64x64 tiles, 5 stages: 80 KB at 50 GB/s an SM, 1.6 us)
 UNIT_SHARE = 3.0         # one SM/CU can draw up to this many times its fair share (bandwidth / units) of DRAM
 L2_FACTOR = 2.5          # the L2 (Infinity Cache) serves the blocks' repeated reads this many times faster than DRAM
 BLOCK_S = 1.5e-6         # a block's fixed cost (prologue, pipeline fill, epilogue) per wave of resident blocks
 LAUNCH_S = 3.0e-6        # one launch
 TRANSCENDENTAL = 4       # exp/exp2/log/log2 cost this many vector operations
+# Workers issuing matrix instructions that a unit needs to keep its matrix cores at their peak, where one is not
+# enough: on sm_90a a consumer warpgroup waits on its stage's barrier and its wgmma fence between steps, so one
+# warpgroup a unit leaves them idle meanwhile (on the H200 every winner with 128-row tiles has two; the model's
+# 128-row picks with one lost 1.84x and 1.88x at 512x4096x4096 and 512x4096x14336)
+MATRIX_ISSUERS = {"sm_90a": 2}
 
 
 # A representative device per target for the model where none is present (`--device` picks another)
@@ -83,7 +90,8 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
           launches: int = 1) -> tuple[float, dict]:
     """Estimated seconds of one launch and the terms behind it (docs/tuning.md, "The static model"):
 
-      matrix   = ceil(blocks / units) x FLOPs per block / (matrix peak / units)   (blocks quantized over units)
+      matrix   = ceil(blocks / units) x FLOPs per block / (matrix peak / units)   (blocks quantized over units),
+                 stretched where fewer workers issue matrix instructions per unit than it needs (MATRIX_ISSUERS)
       vector   = the same with vector operations against the vector (f32) rate
       memory   = the largest of: the arrays' bytes from DRAM, every block's bytes through the L2 (L2_FACTOR x
                  DRAM's rate), both at the share of the bandwidth the busy units can draw (UNIT_SHARE x theirs,
@@ -105,6 +113,8 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
     # the matrix cores at their peak, stretched where the main loop's own count says another unit (LDS, issue)
     # needs more clocks per MFMA than they do (AMD: backends/hip/loopreport.py)
     matrix = per_unit * w["flops"] * units / peak * (loop["loop_stretch"] if loop else 1.0)
+    issuers = (k.options.get("workers") or 1) * max(1, min(resident, per_unit))
+    matrix *= max(1.0, MATRIX_ISSUERS.get(target, 1) / issuers)
     vector = per_unit * w["vector"] * units / vec
     in_flight = max(1, k.options.get("stages") or 2) * w["step_bytes"] or w["bytes"]
     share = bw * min(1.0, min(blocks, units) * UNIT_SHARE / units)

@@ -73,7 +73,8 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
     live, sources = [], {}
     for c in cands:
         try:
-            kfn.trace(shaped, target, **{**fixed, **c.config})
+            for f, a, kw in kfn.steps(shaped, target, **{**fixed, **c.config}):
+                f.trace(a, target, **kw)
             source = tc.emit(kfn, shaped, target, "source", **{**fixed, **c.config})
         except (TileError, TypeError, ValueError) as e:
             c.dropped = f"refused: {_first_line(e)}"
@@ -118,13 +119,22 @@ def _first_line(e: Exception) -> str:
 
 
 def rank(kfn, target: str, args, cands: list[Candidate], fixed: dict, device=None, launches: int = 1) -> list:
-    """The survivors, each with its model estimate, fastest first (ties: the order of the space)."""
+    """The survivors, each with its model estimate, fastest first (ties: the order of the space). Where a call
+    launches several kernels (KernelFn.steps) the estimate is their sum, the terms the main kernel's."""
     shaped = shapes_of(args)
     live = [c for c in cands if not c.dropped]
     for c in live:
-        k = kfn.trace(shaped, target, **{**fixed, **c.config})
-        c.model_s, terms = model(k, shaped, target, c.static, device, launches)
-        c.terms.update(terms)
+        c.model_s = 0.0
+        steps = kfn.steps(shaped, target, **{**fixed, **c.config})
+        for f, a, kw in steps:
+            main = f is kfn
+            s, terms = model(f.trace(a, target, **kw), a, target, c.static if main else None, device,
+                             launches if main else 1)
+            c.model_s += s
+            if main:
+                c.terms.update(terms)
+        if len(steps) > 1:
+            c.terms["launches"] = len(steps)
     return sorted(live, key=lambda c: c.model_s)
 
 

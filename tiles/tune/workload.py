@@ -73,7 +73,8 @@ def precompile(b, kfn, args, fixed: dict, chosen: list[Candidate], jobs: int | N
     if pre is None or not chosen:
         return
     shaped = shapes_of(args)
-    kernels = [kfn.trace(shaped, b.target, **{**fixed, **c.config}) for c in chosen]
+    kernels = [f.trace(a, b.target, **kw) for c in chosen
+               for f, a, kw in kfn.steps(shaped, b.target, **{**fixed, **c.config})]
 
     def one(k):
         try:

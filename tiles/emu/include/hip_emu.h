@@ -57,6 +57,14 @@ template <int M> inline void permlane_swap(uint32_t& x, uint32_t& y) {
   y = upper ? all[lane].y : all[lane + M].x;
 }
 
+// A ballot (v_cmp_ne_u32 of p against 0 into an SGPR pair): bit i holds lane i's p, 0 for lanes that exited.
+inline uint64_t ballot(bool p) {
+  const uint8_t* all = emu::wave_exchange((uint8_t)p);
+  uint64_t mask = 0;
+  for (int i = 0; i < 64; ++i) mask |= (uint64_t)(all[i] != 0) << i;
+  return mask;
+}
+
 // ds_read_b64_tr_b16 (CDNA4): each lane reads 8 bytes (four 16-bit elements) at its LDS address, which
 // must be 8-byte aligned and inside the arena; then, per group of 16 lanes, lane i receives as element j
 // the element i % 4 that lane 4 j + i / 4 of its group read (a 4 x 16 block transposed to 16 x 4).

@@ -174,10 +174,11 @@ struct sum_op { __device__ float operator()(float a, float b) const { return a +
 struct max_op { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
 struct min_op { __device__ float operator()(float a, float b) const { return fminf(a, b); } };
 
-// One value per row: within a lane over its columns, then over the 4 lanes of a quad.
-template <typename Op, typename T, typename U, int R, int C, int NW>
+// One value per row: within a lane over its columns, then (LANES) over the 4 lanes of a quad; times *scale
+// if given (rewrites.py: a row max of x * c for c > 0, from the unscaled x), then combined with *acc.
+template <typename Op, bool LANES = true, typename T, typename U, int R, int C, int NW>
 __device__ inline void row_reduce(rv<T, R, axis::rows, NW>& dst, const rt<U, R, C, NW>& src,
-                                  const rv<T, R, axis::rows, NW>* acc) {
+                                  const rv<T, R, axis::rows, NW>* acc, const float* scale = nullptr) {
     using tile = rt<U, R, C, NW>;
     Op op;
 #pragma unroll
@@ -191,8 +192,11 @@ __device__ inline void row_reduce(rv<T, R, axis::rows, NW>& dst, const rt<U, R, 
                 v = op(v, op(to_float(src.d[i][j][h].x), to_float(src.d[i][j][h].y)));
                 v = op(v, op(to_float(src.d[i][j][h + 2].x), to_float(src.d[i][j][h + 2].y)));
             }
-            v = op(v, __shfl_xor_sync(0xffffffffu, v, 1));
-            v = op(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            if constexpr (LANES) {
+                v = op(v, __shfl_xor_sync(0xffffffffu, v, 1));
+                v = op(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            }
+            if (scale) v *= *scale;
             if (acc) v = op(v, to_float(acc->d[i][h]));
             dst.d[i][h] = from_float<T>(v);
         }
@@ -263,6 +267,32 @@ TC_REDUCE(col_max, col, max_op)
 TC_REDUCE(col_min, col, min_op)
 TC_REDUCE(col_sum, col, sum_op)
 #undef TC_REDUCE
+
+// The codegen's rewrites (rewrites.py). row_max of src * c for c > 0, read from the unscaled src: c max(x) is
+// max(c x) exactly, as rounding is monotone.
+template <typename V, typename S> __device__ inline void row_max_scaled(V& dst, const S& src, float c) {
+    row_reduce<max_op>(dst, src, static_cast<const V*>(nullptr), &c);
+}
+template <typename V, typename S> __device__ inline void row_max_scaled(V& dst, const S& src, float c, const V& acc) {
+    row_reduce<max_op>(dst, src, &acc, &c);
+}
+// A loop's running row sum kept per lane (this lane's columns of each row), added across a row's 4 lanes once
+// after the loop: acc + the sum of this lane's elements of each row, no shuffle.
+template <typename V, typename S> __device__ inline void row_sum_partial(V& dst, const S& src, const V& acc) {
+    row_reduce<sum_op, false>(dst, src, &acc);
+}
+template <typename T, int N, int NW> __device__ inline void row_sum_lanes(rv<T, N, axis::rows, NW>& v) {
+    using vec = rv<T, N, axis::rows, NW>;
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k) {
+            float x = to_float(v.d[o][k]);
+            x += __shfl_xor_sync(0xffffffffu, x, 1);
+            x += __shfl_xor_sync(0xffffffffu, x, 2);
+            v.d[o][k] = from_float<T>(x);
+        }
+}
 
 // ---- log-sum-exp2 of (max, sum) pairs -------------------------------------------------
 // (m, s) <- (m, s) merged with (m2, s2): the larger max, each sum rescaled to it. fminf(NaN, 0) is 0, so two
@@ -348,6 +378,12 @@ TC_BROADCAST(sub_col, col, x - y)
 TC_BROADCAST(mul_col, col, x * y)
 TC_BROADCAST(div_col, col, x / y)
 #undef TC_BROADCAST
+// exp2(src * c - v) of each row (rewrites.py: the scale of a softmax folded into its exponent): one FFMA and the
+// exponential per element where a multiply, a subtraction and the exponential were.
+template <typename D, typename S, typename V>
+__device__ inline void exp2_scaled_sub_row(D& dst, const S& src, float c, const V& v) {
+    with_row(dst, src, v, [c](float x, float y) { return exp2_fast(fmaf(x, c, -y)); });
+}
 
 // ---- masks -------------------------------------------------------------------------
 // In place, a mask that keeps every element is skipped: attention masks each block, and all but the last

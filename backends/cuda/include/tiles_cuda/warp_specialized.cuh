@@ -199,6 +199,71 @@ __device__ inline void load_stage(rv<T, N, A, NW>& dst, const sv<U, N>& src) {
     }
 }
 
+// A ring per pipelined tile (schedules.tile_rings), all walked by one cursor. Producer (its leader thread):
+// load(k, slot) for iterations 0..n-1, which fills each tile's slot once that ring's consumers free it (refill).
+// Consumers: compute(k, slot), which waits for each tile's slot before its first reader (stage_wait) and frees it
+// after its last (stage_release), so a tile read early in the step is refilled while the rest of it runs.
+template <int STAGES, typename F>
+__device__ inline void each_stage(stage_cursor<STAGES>& cur, int n, F f) {
+    for (int k = 0; k < n; ++k, cur.advance()) f(k, cur.slot);
+}
+template <int STAGES>
+__device__ __forceinline__ mbarrier& refill(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& cur, unsigned bytes) {
+    return tiles::sm90::produce(ring, cur, bytes);
+}
+template <int STAGES>
+__device__ __forceinline__ void stage_wait(stage_ring<STAGES>& ring, const stage_cursor<STAGES>& cur) {
+    tiles::sm90::consume(ring, cur);
+}
+template <int STAGES>
+__device__ __forceinline__ void stage_release(stage_ring<STAGES>& ring, int slot) {
+    __syncwarp();
+    tiles::sm90::release(ring, slot);
+}
+
+// Consumers, with a ring per tile, for an attention-shaped body (schedules.Deferred; option deferred=True): step
+// j issues first(j) (S_j = Q K_j^T) and last(j-1) (O += P_{j-1} V_{j-1}) as one batch, waits for S_j only, runs
+// early(j) (S_j's softmax) while P V may still run, then waits for that too, frees last's slot of step j-1 and
+// runs late(j) (rescale O, write P_j, wait for V_j). The first step is peeled, so that no path through the loop
+// ends with a group in flight (ptxas serializes the wgmma otherwise). The caller fences last's accumulator.
+// TURNS (option turns=True, two consumer warpgroups): they take turns issuing their batches (named barriers 4 and
+// 5; 1 is the consumers' barrier, 2 and 3 store_tma's), so that one's softmax runs while the other's batch does.
+template <int STAGES, bool TURNS, typename First, typename Last, typename Early, typename Late>
+__device__ inline void consume_deferred(stage_cursor<STAGES>& cur, int n, stage_ring<STAGES>& last_ring,
+                                        First first, Last last, Early early, Late late) {
+    if (n <= 0) return;
+    const int group = warp_id() / 4;
+    auto turn_wait = [&] { if (TURNS) tiles::sm90::named_sync(4 + group, 256); };
+    auto turn_pass = [&] { if (TURNS) tiles::sm90::named_arrive(5 - group, 256); };
+    if (group == 1) turn_pass();   // the first warpgroup issues first
+    turn_wait();
+    first(0, cur.slot);
+    turn_pass();
+    mma_wait<0>();
+    early(0, cur.slot);
+    late(0, cur.slot);
+    int previous = cur.slot;
+    cur.advance();
+    for (int j = 1; j < n; ++j, cur.advance()) {
+        turn_wait();
+        first(j, cur.slot);
+        last(j - 1, previous);
+        turn_pass();
+        mma_wait<1>();
+        early(j, cur.slot);
+        mma_wait<0>();
+        stage_release(last_ring, previous);
+        late(j, cur.slot);
+        previous = cur.slot;
+    }
+    turn_wait();
+    last(n - 1, previous);
+    turn_pass();
+    mma_wait<0>();
+    stage_release(last_ring, previous);
+    if (group == 0) turn_wait();   // the second warpgroup's last pass: every arrival is matched
+}
+
 // Consumers: compute(k, slot) once the slot's bytes have landed; then each warp hands the slot back. Every read
 // of it is complete by then: ldmatrix is synchronous and the block-level wgmma waits for its own group.
 template <int STAGES, typename Compute>

@@ -71,6 +71,15 @@ TILES_DEV int wave_id() { return thread_id() / WAVE; }
 #else
 TILES_DEV int wave_id() { return __builtin_amdgcn_readfirstlane(thread_id() / WAVE); }
 #endif
+// Whether p holds in every lane of the wave: a ballot (v_cmp's lane mask, an SGPR pair) against exec, so
+// a branch on it is scalar.
+TILES_DEV bool wave_all(bool p) {
+#if defined(TILES_EMU)
+  return hip_emu::ballot(!p) == 0;
+#else
+  return __builtin_amdgcn_ballot_w64(!p) == 0;
+#endif
+}
 
 // ---------------------------------------------------------------- scheduling hints (no CPU meaning)
 // s_waitcnt immediates for gfx9: vmcnt bits [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8].
@@ -141,6 +150,19 @@ TILES_DEV uint32_t perm(uint32_t hi, uint32_t lo, uint32_t sel) {
   return r;
 #else
   return __builtin_amdgcn_perm(hi, lo, sel);
+#endif
+}
+
+// max(a, b, c) as one v_max3_f32 (IEEE maxNum: a quiet NaN loses, as in fmaxf). Inline asm because
+// clang quiets each input of fmaxf first (v_max_f32 x, x) unless it can prove the input canonical, which it
+// cannot for the elements of a packed multiply's result: a softmax's row max paid one extra VALU an element.
+TILES_DEV float max3(float a, float b, float c) {
+#if defined(TILES_EMU)
+  return __builtin_fmaxf(__builtin_fmaxf(a, b), c);
+#else
+  float r;
+  asm("v_max3_f32 %0, %1, %2, %3" : "=v"(r) : "v"(a), "v"(b), "v"(c));
+  return r;
 #endif
 }
 

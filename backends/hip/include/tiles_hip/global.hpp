@@ -41,22 +41,24 @@ template <class T> TILES_DEV void store_elem(arch::buffer buf, uint32_t off, T x
 
 // ---------------------------------------------------------------- global <-> registers
 // (r0, c0): the block tile's first element; this wave's rows start wave_id * R below it.
-template <class T, int R, int C, class L, class G>
-TILES_DEV void load(rt<T, R, C, L>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
+template <class T, int R, int C, class L, int WC, class G>
+TILES_DEV void load(rt<T, R, C, L, WC>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
-  r0 += arch::wave_id() * R;
+  r0 += dst.row0();
+  c0 += dst.col0();
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
     TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
       const uint32_t off = src.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
       dst.v[m][n][e] = convert<T>(load_elem<G>(buf, off));
     }
 }
-template <class G, class T, int R, int C, class L>
-TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L>& src, int b, int d, int r0, int c0) {
+template <class G, class T, int R, int C, class L, int WC>
+TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int d, int r0, int c0) {
   const arch::buffer buf = dst.buffer();
   const int lane = arch::lane_id();
-  r0 += arch::wave_id() * R;
+  r0 += src.row0();
+  c0 += src.col0();
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
     TILES_UNROLL for (int e = 0; e < src.E; ++e) {
       const uint32_t off = dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
@@ -64,11 +66,12 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L>& src, int b, int d, 
     }
 }
 // f32 atomic accumulation (the gradients of attention backward).
-template <class T, int R, int C, class L>
-TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L>& src, int b, int d, int r0, int c0) {
+template <class T, int R, int C, class L, int WC>
+TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L, WC>& src, int b, int d, int r0, int c0) {
   const arch::buffer buf = dst.buffer();
   const int lane = arch::lane_id();
-  r0 += arch::wave_id() * R;
+  r0 += src.row0();
+  c0 += src.col0();
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
     TILES_UNROLL for (int e = 0; e < src.E; ++e) {
       const uint32_t off = dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
@@ -113,13 +116,25 @@ TILES_DEV void store(const gl<G>& dst, const cv<T, N, L>& src, int b, int d, int
 // Two paths: direct (buffer_load ... lds, DIRECT_LDS_BYTES per lane with no registers in between; needs
 // rows that are whole DIRECT_LDS_BYTES runs: cols and row stride multiples of it) and staged (through
 // registers, element by element where a run crosses the array's edge).
+// How a pipelined tile's fill travels (lds_fill): DIRECT (buffer_load ... lds), REGS (16 bytes a lane
+// through registers, written to LDS at land(): where a direct load moves only 4 bytes a lane (CDNA3), each
+// costing an m0 write and an s_nop besides, one 16-byte load and its writes are a third of the instructions),
+// REGS_T (4 x 4 blocks through registers, written transposed: a transposed tile), REGS_PAIRED (2 x 8 blocks
+// through registers, written interleaved: a paired tile). CDNA3's fp8 never goes direct: its -0 is cleared on
+// the way in (types.hpp's fnuz), once per element rather than by every wave at every MFMA read.
+enum fill_path { DIRECT, REGS, REGS_T, REGS_PAIRED };
 template <int WAVES, class S> struct lds_load {
   using T = typename S::dtype;
   static constexpr int D = arch::DIRECT_LDS_BYTES, SPAN = 64 * D;
-  static constexpr bool DIRECT_FITS = !S::TR && !S::PAIRED && !fnuz<T>::value && S::BYTES % SPAN == 0 && D <= S::swz::GRANULE && S::ROW_BYTES % D == 0;
+  static constexpr bool DIRECT_FITS = !S::TR && !S::PAIRED && !fnuz<T>::value && S::BYTES % SPAN == 0 &&
+                                      D <= S::swz::GRANULE && S::PANEL_BYTES % D == 0;
+  static constexpr fill_path PATH = S::TR       ? REGS_T
+                                    : S::PAIRED ? REGS_PAIRED
+                                    : D < 16 && S::PANEL_BYTES % 16 == 0 ? REGS : DIRECT;
   // vm instructions one wave issues per direct load (the fewest any wave issues): what s_waitcnt
-  // vmcnt may leave outstanding when later tiles are already in flight.
-  static constexpr int VM_OPS = DIRECT_FITS ? S::BYTES / SPAN / WAVES : 0;
+  // vmcnt may leave outstanding when later tiles are already in flight (fills through registers have
+  // landed by then: land() waits for its own loads).
+  static constexpr int VM_OPS = PATH == DIRECT && DIRECT_FITS ? S::BYTES / SPAN / WAVES : 0;
 };
 // The direct path: one buffer_load ... lds per 64 lanes x D bytes of the tile (a span), spans dealt
 // round-robin to the waves. Lane i of span s fills LDS byte s * SPAN + i * D, i.e. (row r, byte in row);
@@ -131,9 +146,9 @@ template <int WAVES, class S> struct direct_span {
   TILES_DEV static int span(int i) { return arch::wave_id() + i * WAVES; }
   // (row, column) in the tile of the element lane `lane` moves in this wave's i-th span
   TILES_DEV static void at(int i, int lane, int& r, int& c) {
-    const int p = span(i) * LL::SPAN + lane * LL::D, in_row = p % S::ROW_BYTES;
-    r = p / S::ROW_BYTES;
-    c = (S::swz::unit(r, in_row / S::swz::GRANULE) * S::swz::GRANULE + in_row % S::swz::GRANULE) / (int)sizeof(typename S::dtype);
+    int b;
+    S::position(span(i) * LL::SPAN + lane * LL::D, r, b);
+    c = b / (int)sizeof(typename S::dtype);
   }
 };
 // Edge tiles and ragged rows: direct loads with every lane's row and column checked (OOB past the array's
@@ -168,14 +183,7 @@ TILES_DEV void load_checked(const st<T, R, C, SW>& dst, const gl<G>& src, int b,
 // tile's offset in an SGPR.
 // A tile wholly inside an array whose rows are whole direct runs (every tile of a GEMM but the edge ones)
 // takes the unchecked direct path; the choice is per tile and uniform (one scalar branch).
-// How a tile's fill goes: direct, or through registers (transposed, paired, fp8 on CDNA3: the specializations
-// below, written to LDS by land() after the MFMAs).
-enum class fill_path { direct, transposed, paired, cleared };
-template <class S> constexpr fill_path path_of() {
-  return S::TR ? fill_path::transposed : S::PAIRED ? fill_path::paired
-       : fnuz<typename S::dtype>::value ? fill_path::cleared : fill_path::direct;
-}
-template <int WAVES, class S, class G, fill_path P = path_of<S>()> struct lds_fill {
+template <int WAVES, class S, class G, fill_path P = lds_load<WAVES, S>::PATH> struct lds_fill {
   using T = typename S::dtype;
   using LL = lds_load<WAVES, S>;
   using DS = direct_span<WAVES, S>;
@@ -183,11 +191,9 @@ template <int WAVES, class S, class G, fill_path P = path_of<S>()> struct lds_fi
   const gl<G>& src;
   bool direct;  // the array's rows are whole direct runs
   uint32_t off[DS::PER_WAVE];
-  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
+  int wave_lds;  // this wave's first span in the tile, bytes (uniform, kept in an SGPR through the loop)
+  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g), wave_lds(DS::span(0) * LL::SPAN) {
     direct = LL::DIRECT_FITS && (g.cols | g.sr) % (LL::D / (int)sizeof(T)) == 0;
-#if defined(TILES_HOT_PATH)  // static reports only: the assembly of the main loop's hot path alone
-    direct = LL::DIRECT_FITS;
-#endif
     TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i) {
       int r, c;
       DS::at(i, arch::lane_id(), r, c);
@@ -195,27 +201,73 @@ template <int WAVES, class S, class G, fill_path P = path_of<S>()> struct lds_fi
     }
   }
   TILES_DEV void operator()(const S& dst, int b, int d, int r0, int c0) const {
-    bool full = direct && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
-#if defined(TILES_HOT_PATH)
-    full = direct;
-#endif
+    const bool full = direct && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
     if (__builtin_expect(full, 1)) {  // laid out as the fall-through: the hot path reads straight
       const arch::buffer buf = src.buffer();
       const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
       TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
-        if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + DS::span(i) * LL::SPAN);
+        if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + wave_lds + i * WAVES * LL::SPAN);
     } else {
       load_checked<WAVES>(dst, src, b, d, r0, c0);
     }
   }
   TILES_DEV void land(const S&) const {}  // the direct loads land by themselves
 };
+// A tile through registers, 16 bytes (a run) a lane: thread t moves runs t, t + threads, .. (row-major, so
+// a wave's loads are contiguous in global memory): one buffer_load_dwordx4 each at the fill, kept in registers
+// through the MFMA cluster, written to the (swizzled) LDS tile at land(), CDNA3's fp8 cleared of -0 on the way.
+// Edge tiles check each run's row and column (whole runs: the array's columns a multiple of a run), ragged
+// arrays load single elements.
+template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS> {
+  using T = typename S::dtype;
+  static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
+  static constexpr int RUN = 16 / (int)sizeof(T), PER_ROW = S::COLS / RUN, RUNS = S::ROWS * PER_ROW, THREADS = 64 * WAVES;
+  static constexpr int PER = (RUNS + THREADS - 1) / THREADS;
+  const gl<G>& src;
+  bool runs;  // rows start at multiples of a run: each run is one load
+  uint32_t off[PER];
+  mutable arch::bytes_t<16> x[PER];
+  TILES_DEV static bool mine(int j) { return RUNS % THREADS == 0 || arch::thread_id() + j * THREADS < RUNS; }
+  TILES_DEV static int run(int j) { return arch::thread_id() + j * THREADS; }
+  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
+    runs = (g.cols | g.sr) % RUN == 0;
+    TILES_UNROLL for (int j = 0; j < PER; ++j)
+      off[j] = (uint32_t)(run(j) / PER_ROW * g.sr + run(j) % PER_ROW * RUN) * (uint32_t)sizeof(T);
+  }
+  TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
+    const arch::buffer buf = src.buffer();
+    const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
+    if (__builtin_expect(full, 1)) {
+      const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
+      TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) x[j] = arch::buffer_load<16>(buf, off[j], tile);
+      return;
+    }
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
+      const int r = r0 + run(j) / PER_ROW, c = c0 + run(j) % PER_ROW * RUN;
+      if (runs) {
+        x[j] = arch::buffer_load<16>(buf, src.offset(b, d, r, c));
+      } else {
+        T e[RUN];
+        TILES_UNROLL for (int q = 0; q < RUN; ++q) e[q] = load_elem<T>(buf, src.offset(b, d, r, c + q));
+        __builtin_memcpy(&x[j], e, 16);
+      }
+    }
+  }
+  TILES_DEV void land(const S& dst) const {
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
+      T e[RUN];
+      __builtin_memcpy(e, &x[j], 16);
+      if constexpr (fnuz<T>::value) clear_negative_zero<16>(e);
+      dst.template write_run<RUN>(run(j) / PER_ROW, run(j) % PER_ROW * RUN, e);
+    }
+  }
+};
 // A transposed tile (shared.hpp): through registers. Each lane moves 4 x 4 blocks: four loads of 4
 // consecutive elements of a row at the fill (operator()), kept in registers through the MFMA cluster, and at
 // land() four writes of a column's 4 consecutive rows, contiguous in the transposed storage. Edge tiles
 // check each lane's rows and 4-column group (whole groups: the array's columns a multiple of 4), ragged
 // arrays fall back to single elements.
-template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, fill_path::transposed> {
+template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_T> {
   using T = typename S::dtype;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
   static_assert(S::ROWS % 4 == 0 && S::COLS % 4 == 0, "a transposed tile is whole 4 x 4 blocks");
@@ -267,63 +319,11 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, fill_path::t
     }
   }
 };
-// fp8 on CDNA3 (types.hpp's fnuz): through registers, so that -0 is cleared once per element on its way into
-// LDS rather than by every wave at every MFMA read. Each lane moves 16-byte runs of a row: loaded at the fill
-// (one buffer_load_dwordx4), kept in registers through the MFMA cluster, cleared and written at land(). Edge
-// tiles check each run (whole runs: the array's columns a multiple of 16 bytes), ragged arrays single elements.
-template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, fill_path::cleared> {
-  using T = typename S::dtype;
-  static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
-  static constexpr int RUN = 16, N = RUN / (int)sizeof(T), RC = S::COLS / N, RUNS = S::ROWS * RC,
-                       THREADS = 64 * WAVES, PER = (RUNS + THREADS - 1) / THREADS;
-  static_assert(S::COLS % N == 0, "a cleared tile is whole 16-byte runs of a row");
-  const gl<G>& src;
-  bool runs;  // rows start at multiples of N elements: each run is one load
-  uint32_t off[PER];
-  mutable arch::bytes_t<RUN> x[PER];
-  TILES_DEV static bool mine(int j) { return RUNS % THREADS == 0 || arch::thread_id() + j * THREADS < RUNS; }
-  TILES_DEV static int row(int j) { return (arch::thread_id() + j * THREADS) / RC; }
-  TILES_DEV static int col(int j) { return (arch::thread_id() + j * THREADS) % RC * N; }
-  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
-    runs = (g.cols | g.sr) % N == 0;
-    TILES_UNROLL for (int j = 0; j < PER; ++j) off[j] = (uint32_t)(row(j) * g.sr + col(j)) * (uint32_t)sizeof(T);
-  }
-  TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
-    const arch::buffer buf = src.buffer();
-    bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
-#if defined(TILES_HOT_PATH)
-    full = true;
-#endif
-    if (__builtin_expect(full, 1)) {
-      const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
-      TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) x[j] = arch::buffer_load<RUN>(buf, off[j], tile);
-      return;
-    }
-    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
-      const int r = r0 + row(j), c = c0 + col(j);
-      if (runs) {
-        x[j] = arch::buffer_load<RUN>(buf, src.offset(b, d, r, c));
-      } else {
-        T e[N];
-        TILES_UNROLL for (int q = 0; q < N; ++q) e[q] = load_elem<T>(buf, src.offset(b, d, r, c + q));
-        __builtin_memcpy(&x[j], e, RUN);
-      }
-    }
-  }
-  TILES_DEV void land(const S& dst) const {
-    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
-      T e[N];
-      __builtin_memcpy(e, &x[j], RUN);
-      clear_negative_zero<RUN>(e);
-      dst.template write_run<N>(row(j), col(j), e);
-    }
-  }
-};
 // A paired tile (shared.hpp): through registers. Each lane moves blocks of two rows by 8 columns: a 16-byte load
 // of each row at the fill, and at land() the rows' elements interleaved into words (one v_perm per word),
 // written as the stored row's 32 bytes. Edge tiles check each run (whole runs: the array's columns a multiple
 // of 8), ragged arrays single elements.
-template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, fill_path::paired> {
+template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_PAIRED> {
   using T = typename S::dtype;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
   static constexpr int N = 8, RUN = N * (int)sizeof(T), BC = S::COLS / N, BLOCKS = S::ROWS / 2 * BC,
@@ -342,10 +342,7 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, fill_path::p
   }
   TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
     const arch::buffer buf = src.buffer();
-    bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
-#if defined(TILES_HOT_PATH)
-    full = true;
-#endif
+    const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
     if (__builtin_expect(full, 1)) {
       const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
       const uint32_t next = src.sr * (uint32_t)sizeof(T);

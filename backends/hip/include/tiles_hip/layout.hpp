@@ -62,13 +62,20 @@ template <int M> struct acc_t {
   static constexpr int RUN = 4;
 };
 
-// A register tile: the rows one wave owns (R = block rows / waves) by C columns.
-template <class T, int R, int C, class L> struct rt {
+// A register tile: the R x C part of a block tile one wave owns. WC = 1: the block's rows split over the
+// waves (R = block rows / waves), every column; WC > 1: the waves a grid of (waves / WC) x WC, wave w
+// owning rows (w / WC) R .. and columns (w % WC) C .. (an accumulator only MMAs, fills, maps and stores touch:
+// wider wave tiles read fewer operand fragments per MFMA).
+template <class T, int R, int C, class L, int WC = 1> struct rt {
   static_assert(R % L::FR == 0 && C % L::FC == 0, "register tile is not a whole number of fragments");
   using dtype = T;
   using layout = L;
-  static constexpr int ROWS = R, COLS = C, FM = R / L::FR, FN = C / L::FC, E = L::E;
+  static constexpr int ROWS = R, COLS = C, FM = R / L::FR, FN = C / L::FC, E = L::E, WAVE_COLS = WC;
   T v[FM][FN][E];
+  // this wave's first row and column in the block tile; of wave w (a VGPR value where w is one: LDS
+  // addresses then fold it into the lanes' loop-invariant offsets instead of rebuilding it every iteration)
+  TILES_DEV static int row0(int w = arch::wave_id()) { return w / WC * R; }
+  TILES_DEV static int col0(int w = arch::wave_id()) { return w % WC * C; }
 };
 // A row vector (one value per row of a tile of layout L, split over waves like its rows) and a column
 // vector (one per column, every wave holds all of it). Each lane keeps the values of the rows / columns
@@ -98,5 +105,12 @@ template <class T, int C, class L> struct cv {
 template <int M, int E, class FK = k_order<M, E, false>> struct tr_frag {
   TILES_DEV static constexpr int k(int lane, int h) { return FK::at(lane, 4 * h) + (lane % 16) / 4; }
   TILES_DEV static constexpr int c(int lane) { return lane % M - lane % 16 + 4 * (lane % 4); }
+  // read h's K rows are read 0's plus a lane-independent step (a linear tile: an immediate offset)
+  static constexpr bool linear_in_h() {
+    for (int l = 0; l < 64; ++l)
+      for (int h = 0; h < E / 4; ++h)
+        if (k(l, h) - k(l, 0) != k(0, h) - k(0, 0)) return false;
+    return true;
+  }
 };
 }  // namespace tiles_hip

@@ -1,6 +1,6 @@
 // tiles_hip/mma.hpp: block-level matrix multiply on the matrix cores.
 //
-// d = op(a) @ op(b) + c over this wave's rows (wave_id * R ..): for every K step, the wave reads its A
+// d = op(a) @ op(b) + c over this wave's part of d (rt::row0, col0): for every K step, the wave reads its A
 // fragments (from registers, or LDS) and, per column fragment, one B fragment from LDS, then issues one
 // MFMA per (row fragment, column fragment). op(a) = a^T reads a stored K x M; op(b) = b^T reads b stored
 // N x K. A and B fragments hold E = M*K/64 consecutive K elements per lane: one ds_read of E*sizeof(T)
@@ -20,7 +20,7 @@ template <int M, class T> struct mfma_k {
 #endif
 };
 template <class X> struct is_rt { static constexpr bool value = false; };
-template <class T, int R, int C, class L> struct is_rt<rt<T, R, C, L>> { static constexpr bool value = true; };
+template <class T, int R, int C, class L, int WC> struct is_rt<rt<T, R, C, L, WC>> { static constexpr bool value = true; };
 
 // Where element e of a lane's A/B fragment sits along K: one run of E (E*(lane/M) + e), except CDNA4's
 // 16x16x128 fp8, whose 32 elements are two runs of 16, 64 apart (tiles/targets.py, mfma_scale_16x16x128).
@@ -64,8 +64,10 @@ TILES_DEV void read_col_frag(const S& s, int kk, int lane, int c0, typename S::d
   if constexpr (use_tr<T, E>::value) {
     static_assert(FK::RUN % 4 == 0, "a transposing read fetches runs of 4 K");
     using TR = tr_frag<M, E, FK>;
+    static_assert(!S::LINEAR || TR::linear_in_h(), "read h's K rows are read 0's plus a constant");
     TILES_UNROLL for (int h = 0; h < E / 4; ++h) {
-      if constexpr (KS % S::swz::PERIOD == 0) s.read_tr(kk * KS, TR::k(lane, h), c0 + TR::c(lane), out + 4 * h);
+      if constexpr (S::LINEAR) s.read_tr(kk * KS + TR::k(0, h) - TR::k(0, 0), TR::k(lane, 0), c0 + TR::c(lane), out + 4 * h);
+      else if constexpr (KS % S::swz::PERIOD == 0) s.read_tr(kk * KS, TR::k(lane, h), c0 + TR::c(lane), out + 4 * h);
       else s.read_tr(0, kk * KS + TR::k(lane, h), c0 + TR::c(lane), out + 4 * h);
     }
   } else if constexpr (S::TR) {  // stored transposed: a K run is contiguous
@@ -101,13 +103,14 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 // the A-operand layout, which is the B fragment's map, and its K order is the one b is read in.
 template <class DL> struct acc_transposed { static constexpr bool value = false; };
 template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
-template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, int R, int N, class DL, class A, class T, int BR, int BC,
-          class SW>
-TILES_DEV void mma(rt<float, R, N, DL>& d, const A& a, const st<T, BR, BC, SW>& b, const rt<float, R, N, DL>& c) {
+template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, int R, int N, class DL, int WC, class A, class T, int BR,
+          int BC, class SW>
+TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, SW>& b, const rt<float, R, N, DL, WC>& c) {
   constexpr int M = DL::FR, KDIM = TB ? BC : BR;
   constexpr bool DT = acc_transposed<DL>::value;
   static_assert(__is_same(DL, acc<M>) || (DT && sizeof(T) == 2), "an MMA accumulates in acc<M>, or acc_t<M> (16-bit inputs)");
-  using D = rt<float, R, N, DL>;
+  static_assert(WC == 1 || !is_rt<A>::value, "a register A operand holds the rows of waves split by rows only");
+  using D = rt<float, R, N, DL, WC>;
   if (&d != &c) d = c;
   // CDNA3 reads fp8 as FNUZ (types.hpp): products come out a quarter of the OCP ones, so the accumulator
   // runs scaled by 1/4 through the K loop (exact: powers of two). LDS holds no -0 (cleared on the way in);
@@ -118,7 +121,8 @@ TILES_DEV void mma(rt<float, R, N, DL>& d, const A& a, const st<T, BR, BC, SW>& 
   using FK = typename operand_k<A, M, KS, E>::type;
   static_assert(KS != 128 || !is_rt<A>::value, "the 16x16x128 MFMA takes A from LDS only");
   static_assert(KDIM % KS == 0, "K of an mma must be a multiple of the MFMA's K");
-  const int lane = arch::lane_id(), r0 = arch::wave_id() * R;
+  const int lane = arch::lane_id(), wave = arch::thread_id() / arch::WAVE;
+  const int r0 = D::row0(wave), c0 = D::col0(wave);  // this wave's part of d
   const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
   // K steps read together, up to ~96 VGPRs of fragments: one wait for the group
   constexpr int STEPS = KDIM / KS, FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) + D::FN) * E * (int)sizeof(T) / 4;
@@ -143,14 +147,15 @@ TILES_DEV void mma(rt<float, R, N, DL>& d, const A& a, const st<T, BR, BC, SW>& 
       TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
         if constexpr (TB) {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-            b.template read_run<FK::RUN>(n * M + fr, kk * KS + FK::at(lane, e), bf[g][n] + e);
+            b.template read_run<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bf[g][n] + e);
         } else {
-          read_col_frag<M, KS, E, FK>(b, kk, lane, n * M, bf[g][n]);
+          read_col_frag<M, KS, E, FK>(b, kk, lane, c0 + n * M, bf[g][n]);
         }
       }
     }
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
+    arch::sched_barrier();  // else the first MFMA moves above the wait and brings a partial wait of its own
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       if constexpr (FNUZ && is_rt<A>::value)
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[g][m]);

@@ -30,11 +30,31 @@ template <class D, class A, class B, class F> TILES_DEV void map(D& dst, const A
   TILES_UNROLL for (int i = 0; i < n; ++i)
     pd[i] = cvt<typename D::dtype>::from(f(cvt<typename A::dtype>::to(pa[i]), cvt<typename B::dtype>::to(pb[i])));
 }
-struct op_add { TILES_DEV float operator()(float a, float b) const { return a + b; } };
-struct op_sub { TILES_DEV float operator()(float a, float b) const { return a - b; } };
-struct op_mul { TILES_DEV float operator()(float a, float b) const { return a * b; } };
+// add, sub and mul also take pairs (f32x2): two f32 elements in one v_pk_add_f32 / v_pk_mul_f32 (CDNA3 and
+// CDNA4; a subtraction is the add with negated inputs). Clang pairs multiplies and adds by itself, not
+// subtractions: a softmax's x - max was one v_sub_f32 an element.
+typedef float f32x2 __attribute__((vector_size(8)));
+struct op_add {
+  TILES_DEV float operator()(float a, float b) const { return a + b; }
+  TILES_DEV f32x2 operator()(f32x2 a, f32x2 b) const { return a + b; }
+};
+struct op_sub {
+  TILES_DEV float operator()(float a, float b) const { return a - b; }
+  TILES_DEV f32x2 operator()(f32x2 a, f32x2 b) const { return a - b; }
+};
+struct op_mul {
+  TILES_DEV float operator()(float a, float b) const { return a * b; }
+  TILES_DEV f32x2 operator()(f32x2 a, f32x2 b) const { return a * b; }
+};
+template <class T> constexpr bool is_f32 = false;
+template <> constexpr bool is_f32<float> = true;
+template <class F> constexpr auto pairwise(int) -> decltype(F{}(f32x2{}, f32x2{}), true) { return true; }
+template <class F> constexpr bool pairwise(long) { return false; }
 struct op_div { TILES_DEV float operator()(float a, float b) const { return a / b; } };
-struct op_max { TILES_DEV float operator()(float a, float b) const { return __builtin_fmaxf(a, b); } };
+struct op_max {
+  TILES_DEV float operator()(float a, float b) const { return __builtin_fmaxf(a, b); }
+  TILES_DEV float operator()(float a, float b, float c) const { return arch::max3(a, b, c); }  // for fold
+};
 struct op_min { TILES_DEV float operator()(float a, float b) const { return __builtin_fminf(a, b); } };
 struct op_exp { TILES_DEV float operator()(float a) const { return __builtin_expf(a); } };
 struct op_exp2 { TILES_DEV float operator()(float a) const { return arch::exp2(a); } };
@@ -152,22 +172,46 @@ template <int LO, int HI, class F> TILES_DEV float lane_reduce(float x, F f) {
     return x;
   }
 }
+// A lane's N values folded by f as a balanced tree, three at a time where f takes three (max: v_max3_f32):
+// the steps of a level are independent (the compiler pairs neighbours into packed adds), where a
+// left-to-right fold is one dependency chain of N - 1 steps.
+template <class F> constexpr auto ternary(int) -> decltype(F{}(0.0f, 0.0f, 0.0f), true) { return true; }
+template <class F> constexpr bool ternary(long) { return false; }
+template <class F> TILES_DEV auto apply3(F f, float a, float b, float c, int) -> decltype(f(a, b, c)) { return f(a, b, c); }
+template <class F> TILES_DEV float apply3(F f, float a, float b, float c, long) { return f(f(a, b), c); }
+template <int N, class F> TILES_DEV float fold(float (&x)[N], F f) {
+  constexpr int A = ternary<F>(0) ? 3 : 2;
+  TILES_UNROLL for (int w = N; w > 1; w = (w + A - 1) / A) {
+    const int t = (w + A - 1) / A;
+    TILES_UNROLL for (int i = 0; i < t; ++i) {
+      if constexpr (A == 3) {
+        if (i + 2 * t < w) x[i] = apply3(f, x[i], x[i + t], x[i + 2 * t], 0);
+        else if (i + t < w) x[i] = f(x[i], x[i + t]);
+      } else if constexpr (pairwise<F>(0)) {  // neighbours as one pair: x[i..i+1] with x[i+t..i+t+1]
+        if (i % 2 == 0 && i + 1 + t < w) {
+          const f32x2 r = f(f32x2{x[i], x[i + 1]}, f32x2{x[i + t], x[i + 1 + t]});
+          x[i] = r[0], x[i + 1] = r[1];
+        } else if (i % 2 == 0 && i + t < w) {
+          x[i] = f(x[i], x[i + t]);
+        }
+      } else if (i + t < w) {
+        x[i] = f(x[i], x[i + t]);
+      }
+    }
+  }
+  return x[0];
+}
 // dst[row] = f over the row of src (and acc[row], when given).
 template <class F, class V, class T, int R, int C, class L>
 TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f) {
   using X = rt<T, R, C, L>;
+  constexpr int G = L::ROW_BY_LANE ? X::E : 1;  // a fragment's elements of one row in a lane: all, or element e
   TILES_UNROLL for (int m = 0; m < X::FM; ++m) {
-    float part[X::E];
-    TILES_UNROLL for (int e = 0; e < X::E; ++e) {
-      part[e] = cvt<T>::to(src.v[m][0][e]);
-      TILES_UNROLL for (int n = 1; n < X::FN; ++n) part[e] = f(part[e], cvt<T>::to(src.v[m][n][e]));
-    }
-    if constexpr (L::ROW_BY_LANE) {  // all of a lane's elements are in one row: fold them first
-      TILES_UNROLL for (int e = 1; e < X::E; ++e) part[0] = f(part[0], part[e]);
-      TILES_UNROLL for (int e = 1; e < X::E; ++e) part[e] = part[0];
-    }
     TILES_UNROLL for (int e = 0; e < V::VE; ++e) {  // each of the vector's values once (dst may be acc)
-      float r = lane_reduce<L::ROW_LO, L::ROW_HI>(part[e], f);
+      float part[X::FN * G];
+      TILES_UNROLL for (int n = 0; n < X::FN; ++n)
+        TILES_UNROLL for (int g = 0; g < G; ++g) part[n * G + g] = cvt<T>::to(src.v[m][n][G == 1 ? e : g]);
+      float r = lane_reduce<L::ROW_LO, L::ROW_HI>(fold(part, f), f);
       if (acc) r = f(r, cvt<typename V::dtype>::to(acc->at(m, e)));
       dst.at(m, e) = cvt<typename V::dtype>::from(r);
     }
@@ -274,17 +318,29 @@ TILES_DEV void logsumexp2(cv<float, C, L>& dst, const cv<float, C, L>& m, const 
 }
 
 // ---------------------------------------------------------------- broadcasts
+// dst.v[m][n][e] = f(src.v[m][n][e], b(e)) for one fragment; two elements at a time where everything is f32
+// and f takes pairs.
+template <class F, class TD, class TS, int E, class B>
+TILES_DEV void frag_apply(TD (&dst)[E], const TS (&src)[E], B b, F f) {
+  if constexpr (is_f32<TD> && is_f32<TS> && is_f32<decltype(b(0))> && pairwise<F>(0) && E % 2 == 0) {
+    TILES_UNROLL for (int e = 0; e < E; e += 2) {
+      const f32x2 r = f(f32x2{src[e], src[e + 1]}, f32x2{b(e), b(e + 1)});
+      dst[e] = r[0];
+      dst[e + 1] = r[1];
+    }
+  } else {
+    TILES_UNROLL for (int e = 0; e < E; ++e) dst[e] = cvt<TD>::from(f(cvt<TS>::to(src[e]), cvt<decltype(b(0))>::to(b(e))));
+  }
+}
 template <class F, class D, class T, int R, int C, class L, class V>
 TILES_DEV void row_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f) {
   TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
-    TILES_UNROLL for (int e = 0; e < D::E; ++e)
-      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.at(m, e))));
+    frag_apply(dst.v[m][n], src.v[m][n], [&](int e) { return v.at(m, e); }, f);
 }
 template <class F, class D, class T, int R, int C, class L, class V>
 TILES_DEV void col_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f) {
   TILES_UNROLL for (int m = 0; m < D::FM; ++m) TILES_UNROLL for (int n = 0; n < D::FN; ++n)
-    TILES_UNROLL for (int e = 0; e < D::E; ++e)
-      dst.v[m][n][e] = cvt<typename D::dtype>::from(f(cvt<T>::to(src.v[m][n][e]), cvt<typename V::dtype>::to(v.at(n, e))));
+    frag_apply(dst.v[m][n], src.v[m][n], [&](int e) { return v.at(n, e); }, f);
 }
 #define TILES_BCAST(NAME)                                                                        \
   template <class D, class X, class V> TILES_DEV void NAME##_row(D& d, const X& s, const V& v) { \
@@ -293,8 +349,25 @@ TILES_DEV void col_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f)
   template <class D, class X, class V> TILES_DEV void NAME##_col(D& d, const X& s, const V& v) { \
     col_broadcast(d, s, v, op_##NAME{});                                                         \
   }
-TILES_BCAST(add) TILES_BCAST(sub) TILES_BCAST(mul) TILES_BCAST(div)
+TILES_BCAST(add) TILES_BCAST(sub) TILES_BCAST(div)
 #undef TILES_BCAST
+// d = s * v by rows (columns). In place, a wave whose values of v are all 1 skips the multiplies (an online
+// softmax's rescale of its output while no row maximum of the wave moved): a compare a value and a scalar
+// branch, against a multiply per element. Exact either way (x * 1 = x).
+template <class V> TILES_DEV bool all_one(const V& v) {
+  bool one = true;
+  const auto* p = (const typename V::dtype*)v.v;
+  TILES_UNROLL for (int i = 0; i < (int)(sizeof(v.v) / sizeof(*p)); ++i) one &= cvt<typename V::dtype>::to(p[i]) == 1.0f;
+  return arch::wave_all(one);
+}
+template <class D, class X, class V> TILES_DEV void mul_row(D& d, const X& s, const V& v) {
+  if ((const void*)&d == (const void*)&s && all_one(v)) return;
+  row_broadcast(d, s, v, op_mul{});
+}
+template <class D, class X, class V> TILES_DEV void mul_col(D& d, const X& s, const V& v) {
+  if ((const void*)&d == (const void*)&s && all_one(v)) return;
+  col_broadcast(d, s, v, op_mul{});
+}
 
 // ---------------------------------------------------------------- masks
 // (i, j) are coordinates in the block tile: this wave owns rows wave_id * R .. + R - 1.

@@ -7,13 +7,19 @@
 // multiple of the bank line. The swizzle XORs the index of a G-byte granule within the row with bits
 // of the row number; backends/hip/swizzle.py picks (G, S, MASK) per tile from a model of the read that
 // tile serves, and the same function places direct global->LDS loads (applied to the global side).
+//
+// A stored row longer than one MFMA K step is kept in panels of PANEL bytes (one K step's run), panel after
+// panel: each panel is a tile of its own, swizzled alike, so the fragments of every K step sit at the first
+// step's addresses plus a constant (immediate offsets, one address register per operand), where an XOR over
+// the whole row would give every (step, fragment) its own address.
 #pragma once
 #include "types.hpp"
 
 namespace tiles_hip {
-template <int G, int S, int MASK> struct swizzle {
+template <int G, int S, int MASK, int PANEL_ = 0> struct swizzle {
   static_assert(G == 4 || G == 8 || G == 16, "swizzle granule is 4, 8 or 16 bytes");
-  static constexpr int GRANULE = G;
+  static_assert(PANEL_ % G == 0, "a panel is whole granules");
+  static constexpr int GRANULE = G, PANEL = PANEL_;  // PANEL: bytes of a stored row per panel (0: the whole row)
   static constexpr int PERIOD = (MASK + 1) << S;  // rows after which the XOR pattern repeats
   static constexpr bool TRANSPOSED = false, PAIRED = false;
   TILES_DEV static constexpr int unit(int row, int u) { return u ^ ((row >> S) & MASK); }  // its own inverse
@@ -22,7 +28,7 @@ using no_swizzle = swizzle<16, 0, 0>;
 // The tile stored transposed (a stored row per column, swizzled as above): for an MFMA operand read down
 // its columns on CDNA3, which has no transposing LDS read, so that the read is one ds_read of E
 // consecutive K. Filled through registers (lds_fill), which transpose 4 x 4 blocks on the way.
-template <int G, int S, int MASK> struct transposed : swizzle<G, S, MASK> {
+template <int G, int S, int MASK, int PANEL = 0> struct transposed : swizzle<G, S, MASK, PANEL> {
   static constexpr bool TRANSPOSED = true;
 };
 
@@ -38,17 +44,28 @@ template <int G, int S, int MASK> struct paired : swizzle<G, S, MASK> {
 template <class T, int R, int C, class SW = no_swizzle> struct st {
   static constexpr bool TR = SW::TRANSPOSED, PAIRED = SW::PAIRED;
   static_assert(!PAIRED || (sizeof(T) == 2 && R % 2 == 0), "a paired tile holds 16-bit elements, rows in pairs");
-  // ROW_BYTES: of a stored row (a column of the tile when TR, two rows when PAIRED)
+  // ROW_BYTES: of a stored row (a column of the tile when TR, two rows when PAIRED); PANEL_BYTES: of a stored
+  // row within a panel
   static constexpr int ROWS = R, COLS = C, ROW_BYTES = (TR ? R : PAIRED ? 2 * C : C) * (int)sizeof(T),
                        BYTES = R * C * (int)sizeof(T);
-  static_assert(ROW_BYTES % SW::GRANULE == 0, "a shared tile row must be whole swizzle granules");
+  static constexpr int PANEL_BYTES = SW::PANEL ? SW::PANEL : ROW_BYTES, STORED_ROWS = TR ? C : PAIRED ? R / 2 : R;
+  static_assert(ROW_BYTES % PANEL_BYTES == 0 && PANEL_BYTES % SW::GRANULE == 0,
+                "a shared tile row must be whole panels of whole swizzle granules");
+  // no swizzle, no panels, no pairs: every element's byte is linear in (row, column)
+  static constexpr bool LINEAR = SW::PERIOD == 1 && PANEL_BYTES == ROW_BYTES && !PAIRED;
   using dtype = T;
   using swz = SW;
   uint8_t* base;
   // byte of element j of stored row i
   TILES_DEV static constexpr uint32_t stored(int i, int j) {
-    const int b = j * (int)sizeof(T);
-    return i * ROW_BYTES + SW::unit(i, b / SW::GRANULE) * SW::GRANULE + b % SW::GRANULE;
+    const int b = j * (int)sizeof(T), p = b / PANEL_BYTES, in = b % PANEL_BYTES;
+    return p * STORED_ROWS * PANEL_BYTES + i * PANEL_BYTES + SW::unit(i, in / SW::GRANULE) * SW::GRANULE + in % SW::GRANULE;
+  }
+  // (stored row, byte in the row) of LDS byte p of the tile: stored()'s inverse
+  TILES_DEV static constexpr void position(int p, int& i, int& b) {
+    const int q = p % (STORED_ROWS * PANEL_BYTES), in = q % PANEL_BYTES;
+    i = q / PANEL_BYTES;
+    b = p / (STORED_ROWS * PANEL_BYTES) * PANEL_BYTES + SW::unit(i, in / SW::GRANULE) * SW::GRANULE + in % SW::GRANULE;
   }
   TILES_DEV static constexpr uint32_t offset(int r, int c) {
     return TR ? stored(c, r) : PAIRED ? stored(r / 2, 2 * c + r % 2) : stored(r, c);
@@ -58,14 +75,14 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
   // unrolled walk down the rows keeps one address per (r, c) and the steps become immediate offsets.
   TILES_DEV T& at(int r0, int r, int c) const {
     if constexpr (TR || PAIRED) return at(r0 + r, c);
-    else return *(T*)(base + r0 * ROW_BYTES + offset(r, c));
+    else return *(T*)(base + r0 * PANEL_BYTES + offset(r, c));
   }
 #if defined(TILES_GFX950)
   // ds_read_b64_tr_b16 at (r0 + r, c), r0 a multiple of the swizzle's period (as at()): 4 elements of
   // column c .. read transposed across the lane's group of 16 (arch::ds_read_tr16_b64).
   TILES_DEV void read_tr(int r0, int r, int c, T* out) const {
     static_assert(sizeof(T) == 2, "the transposing LDS read is for 16-bit elements");
-    arch::ds_read_tr16_b64(base + r0 * ROW_BYTES + offset(r, c), (uint32_t*)out);
+    arch::ds_read_tr16_b64(base + r0 * PANEL_BYTES + offset(r, c), (uint32_t*)out);
   }
 #endif
   // N consecutive elements of row r from column c (c a multiple of N): one ds_read (ds_write) of
@@ -98,7 +115,7 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
       move_run<N, false>(c, r0 + r, (uint8_t*)out);
     } else {
       static_assert(N % 2 == 0, "a paired tile's column run is whole pairs");
-      TILES_UNROLL for (int i = 0; i < N / 2; ++i) __builtin_memcpy(out + 2 * i, base + (r0 / 2) * ROW_BYTES + stored(r / 2 + i, 2 * c), 4);
+      TILES_UNROLL for (int i = 0; i < N / 2; ++i) __builtin_memcpy(out + 2 * i, base + (r0 / 2) * PANEL_BYTES + stored(r / 2 + i, 2 * c), 4);
     }
   }
   // N elements of each of rows r, r + 1 (r even) from column c, as N words: the paired tile's fill.

@@ -1,0 +1,141 @@
+"""The CUDA codegen's algebraic rewrites (backends/cuda/rewrites.py): where they apply, where they must not, and the
+rewritten attention executed on the CPU engine against float64. sm_90a takes them (its code runs only on a GPU);
+here they are forced onto sm_80's source, which cuda-emu runs, so the header functions they call are checked."""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import tiles as tl
+from tiles import ir
+from tiles.backend import check_args
+from tiles.dsl import TileError
+from tiles.kernels.attention import attention_fwd, reference
+from tiles.testing import assert_close, random_array
+
+
+def _attention_args(n, d, causal=False, scale=None):
+    q, k, v = (random_array((1, 2, n, d), "bf16") for _ in range(3))
+    o = np.full(q.shape, np.nan, q.dtype)
+    lse = np.full((1, 2, n), np.nan, np.float32)
+    return [o, lse, q, k, v, 1 / math.sqrt(d) if scale is None else scale]
+
+
+@pytest.mark.parametrize("d, causal", [(64, False), (128, True)])
+def test_attention_rewritten_on_cuda_emu(d, causal):
+    from tiles.backends.cuda import codegen
+    args = _attention_args(150, d, causal)
+    assert "tc::row_sum(l, s, l);" in codegen.generate_for(attention_fwd.trace(args, "sm_80", D=d, causal=causal),
+                                                           "sm_80").source   # sm_80's own source stays as it was
+    _rewritten_on_cuda_emu(attention_fwd, args, ("row_max_scaled", "exp2_scaled_sub_row", "row_sum_partial",
+                                                 "row_sum_lanes"), D=d, causal=causal)
+    ref_o, ref_lse = reference(*args[2:5], causal=causal)
+    assert_close(args[0], ref_o, "bf16", what="O")
+    assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def _rewritten_on_cuda_emu(kfn, args, calls, **consts):
+    """kfn's sm_80 source with the rewrites forced on, checked to call `calls` and run on the CPU engine."""
+    from tiles.backends.cuda import codegen, emu, schedules
+    from tiles.targets import target
+    if emu.CudaEmu("sm_80").available() is not None:
+        pytest.skip("no host C++ compiler")
+    k = kfn.trace(args, "sm_80", **consts)
+    src = codegen.generate(k, dataclasses.replace(schedules.plan(k, "sm_80", target("sm_80").shared_bytes),
+                                                  rewrites=True)).source
+    for call in calls:
+        assert f"tc::{call}(" in src
+    emu.run_emu(k, args, source=src)
+
+
+def test_softmax_and_rmsnorm_rewritten_on_cuda_emu():
+    """softmax (LOG2E folded, its -inf bounds mask on the unscaled tile, the row sum per lane through a pipeline
+    loop) and rmsnorm (the sum of squares per lane through a range loop), on rows that end inside a block."""
+    from tiles.kernels.rmsnorm import rmsnorm_fwd
+    from tiles.kernels.softmax import softmax_fwd
+    x = random_array((37, 300), "f32")
+    y = np.full(x.shape, np.nan, np.float32)
+    _rewritten_on_cuda_emu(softmax_fwd, [y, x], ("row_max_scaled", "exp2_scaled_sub_row", "row_sum_lanes"))
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    assert_close(y, e / e.sum(-1, keepdims=True), "f32")
+    w = random_array((300,), "f32")
+    rstd = np.full((37,), np.nan, np.float32)
+    _rewritten_on_cuda_emu(rmsnorm_fwd, [y, rstd, x, w, 1e-6], ("row_sum_partial", "row_sum_lanes"))
+    ref = 1 / np.sqrt((x.astype(np.float64) ** 2).mean(-1) + 1e-6)
+    assert_close(rstd, ref, "f32")
+    assert_close(y, x * ref[:, None] * w, "f32")
+
+
+def test_sm90a_attention_takes_both_rewrites():
+    from tiles.backends.cuda import codegen
+    args = _attention_args(256, 128)
+    src = codegen.generate_for(attention_fwd.trace(args, "sm_90a", D=128), "sm_90a").source
+    assert "tc::exp2_scaled_sub_row(s, s, (scale * 1.4426950408889634f), m_new);" in src
+    assert "tc::row_max_scaled(m_new, s, (scale * 1.4426950408889634f), m);" in src
+    assert src.index("tc::row_sum_lanes(l);") < src.index("tc::div_row(o, o, l);")
+
+
+def test_a_scale_not_declared_positive_is_not_moved():
+    """Without check_gt the multiply may be negative: max and the -inf fill do not commute with it."""
+    from tiles.backends import cuda  # noqa: F401 - registers the CUDA backends
+    from tiles.backends.cuda import rewrites
+
+    @tl.kernel
+    def softmax_rows(Y, X, c, *, N=64):
+        tl.grid(1)
+        x = tl.regs(tl.f32, 16, N)
+        m = tl.rvec(tl.f32, 16)
+        tl.load(x, X, (0, 0))
+        tl.mul(x, x, c)
+        tl.row_max(m, x)
+        tl.sub_row(x, x, m)
+        tl.exp2(x, x)
+        tl.store(Y, x, (0, 0))
+
+    a = np.zeros((16, 64), np.float32)
+    k = softmax_rows.trace([a, a, 0.5], "sm_90a")
+    assert rewrites.scaled_exp2(k.body, k.checks) == {}
+    positive = ir.Check(k.params[2], ir.Const(0.0, tl.f32), None, ">")
+    roles = sorted(r for r, _ in rewrites.scaled_exp2(k.body, [positive]).values())
+    assert roles == ["done", "drop", "exp", "max"]
+
+
+def test_a_sum_read_in_the_loop_stays_whole():
+    from tiles.backends.cuda import rewrites
+
+    @tl.kernel
+    def sums(Y, X):
+        tl.grid(1)
+        x = tl.regs(tl.f32, 16, 64)
+        s = tl.rvec(tl.f32, 16)
+        t = tl.rvec(tl.f32, 16)
+        tl.zero(s)
+        for i in tl.range(4):
+            tl.load(x, X, (i, 0))
+            tl.row_sum(s, x, s)
+            tl.exp(t, s)   # reads the running sum inside the loop: per-lane partials would be wrong here
+        tl.store(Y, t, (0,))
+
+    a = np.zeros((64, 64), np.float32)
+    k = sums.trace([np.zeros(16, np.float32), a], "sm_90a")
+    assert rewrites.partial_sums(k.body) == {}
+
+
+def test_check_gt_refuses_a_scale_that_is_not_positive():
+    args = _attention_args(16, 64, scale=0.0)
+    k = attention_fwd.trace(args, "sm_90a", D=64)
+    with pytest.raises(TileError, match="scale is 0.0 but must be greater than 0"):
+        check_args(k, args)
+    assert "check scale > 0" in str(k)
+    check_args(k, _attention_args(16, 64))
+
+
+def test_options_turn_the_rewrites_and_the_rings_off():
+    from tiles.backends.cuda import codegen
+    args = _attention_args(256, 64)
+    src = lambda **o: codegen.generate_for(attention_fwd.trace(args, "sm_90a", D=64, **o), "sm_90a").source  # noqa: E731
+    on, off = src(), src(rewrites=False, rings=False)
+    assert "tc::exp2_scaled_sub_row(" in on and "tc::stage_release(k_ring, stage);" in on
+    assert "tc::mul(s, s, (scale * 1.4426950408889634f));" in off and "tc::row_sum(l, s, l);" in off
+    assert "tc::consume<STAGES>(ring, cursor," in off and "_ring" not in off.replace("stage_ring", "")
