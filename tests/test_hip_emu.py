@@ -75,7 +75,9 @@ def test_gemm_fp8(m, n, k, trans_b, target, dtype):
     the K tile allows (BK=128) — the engine models both encodings."""
     a = random_array((m, k), dtype)
     b = random_array((n, k) if trans_b else (k, n), dtype)
-    a.reshape(-1)[0] = np.float32(-0.0)  # OCP -0 is NaN to CDNA3's matrix cores
+    # OCP -0 is NaN to CDNA3's matrix cores: in both operands (B also down its columns: the transposed fill)
+    a.reshape(-1)[::7] = np.float32(-0.0)
+    b.reshape(-1)[::5] = np.float32(-0.0)
     c = poisoned((m, n), "f32")
     gemm(c, a, b, backend=f"hip-emu:{target}", trans_b=trans_b, BM=128, BN=128, BK=128)
     assert_close(c, a.astype(np.float64) @ (b.astype(np.float64).T if trans_b else b.astype(np.float64)), "f32")

@@ -86,6 +86,7 @@ class _Emitter:
         self.in_regs = self._register_operands()
         self.layout = self._layouts()
         self.plan = schedules.plan(k, target, self.lds_bytes)
+        self.quarter = self._quarter_accumulators()
         self.m = self.plan.mfma_m
         self.wave_cols = self._wave_grid()
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
@@ -271,6 +272,9 @@ class _Emitter:
         than one MFMA K step is kept in panels of one step (shared.hpp), each swizzled for the read."""
         elem = t.dtype.bits // 8
         e = self.m * mfma_k(self.target, t.dtype, self.m) // 64
+        if self._paired(t):   # a stored row per two rows
+            g, s, mask = swizzle.choose(self.target, t.rows // 2, 2 * t.cols * elem, self.m, e, elem, paired=True)
+            return f"paired<{g}, {s}, {mask}>"
         tr = self._transposed(t)   # its stored rows are the columns the MMA reads
         if not tr and not self._mma_reads(t)[0]:
             return f"swizzle<{swizzle.granule(self.target, 16)}, 0, 0>"
@@ -284,11 +288,12 @@ class _Emitter:
         along its stored rows, where a row holds more."""
         elem = t.dtype.bits // 8
         tr = self._transposed(t)
-        if not tr and not self._mma_reads(t)[0]:
+        if self._paired(t) or not tr and not self._mma_reads(t)[0]:   # paired tiles keep whole stored rows
             return 0
-        row_bytes = t.rows * elem if tr else t.cols * elem
-        step = elem * min(op_k(self.target, op, self.m) for op, _ in self.k.walk()
-                          if op.name == "mma" and t in op.srcs[:2])
+        ks = [op_k(self.target, op, self.m) for op, _ in self.k.walk() if op.name == "mma" and t in op.srcs[:2]]
+        if not ks:   # transposed for register loads only (_transposed): no K step to panel by
+            return 0
+        row_bytes, step = (t.rows if tr else t.cols) * elem, min(ks) * elem
         return step if row_bytes > step and row_bytes % step == 0 else 0
 
     def _mma_reads(self, t) -> tuple[bool, bool]:
@@ -304,21 +309,67 @@ class _Emitter:
 
     def _transposed(self, t) -> bool:
         """CDNA3 has no transposing LDS read: a tile only read down its columns by MMAs (B of mma_AB, A of
-        mma_AtB) and only written by loads from global memory is stored transposed, its layout chosen at
-        store time (tiles_hip::transposed, filled through registers), so the read is one ds_read per K run
-        instead of one ds_read_u16 per element."""
+        mma_AtB) and only written by loads from global memory (filled through registers) or stores of register
+        tiles (element by element: attention backward's dS^T) is stored transposed, its layout chosen at store
+        time (tiles_hip::transposed), so the read is one ds_read per K run instead of one ds_read_u16 per element
+        (writes are rarer than reads: each MMA wave reads every element)."""
         if self.target != "gfx942" or not isinstance(t, ST) or t.rows % 4 or t.cols % 4:
+            return False
+        if any(op.dst is t and not (op.name == "load" and isinstance(op.srcs[0], GL)
+                                    or op.name == "store" and isinstance(op.srcs[0], RT)) for op, _ in self.k.walk()):
+            return False
+        rows, cols = self._mma_reads(t)
+        # loads into registers: the accumulator layout reads four rows of a column per quad (the row kernels'
+        # tiles, e.g. softmax), the others runs along a row. Only 16- and 8-bit tiles: f32 reads are whole words
+        for op, _ in self.k.walk():
+            if op.name == "load" and op.srcs[0] is t and isinstance(op.dst, RT):
+                down = self.layout.get(id(op.dst), "c") == "c" and t.dtype.bits < 32
+                cols, rows = cols or down, rows or not down
+        return cols and not rows
+
+    def _paired(self, t) -> bool:
+        """CDNA3, a 16-bit tile read by MMAs both along its rows and down its columns (attention backward's Q, dO
+        and K) and written only by loads from global memory: stored in row pairs (tiles_hip::paired), so that
+        neither read is one ds_read_u16 per element; one copy, where a transposed second would not fit the LDS."""
+        if self.target != "gfx942" or not isinstance(t, ST) or t.dtype.bits != 16 or t.rows % 4 or t.cols % 8:
             return False
         if any(op.dst is t and not (op.name == "load" and isinstance(op.srcs[0], GL)) for op, _ in self.k.walk()):
             return False
-        rows, cols = self._mma_reads(t)
-        return cols and not rows
+        return all(self._mma_reads(t))
+
+    def _quarter_accumulators(self) -> dict:
+        """CDNA3's fp8 MFMAs compute a quarter of each product (FNUZ, types.hpp): accumulators of a pipelined
+        K loop stay in quarter units through it, scaled back once after the loop, instead of twice in every
+        mma. tile id -> that loop, for an f32 tile written in the loop only by fp8 MMAs accumulating into it,
+        zeroed before it at its level and written before it by nothing else, read by nothing else in it."""
+        if self.target != "gfx942":
+            return {}
+        out = {}
+        ops = list(self.k.walk())
+        for t in self.k.tiles:
+            if not isinstance(t, RT) or t.dtype.bits != 32:
+                continue
+            acc = [i for i, (op, _) in enumerate(ops) if op.dst is t and op.name == "mma"]
+            if not acc or not ops[acc[0]][1] or ops[acc[0]][1][-1].kind != "pipeline":
+                continue
+            lp, outer = ops[acc[0]][1][-1], ops[acc[0]][1][:-1]
+            inside = [i for i, (_, loops) in enumerate(ops) if lp in loops]
+            if any(ops[i][1] != outer + (lp,) or ops[i][0].srcs[2] is not t
+                   or not ops[i][0].srcs[0].dtype.name.startswith("fp8") for i in acc):
+                continue
+            if any(t in op.srcs or op.dst is t for i, (op, _) in enumerate(ops) if i in inside and i not in acc):
+                continue
+            before = [(op, loops) for op, loops in ops[:inside[0]] if op.dst is t]
+            if not before or any(op.name != "zero" or loops != outer for op, loops in before):
+                continue
+            out[id(t)] = lp
+        return out
 
     def _via_registers(self, t) -> bool:
         """Whether a pipelined tile's fill goes through registers and is written to LDS at land() (global.hpp
-        lds_load::PATH): a transposed tile, or any whose stored rows are whole 16-byte runs where direct loads
-        move fewer bytes a lane (gfx942: 4)."""
-        return self._transposed(t) or (DIRECT_LDS_BYTES[self.target] < 16 and isinstance(t, ST)
+        lds_load::PATH): a transposed or paired tile, or any whose stored rows are whole 16-byte runs where direct
+        loads move fewer bytes a lane (gfx942: 4; its fp8 is then cleared of -0 on the way in)."""
+        return self._transposed(t) or self._paired(t) or (DIRECT_LDS_BYTES[self.target] < 16 and isinstance(t, ST)
                                        and (self._panel(t) or t.cols * t.dtype.bits // 8) % 16 == 0)
 
     def tile_decl(self, t) -> str:
@@ -451,7 +502,8 @@ class _Emitter:
 
         def land_regs(slot: str):
             for s, fill in staged_regs:
-                how = "transposed" if self._transposed(s.dst) else "16 bytes a lane"
+                how = ("transposed" if self._transposed(s.dst) else "in row pairs" if self._paired(s.dst)
+                       else "16 bytes a lane")
                 w(f"{fill}.land({self.ref(s.dst, slot)});  // through registers, {how}")
         w(f"{{  // pipelined loop over {v}: {p.schedule}, {S} LDS stage(s)")
         w.depth += 1
@@ -535,6 +587,9 @@ class _Emitter:
             w("pingpong_leave();")
         w.depth -= 1
         w("}")
+        for t in self.k.tiles:
+            if self.quarter.get(id(t)) is lp:
+                w(f"mul({self.n(t)}, {self.n(t)}, 4.0f);  // the fp8 MFMAs accumulated it in quarter units (FNUZ)")
         self.barriers.after_pipeline(staged_ops)
 
     def _sim(self, body):
@@ -599,6 +654,8 @@ class _Emitter:
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)
             k_arg = f", {ks}" if ks != mfma_k(self.target, a.dtype, self.m) else ""
+            if id(d) in self.quarter:
+                k_arg = f", {ks if k_arg else 0}, true"
             return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
         if name == "zero":
             self._regs_only(op)

@@ -44,14 +44,18 @@ def operand_read(m: int, e: int, elem: int) -> list[tuple[int, int]]:
 
 
 @lru_cache(maxsize=None)
-def choose(target: str, rows: int, row_bytes: int, m: int, e: int, elem: int) -> tuple[int, int, int]:
-    """(G, S, MASK) with the fewest modelled cycles for the operand read; ties go to the simplest."""
-    width = min(16, e * elem)
+def choose(target: str, rows: int, row_bytes: int, m: int, e: int, elem: int,
+           paired: bool = False) -> tuple[int, int, int]:
+    """(G, S, MASK) with the fewest modelled cycles for the operand read along the rows; ties go to the simplest.
+    `paired`: rows and row_bytes are the stored ones of a tiles_hip::paired tile, each lane reading the words of
+    its row's pair (twice the bytes of its run)."""
+    k = 2 if paired else 1
+    width = min(16, k * e * elem)
     g = granule(target, width)
     units = row_bytes // g
     if units < 2 or row_bytes % g:
         return (g if row_bytes % g == 0 else 4, 0, 0)
-    lanes = [(r % rows, b) for r, b in operand_read(m, e, elem)]
+    lanes = [(r // k % rows, k * b) for r, b in operand_read(m, e, elem)]
     best = None
     for mask in (0, 1, 3, 7, 15):
         if mask >= units:

@@ -141,6 +141,18 @@ TILES_DEV float exp2(float x) {
 #endif
 }
 
+// v_perm_b32: byte i of the result is byte (sel >> 8 i) & 7 of the eight {lo (bytes 0-3), hi (4-7)}.
+TILES_DEV uint32_t perm(uint32_t hi, uint32_t lo, uint32_t sel) {
+#if defined(TILES_EMU)
+  const uint64_t x = (uint64_t)hi << 32 | lo;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= (uint32_t)(x >> 8 * ((sel >> 8 * i) & 7) & 0xFF) << 8 * i;
+  return r;
+#else
+  return __builtin_amdgcn_perm(hi, lo, sel);
+#endif
+}
+
 // max(a, b, c) as one v_max3_f32 (IEEE maxNum: a quiet NaN loses, as in fmaxf). Inline asm because
 // clang quiets each input of fmaxf first (v_max_f32 x, x) unless it can prove the input canonical, which it
 // cannot for the elements of a packed multiply's result: a softmax's row max paid one extra VALU an element.
@@ -261,6 +273,25 @@ TILES_DEV void buffer_store_u32(buffer b, uint32_t off, uint32_t v) {
   hip_emu::store_u32(b.base, b.bytes, off, v);
 #else
   __builtin_amdgcn_raw_buffer_store_b32(v, b.rsrc, off, 0, 0);
+#endif
+}
+// N bytes (4, 8 or 16): dropped where off + N is past the buffer.
+template <int N> TILES_DEV void buffer_store(buffer b, uint32_t off, const bytes_t<N>& v) {
+#if defined(TILES_EMU)
+  for (int i = 0; i < N / 4; ++i) hip_emu::store_u32(b.base, b.bytes, off == OOB ? OOB : off + 4 * i, v.w[i]);
+#else
+  if constexpr (N == 4) __builtin_amdgcn_raw_buffer_store_b32(v.w[0], b.rsrc, off, 0, 0);
+  else if constexpr (N == 8) {
+    typedef uint32_t word __attribute__((ext_vector_type(2)));
+    word x;
+    __builtin_memcpy(&x, &v, 8);
+    __builtin_amdgcn_raw_buffer_store_b64(x, b.rsrc, off, 0, 0);
+  } else {
+    typedef uint32_t word __attribute__((ext_vector_type(4)));
+    word x;
+    __builtin_memcpy(&x, &v, 16);
+    __builtin_amdgcn_raw_buffer_store_b128(x, b.rsrc, off, 0, 0);
+  }
 #endif
 }
 TILES_DEV void buffer_store_u16(buffer b, uint32_t off, uint16_t v) {

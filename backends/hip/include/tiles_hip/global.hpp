@@ -119,13 +119,18 @@ TILES_DEV void store(const gl<G>& dst, const cv<T, N, L>& src, int b, int d, int
 // How a pipelined tile's fill travels (lds_fill): DIRECT (buffer_load ... lds), REGS (16 bytes a lane
 // through registers, written to LDS at land(): where a direct load moves only 4 bytes a lane (CDNA3), each
 // costing an m0 write and an s_nop besides, one 16-byte load and its writes are a third of the instructions),
-// REGS_T (4 x 4 blocks through registers, written transposed: a transposed tile).
-enum fill_path { DIRECT, REGS, REGS_T };
+// REGS_T (4 x 4 blocks through registers, written transposed: a transposed tile), REGS_PAIRED (2 x 8 blocks
+// through registers, written interleaved: a paired tile). CDNA3's fp8 never goes direct: its -0 is cleared on
+// the way in (types.hpp's fnuz), once per element rather than by every wave at every MFMA read.
+enum fill_path { DIRECT, REGS, REGS_T, REGS_PAIRED };
 template <int WAVES, class S> struct lds_load {
   using T = typename S::dtype;
   static constexpr int D = arch::DIRECT_LDS_BYTES, SPAN = 64 * D;
-  static constexpr bool DIRECT_FITS = !S::TR && S::BYTES % SPAN == 0 && D <= S::swz::GRANULE && S::PANEL_BYTES % D == 0;
-  static constexpr fill_path PATH = S::TR ? REGS_T : D < 16 && S::PANEL_BYTES % 16 == 0 ? REGS : DIRECT;
+  static constexpr bool DIRECT_FITS = !S::TR && !S::PAIRED && !fnuz<T>::value && S::BYTES % SPAN == 0 &&
+                                      D <= S::swz::GRANULE && S::PANEL_BYTES % D == 0;
+  static constexpr fill_path PATH = S::TR       ? REGS_T
+                                    : S::PAIRED ? REGS_PAIRED
+                                    : D < 16 && S::PANEL_BYTES % 16 == 0 ? REGS : DIRECT;
   // vm instructions one wave issues per direct load (the fewest any wave issues): what s_waitcnt
   // vmcnt may leave outstanding when later tiles are already in flight (fills through registers have
   // landed by then: land() waits for its own loads).
@@ -168,6 +173,7 @@ TILES_DEV void load_checked(const st<T, R, C, SW>& dst, const gl<G>& src, int b,
     const int r = i / (C / RUN), c = i % (C / RUN) * RUN;
     T run[RUN];
     TILES_UNROLL for (int j = 0; j < RUN; ++j) run[j] = load_elem<T>(buf, src.offset(b, d, r0 + r, c0 + c + j));
+    if constexpr (fnuz<T>::value) clear_negative_zero<sizeof(run)>(run);
     if constexpr (st<T, R, C, SW>::TR) TILES_UNROLL for (int j = 0; j < RUN; ++j) dst.at(r, c + j) = run[j];
     else __builtin_memcpy(&dst.at(r, c), run, sizeof(run));
   }
@@ -207,15 +213,11 @@ template <int WAVES, class S, class G, fill_path P = lds_load<WAVES, S>::PATH> s
   }
   TILES_DEV void land(const S&) const {}  // the direct loads land by themselves
 };
-// A transposed tile (shared.hpp): through registers. Each lane moves 4 x 4 blocks: four loads of 4
-// consecutive elements of a row at the fill (operator()), kept in registers through the MFMA cluster, and at
-// land() four writes of a column's 4 consecutive rows, contiguous in the transposed storage. Edge tiles
-// check each lane's rows and 4-column group (whole groups: the array's columns a multiple of 4), ragged
-// arrays fall back to single elements.
 // A tile through registers, 16 bytes (a run) a lane: thread t moves runs t, t + threads, .. (row-major, so
 // a wave's loads are contiguous in global memory): one buffer_load_dwordx4 each at the fill, kept in registers
-// through the MFMA cluster, written to the (swizzled) LDS tile at land(). Edge tiles check each run's row
-// and column (whole runs: the array's columns a multiple of a run), ragged arrays load single elements.
+// through the MFMA cluster, written to the (swizzled) LDS tile at land(), CDNA3's fp8 cleared of -0 on the way.
+// Edge tiles check each run's row and column (whole runs: the array's columns a multiple of a run), ragged
+// arrays load single elements.
 template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS> {
   using T = typename S::dtype;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
@@ -255,10 +257,16 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS> {
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
       T e[RUN];
       __builtin_memcpy(e, &x[j], 16);
+      if constexpr (fnuz<T>::value) clear_negative_zero<16>(e);
       dst.template write_run<RUN>(run(j) / PER_ROW, run(j) % PER_ROW * RUN, e);
     }
   }
 };
+// A transposed tile (shared.hpp): through registers. Each lane moves 4 x 4 blocks: four loads of 4
+// consecutive elements of a row at the fill (operator()), kept in registers through the MFMA cluster, and at
+// land() four writes of a column's 4 consecutive rows, contiguous in the transposed storage. Edge tiles
+// check each lane's rows and 4-column group (whole groups: the array's columns a multiple of 4), ragged
+// arrays fall back to single elements.
 template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_T> {
   using T = typename S::dtype;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
@@ -305,8 +313,64 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_T> {
       __builtin_memcpy(e, x[j], sizeof(e));
       TILES_UNROLL for (int q = 0; q < 4; ++q) {
         TILES_UNROLL for (int i = 0; i < 4; ++i) col[i] = e[i][q];
+        if constexpr (fnuz<T>::value) clear_negative_zero<sizeof(col)>(col);
         dst.template write_col_run<4>(4 * (block(j) / BC), 4 * (block(j) % BC) + q, col);
       }
+    }
+  }
+};
+// A paired tile (shared.hpp): through registers. Each lane moves blocks of two rows by 8 columns: a 16-byte load
+// of each row at the fill, and at land() the rows' elements interleaved into words (one v_perm per word),
+// written as the stored row's 32 bytes. Edge tiles check each run (whole runs: the array's columns a multiple
+// of 8), ragged arrays single elements.
+template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_PAIRED> {
+  using T = typename S::dtype;
+  static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
+  static constexpr int N = 8, RUN = N * (int)sizeof(T), BC = S::COLS / N, BLOCKS = S::ROWS / 2 * BC,
+                       THREADS = 64 * WAVES, PER = (BLOCKS + THREADS - 1) / THREADS;
+  static_assert(S::COLS % N == 0, "a paired tile is whole 2 x 8 blocks");
+  const gl<G>& src;
+  bool runs;  // rows start at multiples of N elements: each run is one load
+  uint32_t off[PER];
+  mutable arch::bytes_t<RUN> x[PER][2];  // the blocks in flight, row by row
+  TILES_DEV static bool mine(int j) { return BLOCKS % THREADS == 0 || arch::thread_id() + j * THREADS < BLOCKS; }
+  TILES_DEV static int row(int j) { return 2 * ((arch::thread_id() + j * THREADS) / BC); }
+  TILES_DEV static int col(int j) { return N * ((arch::thread_id() + j * THREADS) % BC); }
+  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
+    runs = (g.cols | g.sr) % N == 0;
+    TILES_UNROLL for (int j = 0; j < PER; ++j) off[j] = (uint32_t)(row(j) * g.sr + col(j)) * (uint32_t)sizeof(T);
+  }
+  TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
+    const arch::buffer buf = src.buffer();
+    const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
+    if (__builtin_expect(full, 1)) {
+      const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
+      const uint32_t next = src.sr * (uint32_t)sizeof(T);
+      TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
+        TILES_UNROLL for (int i = 0; i < 2; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * next, tile);
+      return;
+    }
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
+      TILES_UNROLL for (int i = 0; i < 2; ++i) {
+        const int r = r0 + row(j) + i, c = c0 + col(j);
+        if (runs) {
+          x[j][i] = arch::buffer_load<RUN>(buf, src.offset(b, d, r, c));
+        } else {
+          T e[N];
+          TILES_UNROLL for (int q = 0; q < N; ++q) e[q] = load_elem<T>(buf, src.offset(b, d, r, c + q));
+          __builtin_memcpy(&x[j][i], e, RUN);
+        }
+      }
+    }
+  }
+  TILES_DEV void land(const S& dst) const {
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
+      uint32_t w[N];  // word q: (row, col + q) low, (row + 1, col + q) high
+      TILES_UNROLL for (int q = 0; q < N / 2; ++q) {
+        w[2 * q] = arch::perm(x[j][1].w[q], x[j][0].w[q], 0x05040100u);
+        w[2 * q + 1] = arch::perm(x[j][1].w[q], x[j][0].w[q], 0x07060302u);
+      }
+      dst.template write_pairs<N>(row(j), col(j), w);
     }
   }
 };
@@ -317,9 +381,33 @@ TILES_DEV void load(const st<T, R, C, SW>& dst, const gl<G>& src, int b, int d, 
   fill(dst, b, d, r0, c0);
   fill.land(dst);
 }
+// A row-major tile of whole 16-byte runs is read from LDS a run per lane (one ds_read_b128, not one narrow read per
+// element); the run goes out as one 16-byte buffer store where the array's rows are whole runs of the same type
+// (a run past the edge is wholly past it: dropped), else element by element.
 template <int WAVES, class G, class T, int R, int C, class SW>
 TILES_DEV void store(const gl<G>& dst, const st<T, R, C, SW>& src, int b, int d, int r0, int c0) {
   const arch::buffer buf = dst.buffer();
+  constexpr int N = 16 / (int)sizeof(T);
+  if constexpr (!SW::TRANSPOSED && !SW::PAIRED && C % N == 0) {
+    constexpr int RUNS = R * C / N, THREADS = WAVES * 64;
+    const bool whole = __is_same(G, T) && (dst.cols | dst.sr | c0) % N == 0;
+    TILES_UNROLL for (int j = 0; j < (RUNS + THREADS - 1) / THREADS; ++j) {
+      const int i = arch::thread_id() + j * THREADS, r = i / (C / N), c = i % (C / N) * N;
+      if (RUNS % THREADS && i >= RUNS) break;
+      T x[N];
+      src.template read_run<N>(r, c, x);
+      if constexpr (__is_same(G, T)) {
+        if (whole) {
+          arch::bytes_t<16> w;
+          __builtin_memcpy(&w, x, 16);
+          arch::buffer_store<16>(buf, dst.offset(b, d, r0 + r, c0 + c), w);
+          continue;
+        }
+      }
+      TILES_UNROLL for (int q = 0; q < N; ++q) store_elem<G>(buf, dst.offset(b, d, r0 + r, c0 + c + q), convert<G>(x[q]));
+    }
+    return;
+  }
   for (int i = arch::thread_id(); i < R * C; i += WAVES * 64)
     store_elem<G>(buf, dst.offset(b, d, r0 + i / C, c0 + i % C), convert<G>(src.at(i / C, i % C)));
 }
@@ -384,12 +472,22 @@ TILES_DEV void load(rt<T, R, C, L>& dst, const st<U, SR, C, SW>& src) {
     return;
   }
 #endif
-  TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
-    TILES_UNROLL for (int e = 0; e < dst.E; e += L::RUN) {
-      U run[L::RUN];
-      src.template read_run<L::RUN>(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e), run);
-      TILES_UNROLL for (int i = 0; i < L::RUN; ++i) dst.v[m][n][e + i] = convert<T>(run[i]);
-    }
+  // A tile stored transposed (CDNA3): the quad's four rows of one column are one contiguous run.
+  if constexpr (SW::TRANSPOSED && L::COL_BY_LANE && L::E % 4 == 0) {
+    TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+      TILES_UNROLL for (int q = 0; q < dst.E / 4; ++q) {
+        U x[4];
+        src.template read_col_run<4>(0, r0 + m * L::FR + L::row(lane, 4 * q), n * L::FC + L::col(lane, 0), x);
+        TILES_UNROLL for (int j = 0; j < 4; ++j) dst.v[m][n][4 * q + j] = convert<T>(x[j]);
+      }
+  } else {
+    TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+      TILES_UNROLL for (int e = 0; e < dst.E; e += L::RUN) {
+        U run[L::RUN];
+        src.template read_run<L::RUN>(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e), run);
+        TILES_UNROLL for (int i = 0; i < L::RUN; ++i) dst.v[m][n][e + i] = convert<T>(run[i]);
+      }
+  }
 }
 template <class U, int SR, int C, class SW, class T, int R, class L>
 TILES_DEV void store(const st<U, SR, C, SW>& dst, const rt<T, R, C, L>& src) {
@@ -397,8 +495,14 @@ TILES_DEV void store(const st<U, SR, C, SW>& dst, const rt<T, R, C, L>& src) {
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
     TILES_UNROLL for (int e = 0; e < src.E; e += L::RUN) {
       U run[L::RUN];
-      TILES_UNROLL for (int i = 0; i < L::RUN; ++i) run[i] = convert<U>(src.v[m][n][e + i]);
-      dst.template write_run<L::RUN>(r0 + m * L::FR + L::row(lane, e), n * L::FC + L::col(lane, e), run);
+      TILES_UNROLL for (int i = 0; i < L::RUN; ++i) {
+        run[i] = convert<U>(src.v[m][n][e + i]);
+        if constexpr (fnuz<U>::value)  // LDS holds no -0 of CDNA3's fp8 (types.hpp)
+          if (__builtin_bit_cast(uint8_t, run[i]) == 0x80) run[i] = __builtin_bit_cast(U, (uint8_t)0);
+      }
+      const int r = r0 + m * L::FR + L::row(lane, e), c = n * L::FC + L::col(lane, e);
+      if constexpr (st<U, SR, C, SW>::TR) TILES_UNROLL for (int i = 0; i < L::RUN; ++i) dst.at(r, c + i) = run[i];
+      else dst.template write_run<L::RUN>(r, c, run);
     }
 }
 }  // namespace tiles_hip

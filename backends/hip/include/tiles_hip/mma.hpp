@@ -19,18 +19,6 @@ template <int M, class T> struct mfma_k {
   static constexpr int K = (is_fp8<T>::value ? 2 : 1) * (M == 16 ? 16 : 8);
 #endif
 };
-// OCP -0 (0x80) -> +0, four bytes at a time: a byte of w ^ 0x80808080 is zero exactly where w held 0x80.
-template <int E, class T> TILES_DEV void clear_negative_zero(T* x) {
-  static_assert(E % 4 == 0, "fp8 fragments are whole words");
-  TILES_UNROLL for (int i = 0; i < E / 4; ++i) {
-    uint32_t w;
-    __builtin_memcpy(&w, x + 4 * i, 4);
-    const uint32_t y = w ^ 0x80808080u;
-    const uint32_t nonzero = (((y & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | y) & 0x80808080u;  // high bit per nonzero byte
-    w &= (nonzero >> 7) * 0xFFu;
-    __builtin_memcpy(x + 4 * i, &w, 4);
-  }
-}
 template <class X> struct is_rt { static constexpr bool value = false; };
 template <class T, int R, int C, class L, int WC> struct is_rt<rt<T, R, C, L, WC>> { static constexpr bool value = true; };
 
@@ -67,7 +55,8 @@ template <class T, int E> struct use_tr {
 };
 
 // One operand fragment read down the LDS columns: E / 4 transposing reads on CDNA4, one read of the K run
-// where the tile is stored transposed (CDNA3), else E single reads.
+// where the tile is stored transposed (CDNA3), two 4-byte reads per 4 K where it is paired, else E single
+// reads.
 // FK: the K order the fragment is read in (the register operand's, when the MMA has one).
 template <int M, int KS, int E, class FK, class S>
 TILES_DEV void read_col_frag(const S& s, int kk, int lane, int c0, typename S::dtype* out) {
@@ -83,7 +72,11 @@ TILES_DEV void read_col_frag(const S& s, int kk, int lane, int c0, typename S::d
     }
   } else if constexpr (S::TR) {  // stored transposed: a K run is contiguous
     TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-      s.template read_col_run<FK::RUN>(kk * KS + FK::at(lane, e), c0 + lane % M, out + e);
+      s.template read_col_run<FK::RUN>(0, kk * KS + FK::at(lane, e), c0 + lane % M, out + e);
+  } else if constexpr (S::PAIRED) {  // K step kk an immediate offset where it is whole swizzle periods
+    constexpr bool STEP = KS % (2 * S::swz::PERIOD) == 0;
+    TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+      s.template read_col_run<FK::RUN>(STEP ? kk * KS : 0, (STEP ? 0 : kk * KS) + FK::at(lane, e), c0 + lane % M, out + e);
   } else {
     TILES_UNROLL for (int e = 0; e < E; ++e) out[e] = col_elem<KS>(s, kk, FK::at(lane, e), c0 + lane % M);
   }
@@ -97,6 +90,8 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 }
 
 // KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
+// QUARTER: c and d are held in CDNA3's FNUZ quarter units by the caller (a K loop's accumulator, scaled back
+// once after the loop), so this call does not scale them.
 //
 // Per group of K steps the wave reads all its fragments (A's unless A is in registers, every B), waits for
 // them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues the step's MFMAs back to back, with
@@ -108,7 +103,8 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 // the A-operand layout, which is the B fragment's map, and its K order is the one b is read in.
 template <class DL> struct acc_transposed { static constexpr bool value = false; };
 template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
-template <bool TA, bool TB, int KS_ = 0, int R, int N, class DL, int WC, class A, class T, int BR, int BC, class SW>
+template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, int R, int N, class DL, int WC, class A, class T, int BR,
+          int BC, class SW>
 TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, SW>& b, const rt<float, R, N, DL, WC>& c) {
   constexpr int M = DL::FR, KDIM = TB ? BC : BR;
   constexpr bool DT = acc_transposed<DL>::value;
@@ -116,15 +112,11 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   static_assert(WC == 1 || !is_rt<A>::value, "a register A operand holds the rows of waves split by rows only");
   using D = rt<float, R, N, DL, WC>;
   if (&d != &c) d = c;
-#if defined(TILES_GFX950)
-  constexpr bool FNUZ = false;
-#else
-  // CDNA3's matrix cores read fp8 as the FNUZ formats: every OCP value as half itself, 0x80 (OCP -0) as
-  // NaN. So products come out a quarter of the OCP ones: the accumulator runs scaled by 1/4 through the
-  // K loop and -0 is cleared on the way in; both exact (powers of two).
-  constexpr bool FNUZ = is_fp8<T>::value;
-#endif
-  if constexpr (FNUZ) mul(d, d, 0.25f);
+  // CDNA3 reads fp8 as FNUZ (types.hpp): products come out a quarter of the OCP ones, so the accumulator
+  // runs scaled by 1/4 through the K loop (exact: powers of two). LDS holds no -0 (cleared on the way in);
+  // a register A operand is cleared here.
+  constexpr bool FNUZ = fnuz<T>::value;
+  if constexpr (FNUZ && !QUARTER) mul(d, d, 0.25f);
   constexpr int KS = KS_ ? KS_ : mfma_k<M, T>::K, E = M * KS / 64;
   using FK = typename operand_k<A, M, KS, E>::type;
   static_assert(KS != 128 || !is_rt<A>::value, "the 16x16x128 MFMA takes A from LDS only");
@@ -165,10 +157,8 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
     arch::waitcnt<arch::VM_ANY, 0>();
     arch::sched_barrier();  // else the first MFMA moves above the wait and brings a partial wait of its own
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
-      if constexpr (FNUZ) {
-        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E>(af[g][m]);
-        TILES_UNROLL for (int n = 0; n < D::FN; ++n) clear_negative_zero<E>(bf[g][n]);
-      }
+      if constexpr (FNUZ && is_rt<A>::value)
+        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[g][m]);
       TILES_UNROLL for (int n = 0; n < D::FN; ++n)
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
           if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[g][n], af[g][m], d.v[m][n]);
@@ -177,6 +167,6 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
     }
     arch::sched_barrier();
   }
-  if constexpr (FNUZ) mul(d, d, 4.0f);
+  if constexpr (FNUZ && !QUARTER) mul(d, d, 4.0f);
 }
 }  // namespace tiles_hip

@@ -21,7 +21,7 @@ template <int G, int S, int MASK, int PANEL_ = 0> struct swizzle {
   static_assert(PANEL_ % G == 0, "a panel is whole granules");
   static constexpr int GRANULE = G, PANEL = PANEL_;  // PANEL: bytes of a stored row per panel (0: the whole row)
   static constexpr int PERIOD = (MASK + 1) << S;  // rows after which the XOR pattern repeats
-  static constexpr bool TRANSPOSED = false;
+  static constexpr bool TRANSPOSED = false, PAIRED = false;
   TILES_DEV static constexpr int unit(int row, int u) { return u ^ ((row >> S) & MASK); }  // its own inverse
 };
 using no_swizzle = swizzle<16, 0, 0>;
@@ -32,15 +32,27 @@ template <int G, int S, int MASK, int PANEL = 0> struct transposed : swizzle<G, 
   static constexpr bool TRANSPOSED = true;
 };
 
+// The tile stored in row pairs: 4-byte word (r / 2, c) holds the 16-bit elements (r, c) and (r + 1, c), r even
+// (a stored row per two rows, swizzled as above). For a tile that MMAs read both along its rows and down its
+// columns on CDNA3, where neither a transposed copy (no LDS for two) nor a transposing read exists: a row run
+// of 4 is one 16-byte read of which the lane keeps one half of each word, a column run of 4 is two 4-byte
+// reads, where the plain layout needs four ds_read_u16. Filled through registers (lds_fill).
+template <int G, int S, int MASK> struct paired : swizzle<G, S, MASK> {
+  static constexpr bool PAIRED = true;
+};
+
 template <class T, int R, int C, class SW = no_swizzle> struct st {
-  static constexpr bool TR = SW::TRANSPOSED;
-  // ROW_BYTES: of a stored row (a column of the tile when TR); PANEL_BYTES: of a stored row within a panel
-  static constexpr int ROWS = R, COLS = C, ROW_BYTES = (TR ? R : C) * (int)sizeof(T), BYTES = R * C * (int)sizeof(T);
-  static constexpr int PANEL_BYTES = SW::PANEL ? SW::PANEL : ROW_BYTES, STORED_ROWS = TR ? C : R;
+  static constexpr bool TR = SW::TRANSPOSED, PAIRED = SW::PAIRED;
+  static_assert(!PAIRED || (sizeof(T) == 2 && R % 2 == 0), "a paired tile holds 16-bit elements, rows in pairs");
+  // ROW_BYTES: of a stored row (a column of the tile when TR, two rows when PAIRED); PANEL_BYTES: of a stored
+  // row within a panel
+  static constexpr int ROWS = R, COLS = C, ROW_BYTES = (TR ? R : PAIRED ? 2 * C : C) * (int)sizeof(T),
+                       BYTES = R * C * (int)sizeof(T);
+  static constexpr int PANEL_BYTES = SW::PANEL ? SW::PANEL : ROW_BYTES, STORED_ROWS = TR ? C : PAIRED ? R / 2 : R;
   static_assert(ROW_BYTES % PANEL_BYTES == 0 && PANEL_BYTES % SW::GRANULE == 0,
                 "a shared tile row must be whole panels of whole swizzle granules");
-  // no swizzle and no panels: every element's byte is linear in (row, column)
-  static constexpr bool LINEAR = SW::PERIOD == 1 && PANEL_BYTES == ROW_BYTES;
+  // no swizzle, no panels, no pairs: every element's byte is linear in (row, column)
+  static constexpr bool LINEAR = SW::PERIOD == 1 && PANEL_BYTES == ROW_BYTES && !PAIRED;
   using dtype = T;
   using swz = SW;
   uint8_t* base;
@@ -55,12 +67,14 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
     i = q / PANEL_BYTES;
     b = p / (STORED_ROWS * PANEL_BYTES) * PANEL_BYTES + SW::unit(i, in / SW::GRANULE) * SW::GRANULE + in % SW::GRANULE;
   }
-  TILES_DEV static constexpr uint32_t offset(int r, int c) { return TR ? stored(c, r) : stored(r, c); }
+  TILES_DEV static constexpr uint32_t offset(int r, int c) {
+    return TR ? stored(c, r) : PAIRED ? stored(r / 2, 2 * c + r % 2) : stored(r, c);
+  }
   TILES_DEV T& at(int r, int c) const { return *(T*)(base + offset(r, c)); }
   // (r0 + r, c) with r0 a multiple of the swizzle's period: row r0 is a plain byte offset, so an
   // unrolled walk down the rows keeps one address per (r, c) and the steps become immediate offsets.
   TILES_DEV T& at(int r0, int r, int c) const {
-    if constexpr (TR) return at(r0 + r, c);
+    if constexpr (TR || PAIRED) return at(r0 + r, c);
     else return *(T*)(base + r0 * PANEL_BYTES + offset(r, c));
   }
 #if defined(TILES_GFX950)
@@ -75,16 +89,39 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
   // N*sizeof(T) bytes per granule.
   template <int N> TILES_DEV void read_run(int r, int c, T* out) const {
     static_assert(!TR, "a row run of a transposed tile is not contiguous");
-    move_run<N, false>(r, c, (uint8_t*)out);
+    if constexpr (PAIRED && N % 2) {
+      TILES_UNROLL for (int i = 0; i < N; ++i) out[i] = at(r, c + i);
+    } else if constexpr (PAIRED) {  // the pairs' words, of which this row's halves: one v_perm per two elements
+      uint32_t w[N];
+      move_run<2 * N, false>(r / 2, 2 * c, (uint8_t*)w);
+      const uint32_t sel = r % 2 ? 0x07060302u : 0x05040100u;
+      uint32_t o[N / 2];
+      TILES_UNROLL for (int i = 0; i < N / 2; ++i) o[i] = arch::perm(w[2 * i + 1], w[2 * i], sel);
+      __builtin_memcpy(out, o, sizeof(o));
+    } else {
+      move_run<N, false>(r, c, (uint8_t*)out);
+    }
   }
   template <int N> TILES_DEV void write_run(int r, int c, const T* in) const {
-    static_assert(!TR, "a row run of a transposed tile is not contiguous");
+    static_assert(!TR && !PAIRED, "a row run of a transposed or paired tile is not contiguous");
     move_run<N, true>(r, c, (uint8_t*)const_cast<T*>(in));
   }
-  // N consecutive elements of column c from row r (r a multiple of N) of a transposed tile: contiguous.
-  template <int N> TILES_DEV void read_col_run(int r, int c, T* out) const {
-    static_assert(TR, "a column run is contiguous only in a transposed tile");
-    move_run<N, false>(c, r, (uint8_t*)out);
+  // N consecutive elements of column c from row r0 + r (r a multiple of N) of a transposed tile: contiguous; of
+  // a paired one, N / 2 words down the stored rows, r0 then a whole number of swizzle periods of them (a plain
+  // byte offset: an immediate of the read).
+  template <int N> TILES_DEV void read_col_run(int r0, int r, int c, T* out) const {
+    static_assert(TR || PAIRED, "a column run is contiguous only in a transposed or paired tile");
+    if constexpr (TR) {
+      move_run<N, false>(c, r0 + r, (uint8_t*)out);
+    } else {
+      static_assert(N % 2 == 0, "a paired tile's column run is whole pairs");
+      TILES_UNROLL for (int i = 0; i < N / 2; ++i) __builtin_memcpy(out + 2 * i, base + (r0 / 2) * PANEL_BYTES + stored(r / 2 + i, 2 * c), 4);
+    }
+  }
+  // N elements of each of rows r, r + 1 (r even) from column c, as N words: the paired tile's fill.
+  template <int N> TILES_DEV void write_pairs(int r, int c, const uint32_t* words) const {
+    static_assert(PAIRED, "pairs of rows are words of a paired tile");
+    move_run<2 * N, true>(r / 2, 2 * c, (uint8_t*)const_cast<uint32_t*>(words));
   }
   template <int N> TILES_DEV void write_col_run(int r, int c, const T* in) const {
     static_assert(TR, "a column run is contiguous only in a transposed tile");

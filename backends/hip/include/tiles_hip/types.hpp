@@ -6,6 +6,28 @@ namespace tiles_hip {
 template <class T> struct is_fp8 { static constexpr bool value = false; };
 template <> struct is_fp8<fp8e4m3> { static constexpr bool value = true; };
 template <> struct is_fp8<fp8e5m2> { static constexpr bool value = true; };
+// CDNA3's matrix cores read fp8 as the FNUZ formats: every OCP value as half itself, 0x80 (OCP -0) as NaN.
+// mma.hpp runs the accumulator scaled by 1/4; -0 is cleared where an fp8 value enters LDS (global.hpp's
+// fills and stores) or a register A operand, so each element once, not at every MFMA that reads it.
+template <class T> struct fnuz {
+#if defined(TILES_GFX950)
+  static constexpr bool value = false;
+#else
+  static constexpr bool value = is_fp8<T>::value;
+#endif
+};
+// OCP -0 (0x80) -> +0 in N bytes, four at a time: a byte of w ^ 0x80808080 is zero exactly where w held 0x80.
+template <int N> TILES_DEV void clear_negative_zero(void* x) {
+  static_assert(N % 4 == 0, "cleared in whole words");
+  TILES_UNROLL for (int i = 0; i < N / 4; ++i) {
+    uint32_t w;
+    __builtin_memcpy(&w, (uint8_t*)x + 4 * i, 4);
+    const uint32_t y = w ^ 0x80808080u;
+    const uint32_t nonzero = (((y & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | y) & 0x80808080u;  // high bit per nonzero byte
+    w &= (nonzero >> 7) * 0xFFu;
+    __builtin_memcpy((uint8_t*)x + 4 * i, &w, 4);
+  }
+}
 
 // f32 -> OCP fp8 (E4M3: bias 7, max 448, saturating; E5M2: bias 15, overflows to inf), nearest even.
 // Written in plain C++ so that both paths round identically.
