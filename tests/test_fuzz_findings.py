@@ -32,6 +32,32 @@ def test_hip_binary_map_with_an_int_scalar(backend):
     assert_close(y[1], x.astype(np.float64) ** 2, "f32")
 
 
+@tl.kernel
+def reads_an_unwritten_mask(Y, X, *, where_first):
+    br, bc = tl.grid(tl.cdiv(X.rows, R), tl.cdiv(X.cols, C))
+    x = tl.regs(tl.f32, R, C)
+    mask = tl.regs(tl.f32, R, C, name="mask")
+    tl.load(x, X, (br, bc))
+    if not where_first:
+        tl.gt(mask, x, 0.0)
+    tl.where(x, mask, x, 0.0)
+    tl.store(Y, x, (br, bc))
+
+
+def test_a_tile_read_before_anything_wrote_it(backend):
+    """fuzz seed 5002: a `where` whose mask no op wrote gave "infinities differ" on every CPU engine against the
+    reference (each read what its registers held); the verifier now refuses the read, naming the tile and the
+    line, and the same kernel with the mask written runs everywhere."""
+    x = random_array((20, 70), "f32")
+    with pytest.raises(tl.TileError, match=r"test_fuzz_findings.py:\d+: tl.where\(x, mask, x, 0.0\)\n.*"
+                                           r"where: reads mask \(rt<f32, 16x64, row>\) before any operation "
+                                           r"writes it"):
+        run(backend, reads_an_unwritten_mask, poisoned((20, 70), "f32"), x, where_first=True)
+    y = poisoned((20, 70), "f32")
+    run(backend, reads_an_unwritten_mask, y, x, where_first=False)
+    assert_close(y, np.maximum(x.astype(np.float64), 0), "f32")
+
+
 def _named(name):
     """A kernel called `name` whose body calls the math library's exp (so a kernel that took exp's symbol would
     call itself) and keeps the libc name `select` among its tiles."""

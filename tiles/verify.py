@@ -57,8 +57,21 @@ def verify(k: ir.Kernel, target: str | None = None) -> None:
     for loop in _loops(k.body):
         if loop.kind == "pipeline":
             _check_pipeline(loop)
+    _check_written_before_read(k)
     if target is not None:
         _check_target(k, target)
+
+
+def _check_written_before_read(k: ir.Kernel):
+    """A tile read before any op (in source order) writes it would hold whatever its registers or memory held:
+    a different value on every backend, so it is refused."""
+    written = set()
+    for op, _ in k.walk():
+        for src in op.srcs:
+            if _kind(src) in ("rt", "rv", "st", "sv") and id(src) not in written:
+                _Checker(op).fail(f"reads {src.name} ({_desc(src)}) before any operation writes it (tl.zero "
+                                  f"or tl.fill it first)")
+        written.add(id(op.dst))
 
 
 def _loops(stmts):
