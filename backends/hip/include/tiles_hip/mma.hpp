@@ -89,22 +89,49 @@ constexpr int group_steps(int steps, int per_step, int budget) {
   return g;
 }
 
+// How an MMA's clusters meet the code around them (the schedule's choice; codegen names it).
+// fenced (plain, ping-pong): per group of K steps the wave reads all its fragments (A's unless A is in
+// registers, every B), waits for them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues
+// the group's MFMAs back to back; sched_barriers keep the scheduler from pulling reads into the MFMA run (each
+// read would bring its own wait) and anything else out of it.
+// interleaved<VALU> (the 4-wave interleave: one wave a SIMD, no other wave to fill the matrix core's shadow):
+// each MFMA is followed by a share of the LDS reads the next group needs and by up to VALU vector ops of the
+// caller's (codegen's count of the loop body's), asked of LLVM's scheduler with sched_group_barrier. A
+// pattern orders only the instructions before it in its scheduling region, and a full sched_barrier ends a
+// region: so group g's region holds its wait, group g + 1's reads and group g's MFMAs; the last group's
+// region runs on through the caller's code to the next MMA, whose first reads and VALU the pattern at that
+// MMA's start spreads over it. The other fences let VALU and transcendentals cross, nothing else: memory
+// operations and waits stay on their side, so each group still has its one wait.
+struct fenced {
+  static constexpr int CROSS = 0, VALU = 0;
+  static constexpr bool AHEAD = false;
+};
+template <int VALU_> struct interleaved {
+  static constexpr int CROSS = arch::SCHED_VALU | arch::SCHED_TRANS | arch::SCHED_DS_READ, VALU = VALU_;
+  static constexpr bool AHEAD = true;
+};
+
+// N times: one MFMA, then up to DS LDS reads and up to VALU vector ops (of the instructions before this point in
+// its scheduling region).
+template <int N, int DS, int VALU> TILES_DEV void mfma_pattern() {
+  TILES_UNROLL for (int i = 0; i < N; ++i) {
+    arch::sched_group<arch::SCHED_MFMA, 1, 0>();
+    if constexpr (DS > 0) arch::sched_group<arch::SCHED_DS_READ, DS, 0>();
+    if constexpr (VALU > 0) arch::sched_group<arch::SCHED_VALU | arch::SCHED_TRANS, VALU, 0>();
+  }
+}
+
 // KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
 // QUARTER: c and d are held in CDNA3's FNUZ quarter units by the caller (a K loop's accumulator, scaled back
-// once after the loop), so this call does not scale them.
-//
-// Per group of K steps the wave reads all its fragments (A's unless A is in registers, every B), waits for
-// them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues the step's MFMAs back to back, with
-// nothing between them; sched_barriers keep the scheduler from pulling reads into the MFMA run (each read
-// would bring its own wait). Global loads in flight are left alone (vmcnt is not waited for here).
+// once after the loop), so this call does not scale them. X: fenced or interleaved<VALU> (above).
 //
 // A transposed accumulator (DL = acc_t<M>) is computed as D^T = op(b)^T op(a)^T: the same fragments, b's
 // as the MFMA's A (a column fragment of D is a row fragment of D^T) and a's as its B; a register a is in
 // the A-operand layout, which is the B fragment's map, and its K order is the one b is read in.
 template <class DL> struct acc_transposed { static constexpr bool value = false; };
 template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
-template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, int R, int N, class DL, int WC, class A, class T, int BR,
-          int BC, class SW>
+template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, class X = fenced, int R, int N, class DL, int WC, class A,
+          class T, int BR, int BC, class SW>
 TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, SW>& b, const rt<float, R, N, DL, WC>& c) {
   constexpr int M = DL::FR, KDIM = TB ? BC : BR;
   constexpr bool DT = acc_transposed<DL>::value;
@@ -124,12 +151,16 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   const int lane = arch::lane_id(), wave = arch::thread_id() / arch::WAVE;
   const int r0 = D::row0(wave), c0 = D::col0(wave);  // this wave's part of d
   const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
-  // K steps read together, up to ~96 VGPRs of fragments: one wait for the group
+  // K steps read together, up to ~96 VGPRs of fragments: one wait for the group. Read ahead, two groups are
+  // live: each at most half that, and half the steps, so that there is a next group to read.
   constexpr int STEPS = KDIM / KS, FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) + D::FN) * E * (int)sizeof(T) / 4;
-  constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS, 96);
-  arch::sched_barrier();
-  TILES_UNROLL for (int k0 = 0; k0 < STEPS; k0 += GROUP) {
-    T af[GROUP][D::FM][E], bf[GROUP][D::FN][E];
+  constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS,
+                                    X::AHEAD ? (STEPS / 2 * FRAG_VGPRS < 48 ? STEPS / 2 * FRAG_VGPRS : 48) : 96);
+  constexpr int MFMAS = GROUP * D::FM * D::FN;
+  // LDS reads of a group, counted in 8-byte reads (a ds_read_b128 is two): the pattern's share per MFMA
+  constexpr int READS = GROUP * ((is_rt<A>::value ? 0 : D::FM) + D::FN) * (E * (int)sizeof(T) + 7) / 8;
+  T af[2][GROUP][D::FM][E], bf[2][GROUP][D::FN][E];
+  auto read = [&](int k0, T (&af)[GROUP][D::FM][E], T (&bf)[GROUP][D::FN][E]) {
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       const int kk = k0 + g;
       TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
@@ -153,19 +184,29 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
         }
       }
     }
+  };
+  arch::sched_barrier<X::CROSS>();
+  read(0, af[0], bf[0]);
+  // the previous cluster's last MFMAs (if any in this region) take these reads and the caller's VALU
+  if constexpr (X::AHEAD) mfma_pattern<MFMAS, (READS + MFMAS - 1) / MFMAS, X::VALU>();
+  TILES_UNROLL for (int k0 = 0; k0 < STEPS; k0 += GROUP) {
+    const int i = (k0 / GROUP) & 1;
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
-    arch::sched_barrier();  // else the first MFMA moves above the wait and brings a partial wait of its own
+    arch::sched_barrier<X::CROSS>();  // else the first MFMA moves above the wait and brings a partial wait of its own
+    if (X::AHEAD && k0 + GROUP < STEPS) read(k0 + GROUP, af[i ^ 1], bf[i ^ 1]);  // under this group's MFMAs
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       if constexpr (FNUZ && is_rt<A>::value)
-        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[g][m]);
+        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[i][g][m]);
       TILES_UNROLL for (int n = 0; n < D::FN; ++n)
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
-          if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[g][n], af[g][m], d.v[m][n]);
-          else arch::mfma_op<M, KS, T>::run(af[g][m], bf[g][n], d.v[m][n]);
+          if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[i][g][n], af[i][g][m], d.v[m][n]);
+          else arch::mfma_op<M, KS, T>::run(af[i][g][m], bf[i][g][n], d.v[m][n]);
         }
     }
-    arch::sched_barrier();
+    if (X::AHEAD && k0 + GROUP < STEPS) mfma_pattern<MFMAS, (READS + MFMAS - 1) / MFMAS, X::VALU>();
+    arch::sched_barrier<X::CROSS>();
+    if (!X::AHEAD && k0 + GROUP < STEPS) read(k0 + GROUP, af[i ^ 1], bf[i ^ 1]);
   }
   if constexpr (FNUZ && !QUARTER) mul(d, d, 4.0f);
 }
