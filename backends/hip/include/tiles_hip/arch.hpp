@@ -10,9 +10,11 @@
 #if defined(TILES_EMU)
 #include "hip_emu.h"
 #define TILES_DEV inline
+#define TILES_INLINE
 #define TILES_UNROLL  // the host compiler decides: full unrolling only matters for device registers
 #else
 #define TILES_DEV __device__ inline __attribute__((always_inline))
+#define TILES_INLINE __attribute__((always_inline))  // a lambda's: inlined as TILES_DEV functions are
 #define TILES_UNROLL _Pragma("unroll")
 #endif
 

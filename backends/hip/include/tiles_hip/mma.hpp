@@ -111,6 +111,15 @@ template <int VALU_> struct interleaved {
   static constexpr bool AHEAD = true;
 };
 
+template <int V> struct constant { static constexpr int value = V; };
+// f(constant<I>{}) for I = B .. E - 1: a loop whose counter is a constant in its body.
+template <int B, int E, class F> TILES_DEV void unroll(F&& f) {
+  if constexpr (B < E) {
+    f(constant<B>{});
+    unroll<B + 1, E>(f);
+  }
+}
+
 // N times: one MFMA, then up to DS LDS reads and up to VALU vector ops (of the instructions before this point in
 // its scheduling region).
 template <int N, int DS, int VALU> TILES_DEV void mfma_pattern() {
@@ -159,8 +168,9 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   constexpr int MFMAS = GROUP * D::FM * D::FN;
   // LDS reads of a group, counted in 8-byte reads (a ds_read_b128 is two): the pattern's share per MFMA
   constexpr int READS = GROUP * ((is_rt<A>::value ? 0 : D::FM) + D::FN) * (E * (int)sizeof(T) + 7) / 8;
-  T af[2][GROUP][D::FM][E], bf[2][GROUP][D::FN][E];
-  auto read = [&](int k0, T (&af)[GROUP][D::FM][E], T (&bf)[GROUP][D::FN][E]) {
+  constexpr int BUFS = X::AHEAD ? 2 : 1;  // fragment buffers: the group being multiplied, the one read ahead
+  T af[BUFS][GROUP][D::FM][E], bf[BUFS][GROUP][D::FN][E];
+  auto read = [&](int k0, T (&af)[GROUP][D::FM][E], T (&bf)[GROUP][D::FN][E]) TILES_INLINE {
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       const int kk = k0 + g;
       TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
@@ -189,12 +199,13 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   read(0, af[0], bf[0]);
   // the previous cluster's last MFMAs (if any in this region) take these reads and the caller's VALU
   if constexpr (X::AHEAD) mfma_pattern<MFMAS, (READS + MFMAS - 1) / MFMAS, X::VALU>();
-  TILES_UNROLL for (int k0 = 0; k0 < STEPS; k0 += GROUP) {
-    const int i = (k0 / GROUP) & 1;
+  unroll<0, STEPS / GROUP>([&](auto group) TILES_INLINE {  // groups by constants: fragment arrays stay in registers
+    constexpr int k0 = group.value * GROUP, i = group.value % BUFS;
+    constexpr bool NEXT = k0 + GROUP < STEPS;
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
     arch::sched_barrier<X::CROSS>();  // else the first MFMA moves above the wait and brings a partial wait of its own
-    if (X::AHEAD && k0 + GROUP < STEPS) read(k0 + GROUP, af[i ^ 1], bf[i ^ 1]);  // under this group's MFMAs
+    if constexpr (X::AHEAD && NEXT) read(k0 + GROUP, af[1 - i], bf[1 - i]);  // under this group's MFMAs
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       if constexpr (FNUZ && is_rt<A>::value)
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[i][g][m]);
@@ -204,10 +215,10 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
           else arch::mfma_op<M, KS, T>::run(af[i][g][m], bf[i][g][n], d.v[m][n]);
         }
     }
-    if (X::AHEAD && k0 + GROUP < STEPS) mfma_pattern<MFMAS, (READS + MFMAS - 1) / MFMAS, X::VALU>();
+    if constexpr (X::AHEAD && NEXT) mfma_pattern<MFMAS, (READS + MFMAS - 1) / MFMAS, X::VALU>();
     arch::sched_barrier<X::CROSS>();
-    if (!X::AHEAD && k0 + GROUP < STEPS) read(k0 + GROUP, af[i ^ 1], bf[i ^ 1]);
-  }
+    if constexpr (!X::AHEAD && NEXT) read(k0 + GROUP, af[0], bf[0]);
+  });
   if constexpr (FNUZ && !QUARTER) mul(d, d, 4.0f);
 }
 }  // namespace tiles_hip
