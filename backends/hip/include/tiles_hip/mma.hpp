@@ -165,59 +165,69 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   constexpr int STEPS = KDIM / KS, FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) + D::FN) * E * (int)sizeof(T) / 4;
   constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS,
                                     X::AHEAD ? (STEPS / 2 * FRAG_VGPRS < 48 ? STEPS / 2 * FRAG_VGPRS : 48) : 96);
-  constexpr int MFMAS = GROUP * D::FM * D::FN;
-  // LDS reads of a group, counted in 8-byte reads (a ds_read_b128 is two): the pattern's share per MFMA
-  constexpr int READS = GROUP * ((is_rt<A>::value ? 0 : D::FM) + D::FN) * (E * (int)sizeof(T) + 7) / 8;
-  constexpr int BUFS = X::AHEAD ? 2 : 1;  // fragment buffers: the group being multiplied, the one read ahead
+  // Read ahead, a single group (one K step: the 16x16x128 fp8 MFMA) is multiplied in two parts, each half the
+  // column fragments (A is read with the first), so that there is a next part to read under the MFMAs.
+  constexpr int GROUPS = STEPS / GROUP, HALVES = X::AHEAD && GROUPS == 1 && D::FN % 2 == 0 ? 2 : 1;
+  constexpr int PARTS = GROUPS * HALVES, FNP = D::FN / HALVES, MFMAS = GROUP * D::FM * FNP;
+  // LDS reads of part p, counted in 8-byte reads (a ds_read_b128 is two): the pattern's share per MFMA
+  constexpr auto reads = [](int p) {
+    return GROUP * ((is_rt<A>::value || p % HALVES ? 0 : D::FM) + FNP) * ((E * (int)sizeof(T) + 7) / 8);
+  };
+  constexpr int BUFS = X::AHEAD ? 2 : 1;  // fragment buffers: the part being multiplied, the one read ahead
   T af[BUFS][GROUP][D::FM][E], bf[BUFS][GROUP][D::FN][E];
-  auto read = [&](int k0, T (&af)[GROUP][D::FM][E], T (&bf)[GROUP][D::FN][E]) TILES_INLINE {
+  // part p's fragments: A's into af[a_buf(p)] (with the first half), its column fragments' into bf[p % BUFS]
+  constexpr auto a_buf = [](int p) { return HALVES == 2 ? 0 : p % BUFS; };
+  auto read = [&](auto part) TILES_INLINE {
+    constexpr int p = part.value, k0 = p / HALVES * GROUP, h = p % HALVES;
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       const int kk = k0 + g;
-      TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
+      if constexpr (h == 0) TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
+        T* out = af[a_buf(p)][g][m];
         if constexpr (is_rt<A>::value) {
           static_assert(sizeof(typename A::layout) && A::layout::FC == KS && A::layout::FR == M,
                         "register A operand is not in the MFMA's A layout");
-          TILES_UNROLL for (int e = 0; e < E; ++e) af[g][m][e] = a.v[m][kk][e];
+          TILES_UNROLL for (int e = 0; e < E; ++e) out[e] = a.v[m][kk][e];
         } else if constexpr (TA) {
-          read_col_frag<M, KS, E, FK>(a, kk, lane, r0 + m * M, af[g][m]);
+          read_col_frag<M, KS, E, FK>(a, kk, lane, r0 + m * M, out);
         } else {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-            a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), af[g][m] + e);
+            a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), out + e);
         }
       }
-      TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
+      TILES_UNROLL for (int n = h * FNP; n < (h + 1) * FNP; ++n) {
+        T* out = bf[p % BUFS][g][n];
         if constexpr (TB) {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-            b.template read_run<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bf[g][n] + e);
+            b.template read_run<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), out + e);
         } else {
-          read_col_frag<M, KS, E, FK>(b, kk, lane, c0 + n * M, bf[g][n]);
+          read_col_frag<M, KS, E, FK>(b, kk, lane, c0 + n * M, out);
         }
       }
     }
   };
   arch::sched_barrier<X::CROSS>();
-  read(0, af[0], bf[0]);
+  read(constant<0>{});
   // the previous cluster's last MFMAs (if any in this region) take these reads and the caller's VALU
-  if constexpr (X::AHEAD) mfma_pattern<MFMAS, (READS + MFMAS - 1) / MFMAS, X::VALU>();
-  unroll<0, STEPS / GROUP>([&](auto group) TILES_INLINE {  // groups by constants: fragment arrays stay in registers
-    constexpr int k0 = group.value * GROUP, i = group.value % BUFS;
-    constexpr bool NEXT = k0 + GROUP < STEPS;
+  if constexpr (X::AHEAD) mfma_pattern<MFMAS, (reads(0) + MFMAS - 1) / MFMAS, X::VALU>();
+  unroll<0, PARTS>([&](auto part) TILES_INLINE {  // parts by constants: fragment arrays stay in registers
+    constexpr int p = part.value, h = p % HALVES, ai = a_buf(p), bi = p % BUFS;
+    constexpr bool NEXT = p + 1 < PARTS;
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
     arch::sched_barrier<X::CROSS>();  // else the first MFMA moves above the wait and brings a partial wait of its own
-    if constexpr (X::AHEAD && NEXT) read(k0 + GROUP, af[1 - i], bf[1 - i]);  // under this group's MFMAs
+    if constexpr (X::AHEAD && NEXT) read(constant<p + 1>{});  // under this part's MFMAs
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
-      if constexpr (FNUZ && is_rt<A>::value)
-        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[i][g][m]);
-      TILES_UNROLL for (int n = 0; n < D::FN; ++n)
+      if constexpr (FNUZ && is_rt<A>::value && h == 0)
+        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[ai][g][m]);
+      TILES_UNROLL for (int n = h * FNP; n < (h + 1) * FNP; ++n)
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
-          if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[i][g][n], af[i][g][m], d.v[m][n]);
-          else arch::mfma_op<M, KS, T>::run(af[i][g][m], bf[i][g][n], d.v[m][n]);
+          if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[bi][g][n], af[ai][g][m], d.v[m][n]);
+          else arch::mfma_op<M, KS, T>::run(af[ai][g][m], bf[bi][g][n], d.v[m][n]);
         }
     }
-    if constexpr (X::AHEAD && NEXT) mfma_pattern<MFMAS, (READS + MFMAS - 1) / MFMAS, X::VALU>();
+    if constexpr (X::AHEAD && NEXT) mfma_pattern<MFMAS, (reads(p + 1) + MFMAS - 1) / MFMAS, X::VALU>();
     arch::sched_barrier<X::CROSS>();
-    if constexpr (!X::AHEAD && NEXT) read(k0 + GROUP, af[0], bf[0]);
+    if constexpr (!X::AHEAD && NEXT) read(constant<p + 1>{});
   });
   if constexpr (FNUZ && !QUARTER) mul(d, d, 4.0f);
 }
