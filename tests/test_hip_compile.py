@@ -89,7 +89,9 @@ def test_interleave_spreads_work_under_the_mfmas():
     g = launch.generated(KERNELS["attention_bwd_noncausal"]("gfx950"), "gfx950")
     assert g.plan.schedule == "interleave"
     assert len(re.findall(r"mma<\w+, \w+, \d+, \w+, interleaved<[1-9]\d*>>", g.source)) == 5, g.source
-    r = toolchain.compile_kernel(g).loop
+    c = toolchain.compile_kernel(g)
+    assert "sched_group_barrier mask(0x00000008) size(1)" in c.assembly   # LLVM took the pattern
+    r = c.loop
     mixed, longest = r.mfma_runs()
     assert r.mfma == 80 and mixed >= 40 and longest <= 8, r.text()
     # the same MMAs outside the interleave keep their fenced clusters

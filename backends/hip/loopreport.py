@@ -230,7 +230,7 @@ class LoopReport:
 
     HEADER: ClassVar[tuple[str, ...]] = (
         "kernel", "target", "MFMA in loop", "instr.", "LDS reads", "LDS B/lane", "global loads", "waits", "VALU",
-        "SALU", "barriers", "branches", "bound (clk/MFMA)")
+        "SALU", "barriers", "branches", "bound (clk/MFMA)", "MFMAs after work / longest run")
 
     @property
     def mfma(self) -> int:
@@ -336,12 +336,12 @@ class LoopReport:
             c = self.counts[cat]
             return " + ".join(f"{self.per(v):.2f} {k.removeprefix('ds_').removeprefix('buffer_')}"
                               for k, v in c.most_common()) or "0"
-        lim = self.limit()
+        lim, (mixed, longest) = self.limit(), self.mfma_runs()
         lds = sum(self.bytes_per_lane(k) for k in ("lds_read", "lds_write", "lds_other"))
         return (name, self.target, _kinds(self.counts["mfma"]) or "none", f"{self.per(self.instructions):.2f}",
                 kinds("lds_read"), f"{self.per(lds):.1f}", kinds("global_load"), p("wait"), p("valu"), p("salu"),
                 p("barrier"), p("branch"),
-                f"{lim[1]:.1f} {lim[0]}" if lim else "-")
+                f"{lim[1]:.1f} {lim[0]}" if lim else "-", f"{mixed}/{self.mfma} / {longest}" if self.mfma else "-")
 
 
 def main_loop(f: Function) -> str | None:
