@@ -83,12 +83,12 @@ def test_compiles_within_budget(target, kernel):
 
 
 def test_interleave_spreads_work_under_the_mfmas():
-    """Under the interleave every MMA asks for its pattern (mma.hpp's interleaved<VALU>, VALU counted from the loop
+    """Under the interleave every MMA asks for its pattern (mma.hpp's interleaved<VALU, VM>, counted from the loop
     body), and the compiled backward's main loop on gfx950 (5 MMAs of 16 MFMAs a step, 80) holds it: before, each
     MMA's 16 MFMAs ran back to back after one wait, 5 of 80 MFMAs had anything issued before them."""
     g = launch.generated(KERNELS["attention_bwd_noncausal"]("gfx950"), "gfx950")
     assert g.plan.schedule == "interleave"
-    assert len(re.findall(r"mma<\w+, \w+, \d+, \w+, interleaved<[1-9]\d*>>", g.source)) == 5, g.source
+    assert len(re.findall(r"mma<\w+, \w+, \d+, \w+, interleaved<[1-9]\d*, \d+>>", g.source)) == 5, g.source
     c = toolchain.compile_kernel(g)
     assert "sched_group_barrier mask(0x00000008) size(1)" in c.assembly   # LLVM took the pattern
     r = c.loop

@@ -611,15 +611,20 @@ class _Emitter:
         self.mfma_count = counts
 
     def interleaved(self, body) -> str | None:
-        """The MMAs' cluster policy in a pipelined loop under the interleave (mma.hpp's interleaved<VALU>): VALU,
-        the vector ops each MFMA may take, is the loop body's element-wise work (one op per register element a
-        lane holds, per op on a register tile) over its MFMAs, rounded up."""
+        """The MMAs' cluster policy in a pipelined loop under the interleave (mma.hpp's interleaved<VALU, VM>): the
+        vector ops (one per register element a lane holds, per element-wise op on a register tile) and the global
+        loads into registers (one per element a lane holds) of the loop body, each over its MFMAs, rounded up."""
         mfmas = sum(self.mfma_count.values())
         if self.plan.schedule != "interleave" or not mfmas:
             return None
-        work = sum(op.dst.rows * op.dst.cols // (64 * self.plan.waves) for op, _ in ir.walk(body)
+
+        def per_lane(t):
+            return -(-(t.rows * t.cols if isinstance(t, RT) else t.length) // (64 * self.plan.waves))
+        ops = [op for op, _ in ir.walk(body) if isinstance(op.dst, (RT, RV))]
+        work = sum(per_lane(op.dst) for op in ops
                    if isinstance(op.dst, RT) and op.name not in ("mma", "load", "zero", "fill"))
-        return f"interleaved<{-(-work // mfmas)}>"
+        loads = sum(per_lane(op.dst) for op in ops if op.name == "load" and isinstance(op.srcs[0], GL))
+        return f"interleaved<{-(-work // mfmas)}, {-(-loads // mfmas)}>"
 
     # ------------------------------------------------------------ ops
     def idx(self, op, tile, shift=None) -> str:

@@ -95,19 +95,20 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 // the group's MFMAs back to back; sched_barriers keep the scheduler from pulling reads into the MFMA run (each
 // read would bring its own wait) and anything else out of it.
 // interleaved<VALU> (the 4-wave interleave: one wave a SIMD, no other wave to fill the matrix core's shadow):
-// each MFMA is followed by a share of the LDS reads the next group needs and by up to VALU vector ops of the
-// caller's (codegen's count of the loop body's), asked of LLVM's scheduler with sched_group_barrier. A
+// each MFMA is followed by a share of the LDS reads the next group needs, by up to VALU vector ops and VM global
+// loads of the caller's (codegen's counts of the loop body's), asked of LLVM's scheduler with sched_group_barrier. A
 // pattern orders only the instructions before it in its scheduling region, and a full sched_barrier ends a
 // region: so group g's region holds its wait, group g + 1's reads and group g's MFMAs; the last group's
 // region runs on through the caller's code to the next MMA, whose first reads and VALU the pattern at that
-// MMA's start spreads over it. The other fences let VALU and transcendentals cross, nothing else: memory
-// operations and waits stay on their side, so each group still has its one wait.
+// MMA's start spreads over it. The other fences let VALU, transcendentals, LDS reads and global loads cross;
+// waits order memory operations, so each group still has its one wait, and MFMAs stay in their group.
 struct fenced {
-  static constexpr int CROSS = 0, VALU = 0;
+  static constexpr int CROSS = 0, VALU = 0, VM = 0;
   static constexpr bool AHEAD = false;
 };
-template <int VALU_> struct interleaved {
-  static constexpr int CROSS = arch::SCHED_VALU | arch::SCHED_TRANS | arch::SCHED_DS_READ, VALU = VALU_;
+template <int VALU_, int VM_ = 0> struct interleaved {
+  static constexpr int CROSS = arch::SCHED_VALU | arch::SCHED_TRANS | arch::SCHED_DS_READ | arch::SCHED_VMEM_READ;
+  static constexpr int VALU = VALU_, VM = VM_;
   static constexpr bool AHEAD = true;
 };
 
@@ -120,19 +121,20 @@ template <int B, int E, class F> TILES_DEV void unroll(F&& f) {
   }
 }
 
-// N times: one MFMA, then up to DS LDS reads and up to VALU vector ops (of the instructions before this point in
-// its scheduling region).
-template <int N, int DS, int VALU> TILES_DEV void mfma_pattern() {
+// N times: one MFMA, then up to DS LDS reads, VALU vector ops and VM global loads (of the instructions before this
+// point in its scheduling region).
+template <int N, int DS, class X> TILES_DEV void mfma_pattern() {
   TILES_UNROLL for (int i = 0; i < N; ++i) {
     arch::sched_group<arch::SCHED_MFMA, 1, 0>();
     if constexpr (DS > 0) arch::sched_group<arch::SCHED_DS_READ, DS, 0>();
-    if constexpr (VALU > 0) arch::sched_group<arch::SCHED_VALU | arch::SCHED_TRANS, VALU, 0>();
+    if constexpr (X::VALU > 0) arch::sched_group<arch::SCHED_VALU | arch::SCHED_TRANS, X::VALU, 0>();
+    if constexpr (X::VM > 0) arch::sched_group<arch::SCHED_VMEM_READ, X::VM, 0>();
   }
 }
 
 // KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
 // QUARTER: c and d are held in CDNA3's FNUZ quarter units by the caller (a K loop's accumulator, scaled back
-// once after the loop), so this call does not scale them. X: fenced or interleaved<VALU> (above).
+// once after the loop), so this call does not scale them. X: fenced or interleaved<VALU, VM> (above).
 //
 // A transposed accumulator (DL = acc_t<M>) is computed as D^T = op(b)^T op(a)^T: the same fragments, b's
 // as the MFMA's A (a column fragment of D is a row fragment of D^T) and a's as its B; a register a is in
@@ -208,7 +210,7 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   arch::sched_barrier<X::CROSS>();
   read(constant<0>{});
   // the previous cluster's last MFMAs (if any in this region) take these reads and the caller's VALU
-  if constexpr (X::AHEAD) mfma_pattern<MFMAS, (reads(0) + MFMAS - 1) / MFMAS, X::VALU>();
+  if constexpr (X::AHEAD) mfma_pattern<MFMAS, (reads(0) + MFMAS - 1) / MFMAS, X>();
   unroll<0, PARTS>([&](auto part) TILES_INLINE {  // parts by constants: fragment arrays stay in registers
     constexpr int p = part.value, h = p % HALVES, ai = a_buf(p), bi = p % BUFS;
     constexpr bool NEXT = p + 1 < PARTS;
@@ -225,7 +227,7 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
           else arch::mfma_op<M, KS, T>::run(af[ai][g][m], bf[bi][g][n], d.v[m][n]);
         }
     }
-    if constexpr (X::AHEAD && NEXT) mfma_pattern<MFMAS, (reads(p + 1) + MFMAS - 1) / MFMAS, X::VALU>();
+    if constexpr (X::AHEAD && NEXT) mfma_pattern<MFMAS, (reads(p + 1) + MFMAS - 1) / MFMAS, X>();
     arch::sched_barrier<X::CROSS>();
     if constexpr (!X::AHEAD && NEXT) read(constant<p + 1>{});
   });
