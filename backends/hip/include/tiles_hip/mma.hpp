@@ -94,14 +94,15 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 // registers, every B), waits for them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues
 // the group's MFMAs back to back; sched_barriers keep the scheduler from pulling reads into the MFMA run (each
 // read would bring its own wait) and anything else out of it.
-// interleaved<VALU> (the 4-wave interleave: one wave a SIMD, no other wave to fill the matrix core's shadow):
-// each MFMA is followed by a share of the LDS reads the next group needs, by up to VALU vector ops and VM global
-// loads of the caller's (codegen's counts of the loop body's), asked of LLVM's scheduler with sched_group_barrier. A
-// pattern orders only the instructions before it in its scheduling region, and a full sched_barrier ends a
-// region: so group g's region holds its wait, group g + 1's reads and group g's MFMAs; the last group's
-// region runs on through the caller's code to the next MMA, whose first reads and VALU the pattern at that
-// MMA's start spreads over it. The other fences let VALU, transcendentals, LDS reads and global loads cross;
-// waits order memory operations, so each group still has its one wait, and MFMAs stay in their group.
+// interleaved<VALU, VM> (the 4-wave interleave: one wave a SIMD, no other wave to fill the matrix core's idle
+// issue slots): the fragments are read in parts, part p + 1's reads issued before part p's MFMAs, and each MFMA
+// is followed by its share of those reads, up to VALU vector ops and VM global loads of the caller's (codegen
+// counts them in the loop body), asked of LLVM's scheduler with sched_group_barrier. A pattern orders only the
+// instructions before it in its scheduling region, and a full sched_barrier ends a region: so part p's region
+// holds its wait, part p + 1's reads and part p's MFMAs; the last part's region runs on through the caller's
+// code to the next MMA, whose pattern after its first reads spreads them and that code over it. The other
+// fences let VALU, transcendentals, LDS reads and global loads cross; waits order memory operations, so each
+// part still has its one wait, and MFMAs stay in their part.
 struct fenced {
   static constexpr int CROSS = 0, VALU = 0, VM = 0;
   static constexpr bool AHEAD = false;
