@@ -4,7 +4,8 @@ arrivals, MUFU, shuffles), runs of one kind folded into one line.
 
     python scripts/sass_loops.py FILE.sass [--function REGEX] [--min-hgmma 1]
 
-FILE.sass is cuobjdump -sass output (tiles.backends.cuda.toolchain.disassemble). A loop is the span from a
+FILE.sass is cuobjdump -sass output (tiles.backends.cuda.toolchain.disassemble) or nvdisasm's (`nvdisasm
+FILE.cubin`: functions as `.text.NAME:` sections, branch targets as `.L_x_N` labels). A loop is the span from a
 conditional backward branch's target to the branch, listed outermost first; its counts leave out what forward
 branches inside it skip (masks applied to some blocks only), so they are what every iteration issues.
 """
@@ -23,18 +24,31 @@ EVENTS = (("HGMMA", "HGMMA"), ("WARPGROUP.DEPBAR", "DEPBAR"), ("WARPGROUP.ARRIVE
           ("UTMALDG", "TMA.LOAD"), ("LDG", "LDG"), ("STG", "STG"), ("LDS", "LDS"), ("STS", "STS"))
 
 
+FUNCTION = re.compile(r"Function : (\S+)|^\.text\.(\S+):")  # cuobjdump's header, nvdisasm's section label
+LABEL = re.compile(r"^(\.L\w+):")  # nvdisasm: a branch target, the address of the next instruction
+TARGET = re.compile(r"`\((\.L\w+)\)")
+
+
 def functions(text: str) -> dict[str, list[tuple[int, str, str, str]]]:
-    """{name: [(address, predicate, opcode, operands)]}."""
-    out, cur = {}, None
+    """{name: [(address, predicate, opcode, operands)]}, nvdisasm's branch labels replaced by their addresses."""
+    out, cur, labels, pending = {}, None, {}, []
     for ln in text.splitlines():
-        m = re.search(r"Function : (\S+)", ln)
+        m = FUNCTION.search(ln)
         if m:
-            cur = out.setdefault(m.group(1), [])
+            cur = out.setdefault(m.group(1) or m.group(2), [])
+            continue
+        m = LABEL.match(ln)
+        if m:
+            pending.append(m.group(1))
             continue
         m = LINE.search(ln)
         if m and cur is not None:
-            cur.append((int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4).strip()))
-    return out
+            a = int(m.group(1), 16)
+            labels.update((name, a) for name in pending)
+            pending = []
+            cur.append((a, (m.group(2) or "").strip(), m.group(3), m.group(4).strip()))
+    return {name: [(a, pred, op, TARGET.sub(lambda t: hex(labels.get(t.group(1), -1)), args))
+                   for a, pred, op, args in code] for name, code in out.items()}
 
 
 def loops(code) -> list[tuple[int, int]]:
