@@ -29,10 +29,48 @@ def test_attention_rewritten_on_cuda_emu(d, causal):
     assert "tc::row_sum(l, s, l);" in codegen.generate_for(attention_fwd.trace(args, "sm_80", D=d, causal=causal),
                                                            "sm_80").source   # sm_80's own source stays as it was
     _rewritten_on_cuda_emu(attention_fwd, args, ("row_max_scaled", "exp2_scaled_sub_row", "row_sum_partial",
-                                                 "row_sum_lanes"), D=d, causal=causal)
+                                                 "row_sum_lanes", "mul_row_unless_ones"), D=d, causal=causal)
     ref_o, ref_lse = reference(*args[2:5], causal=causal)
     assert_close(args[0], ref_o, "bf16", what="O")
     assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def test_attention_skips_the_rescale_where_every_max_held_on_cuda_emu():
+    """Key 0 scores highest in every row, so from the second block on every correction is exactly 1 and every warp
+    skips O's rescale (tc::mul_row_unless_ones); the random keys of the test above take the multiply."""
+    args = _attention_args(200, 64)
+    q, k = args[2], args[3]
+    q[:] = np.abs(q) + 0.5
+    k[:, :, 0, :] = 3.0
+    _rewritten_on_cuda_emu(attention_fwd, args, ("mul_row_unless_ones",), D=64)
+    ref_o, ref_lse = reference(*args[2:5])
+    assert_close(args[0], ref_o, "bf16", what="O")
+    assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def test_only_a_running_max_correction_is_skipped_when_one():
+    """A rescale by any other vector keeps its multiply (skipping would be exact, but rarely taken)."""
+    from tiles.backends.cuda import rewrites
+
+    @tl.kernel
+    def rescale(Y, X, V):
+        tl.grid(1)
+        x = tl.regs(tl.f32, 16, 64)
+        v = tl.rvec(tl.f32, 16)
+        m = tl.rvec(tl.f32, 16)
+        tl.load(x, X, (0, 0))
+        tl.load(v, V, (0,))
+        tl.row_max(m, x, v)
+        tl.sub(v, m, v)   # the operands the other way round: exp2(max - v) >= 1
+        tl.exp2(v, v)
+        tl.mul_row(x, x, v)
+        tl.store(Y, x, (0, 0))
+
+    a = np.zeros((16, 64), np.float32)
+    k = rescale.trace([a, a, np.zeros(16, np.float32)], "sm_90a")
+    assert rewrites.unit_factors(k.body) == set()
+    k = attention_fwd.trace(_attention_args(256, 64), "sm_90a", D=64)
+    assert len(rewrites.unit_factors(k.body)) == 1
 
 
 def _rewritten_on_cuda_emu(kfn, args, calls, **consts):

@@ -378,6 +378,19 @@ TC_BROADCAST(sub_col, col, x - y)
 TC_BROADCAST(mul_col, col, x * y)
 TC_BROADCAST(div_col, col, x / y)
 #undef TC_BROADCAST
+// dst *= v per row, skipped by a warp whose factors are all exactly 1 (x * 1 == x: the values are the same either
+// way). rewrites.py's unit_factors takes it for a running max's correction exp2(m - max(m, ...)), which is 1 in
+// every row whose max held: an online softmax then skips the rescale of its accumulator in most blocks. The
+// test is one vote a warp; the branch is uniform over the warp.
+template <typename D, typename V>
+__device__ inline void mul_row_unless_ones(D& dst, const V& v) {
+    bool ones = true;
+#pragma unroll
+    for (int o = 0; o < V::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < V::inner; ++k) ones &= to_float(v.d[o][k]) == 1.f;
+    if (!__all_sync(0xffffffffu, ones)) mul_row(dst, dst, v);
+}
 // exp2(src * c - v) of each row (rewrites.py: the scale of a softmax folded into its exponent): one FFMA and the
 // exponential per element where a multiply, a subtraction and the exponential were.
 template <typename D, typename S, typename V>
