@@ -73,15 +73,36 @@ def test_only_a_running_max_correction_is_skipped_when_one():
     assert len(rewrites.unit_factors(k.body)) == 1
 
 
-def _rewritten_on_cuda_emu(kfn, args, calls, **consts):
-    """kfn's sm_80 source with the rewrites forced on, checked to call `calls` and run on the CPU engine."""
+@pytest.mark.parametrize("d, causal", [(64, False), (128, True)])
+def test_attention_exponentials_by_polynomial_on_cuda_emu(d, causal):
+    """exp2_poly=1: every exponential of the softmax by tc::exp2_poly (the FMA pipe's 2^x), -inf masks included."""
+    args = _attention_args(150, d, causal)
+    _rewritten_on_cuda_emu(attention_fwd, args, ("exp2_scaled_sub_row<1>",), schedule={"exp2_poly": 1}, D=d,
+                           causal=causal)
+    ref_o, ref_lse = reference(*args[2:5], causal=causal)
+    assert_close(args[0], ref_o, "bf16", what="O")
+    assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def test_exp2_poly_takes_one_pair_in_n():
+    from tiles.backends.cuda import codegen
+    args = _attention_args(256, 64)
+    src = codegen.generate_for(attention_fwd.trace(args, "sm_90a", D=64, exp2_poly=8), "sm_90a").source
+    assert "tc::exp2_scaled_sub_row<8>(s, s, " in src
+    src = codegen.generate_for(attention_fwd.trace(args, "sm_80", D=64, exp2_poly=8), "sm_80").source
+    assert "exp2_scaled_sub_row" not in src   # sm_80 takes no rewrites
+
+
+def _rewritten_on_cuda_emu(kfn, args, calls, schedule=None, **consts):
+    """kfn's sm_80 source with the rewrites (and `schedule`'s other fields) forced on, checked to call `calls` and
+    run on the CPU engine."""
     from tiles.backends.cuda import codegen, emu, schedules
     from tiles.targets import target
     if emu.CudaEmu("sm_80").available() is not None:
         pytest.skip("no host C++ compiler")
     k = kfn.trace(args, "sm_80", **consts)
     src = codegen.generate(k, dataclasses.replace(schedules.plan(k, "sm_80", target("sm_80").shared_bytes),
-                                                  rewrites=True)).source
+                                                  rewrites=True, **(schedule or {}))).source
     for call in calls:
         assert f"tc::{call}(" in src
     emu.run_emu(k, args, source=src)

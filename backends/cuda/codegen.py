@@ -491,7 +491,8 @@ class _Emitter:
         elif id(op) in self.scaled:   # rewrites.scaled_exp2: on the unscaled tile, the scale folded in
             role, c = self.scaled[id(op)]
             args = [dst.name, srcs[0].name, expr(c)] + [x.name for x in srcs[1:] if x is not None]
-            w(f"tc::{'row_max_scaled' if role == 'max' else 'exp2_scaled_sub_row'}({', '.join(args)});")
+            poly = f"<{self.s.exp2_poly}>" if role == "exp" and self.s.exp2_poly else ""   # part on the FMA pipe
+            w(f"tc::{'row_max_scaled' if role == 'max' else 'exp2_scaled_sub_row' + poly}({', '.join(args)});")
         elif id(op) in self.unit:
             w(f"tc::mul_row_unless_ones({dst.name}, {srcs[1].name});  // a warp whose rows kept their max skips it")
         elif name == "row_sum" and any(dst is v for v in self.partial_now):
