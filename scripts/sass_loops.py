@@ -2,12 +2,14 @@
 order of the instructions that shape a pipelined wgmma loop (HGMMA, its waits, barriers, mbarrier waits and
 arrivals, MUFU, shuffles), runs of one kind folded into one line.
 
-    python scripts/sass_loops.py FILE.sass [--function REGEX] [--min-hgmma 1]
+    python scripts/sass_loops.py FILE.sass [--function REGEX] [--min-hgmma 1] [--constructs]
 
 FILE.sass is cuobjdump -sass output (tiles.backends.cuda.toolchain.disassemble) or nvdisasm's (`nvdisasm
 FILE.cubin`: functions as `.text.NAME:` sections, branch targets as `.L_x_N` labels). A loop is the span from a
 conditional backward branch's target to the branch, listed outermost first; its counts leave out what forward
 branches inside it skip (masks applied to some blocks only), so they are what every iteration issues.
+--constructs also sorts those counts by the source construct the opcodes come from (CONSTRUCTS), to set two
+kernels' loops side by side.
 """
 from __future__ import annotations
 
@@ -27,6 +29,21 @@ EVENTS = (("HGMMA", "HGMMA"), ("WARPGROUP.DEPBAR", "DEPBAR"), ("WARPGROUP.ARRIVE
 FUNCTION = re.compile(r"Function : (\S+)|^\.text\.(\S+):")  # cuobjdump's header, nvdisasm's section label
 LABEL = re.compile(r"^(\.L\w+):")  # nvdisasm: a branch target, the address of the next instruction
 TARGET = re.compile(r"`\((\.L\w+)\)")
+# opcode (first part) -> the construct of a pipelined wgmma loop it comes from; the first match wins
+CONSTRUCTS = (("wgmma: HGMMA, arrive, waits", r"HGMMA|WARPGROUP|NOP"),
+              ("wgmma descriptors and other uniform-datapath ops", r"U[A-Z0-9]+|R2UR|S2UR"),
+              ("mbarrier waits and arrivals", r"SYNCS"), ("named barriers", r"BAR"), ("MUFU (ex2)", r"MUFU"),
+              ("FFMA", r"FFMA"), ("FMUL", r"FMUL"), ("FADD", r"FADD"), ("FMNMX (row max)", r"FMNMX"),
+              ("SHFL (row reductions)", r"SHFL"), ("F2FP (f32 -> bf16 pairs)", r"F2FP"),
+              ("FSETP, VOTE (a warp-uniform test)", r"FSETP|VOTEU?"),
+              ("integer: index math, masks' predicates, loop",
+               r"IMAD|VIADD|IADD3|LOP3|ISETP|SHF|LEA|LDC|S2R|SEL|MOV|PLOP3"),
+              ("branches", r"BRA"))
+
+
+def construct(op: str) -> str:
+    base = op.split(".")[0]
+    return next((name for name, rx in CONSTRUCTS if re.fullmatch(rx, base)), base)
 
 
 def functions(text: str) -> dict[str, list[tuple[int, str, str, str]]]:
@@ -108,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("sass")
     ap.add_argument("--function", default="", help="regex on the (mangled) function name")
     ap.add_argument("--min-hgmma", type=int, default=1, help="list loops holding at least this many HGMMA")
+    ap.add_argument("--constructs", action="store_true", help="also the path's counts by source construct")
     a = ap.parse_args(argv)
     for name, code in functions(open(a.sass).read()).items():
         if not re.search(a.function, name):
@@ -130,6 +148,9 @@ def main(argv=None) -> int:
                   f"counts of those")
             print("   " + ", ".join(f"{k} {v}" for k, v in h.most_common(24)))
             print("   order: " + " | ".join(events(code, first, last)))
+            if a.constructs:
+                by = collections.Counter(construct(op) for _, _, op, _ in path)
+                print("   by construct: " + ", ".join(f"{k} {v}" for k, v in by.most_common()))
     return 0
 
 
