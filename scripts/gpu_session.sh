@@ -2,7 +2,8 @@
 # The next lent-GPU calls (planned 2026-12-02, when no device time was left), from the repo root:
 #   OUT=... bash scripts/gpu_session.sh STEP...      (each STEP under ~4 minutes; two or three per call)
 #   ws         the sm_90a warp-specialization SASS test under -n 14 (a KeyError once seen there), log kept
-#   attention  issue 20: the deferred / turns options and the exp2 polynomial against cuDNN, three shapes
+#   tests      the GPU property tests on cuda and cuda:sm_80 (the merged header changes touch every sm_90a kernel)
+#   attention  issue 20: rewrites, deferred / turns, BN 176, the exp2 polynomial against cuDNN (~4 minutes)
 #   ncu-skinny issue 18: ncu on the tuned split-K pair (gemm + sum_parts) and the unsplit 64x64 tile at
 #              1x4096x4096, and a sweep of BN and SPLIT at 1x4096x{4096,14336}: where the time against cuBLAS goes
 #   examples   issue 18: docs/examples.md's kernels tuned (tune=True) against torch.compile (scripts/gpu_examples.py)
@@ -17,9 +18,18 @@ for s in "$@"; do
     case "$s" in
     ws) timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 \
             tests/test_cuda_warp_specialized.py >"$OUT/ws.log" 2>&1; echo "== ws rc=$?"; tail -4 "$OUT/ws.log" ;;
-    attention) echo "== attention"; timeout 230 python3 -m tiles compare attention --backends cuda --no-compile \
-            --shapes 4x32x8192x128 16x16x4096x64 8x16x2048x128,causal --set deferred=False,True turns=False,True \
-            --json "$OUT/attention.json" 2>&1 | grep -v "^\s*$" | tail -24 ;;
+    tests) timeout 300 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernels.py \
+            tests/test_kernel_*.py tests/test_cuda_gpu.py tests/test_cuda_sm90_gpu.py tests/test_examples.py \
+            tests/test_fuzz_findings.py >"$OUT/tests.log" 2>&1; echo "== tests rc=$?"; tail -4 "$OUT/tests.log" ;;
+    attention)   # docs/backends/cuda.md, "SASS of the generated vs the hand attention": what each row should show
+        a="python3 -m tiles compare attention --backends cuda --no-compile"
+        echo "== attention"; timeout 60 $a --shapes 4x32x8192x128 16x16x4096x64 8x16x2048x128,causal \
+            --set rewrites=True,False --json "$OUT/attn_rewrites.json" 2>&1 | grep -v "^\s*$" | tail -12
+        timeout 90 $a --shapes 4x32x8192x128 4x32x8192x128,causal 16x16x4096x64 --set deferred=False,True \
+            turns=False,True --json "$OUT/attn_deferred.json" 2>&1 | grep -v "^\s*$" | tail -16
+        timeout 40 $a --shapes 4x32x8192x128 --set deferred=True BN=128,176 2>&1 | grep -v "^\s*$" | tail -6
+        timeout 60 $a --shapes 16x16x4096x64 16x16x4096x64,causal --set deferred=True turns=True exp2_poly=0,8,16 \
+            --json "$OUT/attn_poly.json" 2>&1 | grep -v "^\s*$" | tail -10 ;;
     ncu-skinny)
         for cfg in "BM=64 BN=64 BK=64 stages=5 workers=1 SPLIT=4" "BM=64 BN=64 BK=64 stages=5 workers=1 SPLIT=1"; do
             f="$OUT/ncu_$(echo "$cfg" | tr -d ' =').txt"; echo "== ncu gemm 1x4096x4096 $cfg"
