@@ -102,6 +102,11 @@ constexpr int group_steps(int steps, int per_step, int budget) {
 // as the MFMA's A (a column fragment of D is a row fragment of D^T) and a's as its B; a register a is in
 // the A-operand layout, which is the B fragment's map, and its K order is the one b is read in.
 template <class DL> struct acc_transposed { static constexpr bool value = false; };
+// operands read along the rows of a paired tile: raw words until the group's wait (shared.hpp's read_pairs)
+template <class X, int RUN> struct pair_rows { static constexpr bool value = false; };
+template <class T, int R, int C, class SW, int RUN> struct pair_rows<st<T, R, C, SW>, RUN> {
+  static constexpr bool value = SW::PAIRED && RUN % 2 == 0;
+};
 template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
 template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, int R, int N, class DL, int WC, class A, class T, int BR,
           int BC, class SW>
@@ -124,12 +129,16 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   const int lane = arch::lane_id(), wave = arch::thread_id() / arch::WAVE;
   const int r0 = D::row0(wave), c0 = D::col0(wave);  // this wave's part of d
   const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
-  // K steps read together, up to ~96 VGPRs of fragments: one wait for the group
-  constexpr int STEPS = KDIM / KS, FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) + D::FN) * E * (int)sizeof(T) / 4;
+  // K steps read together, up to ~96 VGPRs of fragments: one wait for the group. Rows of a paired tile arrive as
+  // their pairs' words, twice the registers until the wait.
+  constexpr bool AW = !TA && pair_rows<A, FK::RUN>::value, BW = TB && pair_rows<st<T, BR, BC, SW>, FK::RUN>::value;
+  constexpr int STEPS = KDIM / KS,
+                FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) * (AW ? 2 : 1) + D::FN * (BW ? 2 : 1)) * E * (int)sizeof(T) / 4;
   constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS, 96);
   arch::sched_barrier();
   TILES_UNROLL for (int k0 = 0; k0 < STEPS; k0 += GROUP) {
     T af[GROUP][D::FM][E], bf[GROUP][D::FN][E];
+    uint32_t aw[GROUP][D::FM][AW ? E : 1], bw[GROUP][D::FN][BW ? E : 1];
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       const int kk = k0 + g;
       TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
@@ -139,13 +148,19 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
           TILES_UNROLL for (int e = 0; e < E; ++e) af[g][m][e] = a.v[m][kk][e];
         } else if constexpr (TA) {
           read_col_frag<M, KS, E, FK>(a, kk, lane, r0 + m * M, af[g][m]);
+        } else if constexpr (AW) {
+          TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+            a.template read_pairs<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), aw[g][m] + e);
         } else {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
             a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), af[g][m] + e);
         }
       }
       TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
-        if constexpr (TB) {
+        if constexpr (BW) {
+          TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+            b.template read_pairs<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bw[g][n] + e);
+        } else if constexpr (TB) {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
             b.template read_run<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bf[g][n] + e);
         } else {
@@ -156,6 +171,12 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
     arch::sched_barrier();  // else the first MFMA moves above the wait and brings a partial wait of its own
+    TILES_UNROLL for (int g = 0; g < GROUP; ++g) TILES_UNROLL for (int e = 0; e < E; e += FK::RUN) {
+      if constexpr (AW)
+        TILES_UNROLL for (int m = 0; m < D::FM; ++m) A::template keep_row<FK::RUN>(fr, aw[g][m] + e, af[g][m] + e);
+      if constexpr (BW)
+        TILES_UNROLL for (int n = 0; n < D::FN; ++n) b.template keep_row<FK::RUN>(fr, bw[g][n] + e, bf[g][n] + e);
+    }
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       if constexpr (FNUZ && is_rt<A>::value)
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[g][m]);
