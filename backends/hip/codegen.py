@@ -372,8 +372,8 @@ class _Emitter:
         return cols and not rows
 
     def _paired(self, t) -> bool:
-        """CDNA3, a 16-bit tile read by MMAs both along its rows and down its columns (attention backward's Q, dO
-        and K) and written only by loads from global memory: stored in row pairs (tiles_hip::paired), so that
+        """CDNA3, a 16-bit tile read by MMAs both along its rows and down its columns (attention backward's Q and
+        dO) and written only by loads from global memory: stored in row pairs (tiles_hip::paired), so that
         neither read is one ds_read_u16 per element; one copy, where a transposed second would not fit the LDS."""
         if self.target != "gfx942" or not isinstance(t, ST) or t.dtype.bits != 16 or t.rows % 4 or t.cols % 8:
             return False
