@@ -71,7 +71,25 @@ def attention_bwd_pre(Delta, DQacc, O, dO, *, D, BM):
     tl.store(DQacc, o, (b, h, bm, 0))
 
 
-@tl.kernel(configs=CONFIGS)
+# The search space (tiles tune attention_bwd): kv rows per block, query rows per step, where V lives, depth and
+# workers; bucketed as attention_fwd (sequence lengths and batch x heads in powers of two, the head dim exactly).
+TUNE = {
+    "default": dict(BM=[32, 64], BN=[32, 64]),
+    "sm_80": dict(BM=[32, 64], BN=[64, 128], stages=[1, 2], workers=[4, 8]),
+    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 192], v_shared_from=[0, 128], stages=[1, 2], workers=[1, 2, 3]),
+    "gfx942": dict(BM=[32, 64], BN=[64, 128], workers=[4], schedule=["plain", "interleave"]),
+    "gfx950": dict(BM=[32, 64], BN=[64, 128], v_shared_from=[0, 128], workers=[4], schedule=["plain", "interleave"]),
+    "apple": dict(BM=[16, 32], BN=[16, 32]),
+}
+
+
+def bucket(dK, dV, DQacc, Q, K, *rest):
+    b, h, n, d = Q.shape
+    return tl.tune.pow2(n), tl.tune.pow2(K.shape[2]), tl.tune.pow2(b * h), d
+
+
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket,
+           tune_where=lambda cfg, dK, dV, DQacc, Q, K, *rest: cfg["BN"] <= max(64, 2 * tl.tune.pow2(K.shape[2])))
 def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared_from=None, causal=False):
     bn, hk, b = tl.grid(tl.cdiv(K.rows, BN), K.depth, K.batch)
     for a in (Q, K, V, dO, DQacc, dK, dV):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import tiles as tl
+from tiles.tune import pow2
 from tiles import targets
 
 # fp8 halves the bytes per K step, so BK doubles against the bf16 GEMM for the same shared memory.
@@ -21,7 +22,18 @@ CONFIGS = {
 }
 
 
-@tl.kernel(configs=CONFIGS)
+# The search space (tiles tune gemm_fp8): tile shapes, pipeline depth and workers per target, bucketed as gemm
+# (a power of two of M at each N and K).
+TUNE = {
+    "default": dict(BM=[32, 64], BN=[32, 64]),
+    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 256], stages=[3, 4, 5], workers=[1, 2]),
+    "gfx942": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "pingpong"]),
+    "gfx950": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "interleave"]),
+}
+
+
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=lambda C, A, *rest: (pow2(A.shape[0]), C.shape[1], A.shape[1]),
+           tune_where=lambda cfg, C, A, *rest: cfg["BM"] <= max(64, 2 * pow2(A.shape[0])))
 def gemm_fp8(C, A, B, scale_a, scale_b, *, BM, BN, BK):
     bm, bn = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN))
     tl.check_eq(A.rows, C.rows)

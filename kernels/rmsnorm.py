@@ -5,7 +5,8 @@ Two passes over column blocks, as kernels/layernorm.py's `layernorm_fwd`: the fi
 row (columns past the end load as 0 and add nothing), the second reads the row again (from L2 at best) and
 scales it. BR rows per block, split over its workers; rows and columns need not be multiples of the block.
 W is read once per block and column block, in its own dtype, into an f32 column vector.
-Not tuned: no one-pass variant for rows that fit on chip (layernorm_rows' scheme would apply).
+Tuned over softmax's two-pass space (rows per block, column step, workers); no one-pass variant for rows that
+fit on chip (layernorm_rows' scheme would apply).
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import numpy as np
 import tiles as tl
 
 from .layernorm import CONFIGS
+from .softmax import TUNE, row_bucket
 
 
-@tl.kernel(configs=CONFIGS)
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X),
+           tune_where=lambda cfg, Y, RSTD, X, *rest: cfg["BR"] <= max(16, 2 * tl.tune.pow2(X.shape[0])))
 def rmsnorm_fwd(Y, RSTD, X, W, eps, *, BR, BC):
     br = tl.grid(tl.cdiv(X.rows, BR))
     tl.check_eq(Y.rows, X.rows)

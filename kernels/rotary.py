@@ -37,6 +37,22 @@ CONFIGS = {
 }
 HALF_CONFIGS = {**CONFIGS, "sm_90a": {**CONFIGS["sm_90a"], "HG": 4}}
 
+# The search space (tiles tune rotary): rows per block, staging and its depth, head groups, workers; bucketed by
+# the positions and batch x heads in powers of two and the head dim exactly.
+TUNE = {
+    "default": dict(BR=[16, 32, 64]),
+    "sm_80": dict(BR=[32, 64, 128], staged=[False, True], workers=[2, 4]),
+    "sm_90a": dict(BR=[32, 64, 128], stages=[2, 3], workers=[1, 2], HG=[1, 2, 4]),
+    "gfx942": dict(BR=[32, 64, 128], staged=[False, True], workers=[2, 4]),
+    "gfx950": dict(BR=[32, 64, 128], staged=[False, True], workers=[2, 4]),
+    "apple": dict(BR=[16, 32, 64], staged=[False, True]),
+}
+
+
+def bucket(QO, KO, Q, K, *rest):
+    b, h, n, d = Q.shape
+    return tl.tune.pow2(n), tl.tune.pow2(b * (h + K.shape[1])), d
+
 
 def _grid(Q, BR, HG):
     """(position block, batch entry, head group or None): the block's place in the grid. With HG > 1 the
@@ -87,7 +103,7 @@ class _Staging:
             tl.store(dst, src, idx)
 
 
-@tl.kernel(configs=HALF_CONFIGS)
+@tl.kernel(configs=HALF_CONFIGS, tune=TUNE, tune_key=bucket)
 def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged, HG=1):
     """Q, K: (B, H, N, 2W); Cos, Sin: (N, W)."""
     br, b, g = _grid(Q, BR, HG)
@@ -120,7 +136,7 @@ def rotary_half(QO, KO, Q, K, Cos, Sin, *, BR, W, staged, HG=1):
             io.store(OUT, o2, (b, h, br, 1))
 
 
-@tl.kernel(configs=CONFIGS)
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket)
 def rotary_interleaved(QO, KO, Q, K, Cos, Sin, Spread, SignedSpread, *, BR, staged, HG=1):
     """Q, K: (B, H, N*D/32, 32) views; Cos, Sin: (N*D/32, 16) views; Spread, SignedSpread: 32x32 (`_constants`)."""
     br, b, g = _grid(Q, BR, HG)

@@ -2,11 +2,14 @@
 order of the instructions that shape a pipelined wgmma loop (HGMMA, its waits, barriers, mbarrier waits and
 arrivals, MUFU, shuffles), runs of one kind folded into one line.
 
-    python scripts/sass_loops.py FILE.sass [--function REGEX] [--min-hgmma 1]
+    python scripts/sass_loops.py FILE.sass [--function REGEX] [--min-hgmma 1] [--constructs]
 
-FILE.sass is cuobjdump -sass output (tiles.backends.cuda.toolchain.disassemble). A loop is the span from a
+FILE.sass is cuobjdump -sass output (tiles.backends.cuda.toolchain.disassemble) or nvdisasm's (`nvdisasm
+FILE.cubin`: functions as `.text.NAME:` sections, branch targets as `.L_x_N` labels). A loop is the span from a
 conditional backward branch's target to the branch, listed outermost first; its counts leave out what forward
 branches inside it skip (masks applied to some blocks only), so they are what every iteration issues.
+--constructs also sorts those counts by the source construct the opcodes come from (CONSTRUCTS), to set two
+kernels' loops side by side.
 """
 from __future__ import annotations
 
@@ -23,18 +26,46 @@ EVENTS = (("HGMMA", "HGMMA"), ("WARPGROUP.DEPBAR", "DEPBAR"), ("WARPGROUP.ARRIVE
           ("UTMALDG", "TMA.LOAD"), ("LDG", "LDG"), ("STG", "STG"), ("LDS", "LDS"), ("STS", "STS"))
 
 
+FUNCTION = re.compile(r"Function : (\S+)|^\.text\.(\S+):")  # cuobjdump's header, nvdisasm's section label
+LABEL = re.compile(r"^(\.L\w+):")  # nvdisasm: a branch target, the address of the next instruction
+TARGET = re.compile(r"`\((\.L\w+)\)")
+# opcode (first part) -> the construct of a pipelined wgmma loop it comes from; the first match wins
+CONSTRUCTS = (("wgmma: HGMMA, arrive, waits", r"HGMMA|WARPGROUP|NOP"),
+              ("wgmma descriptors and other uniform-datapath ops", r"U[A-Z0-9]+|R2UR|S2UR"),
+              ("mbarrier waits and arrivals", r"SYNCS"), ("named barriers", r"BAR"), ("MUFU (ex2)", r"MUFU"),
+              ("FFMA", r"FFMA"), ("FMUL", r"FMUL"), ("FADD", r"FADD"), ("FMNMX (row max)", r"FMNMX"),
+              ("SHFL (row reductions)", r"SHFL"), ("F2FP (f32 -> bf16 pairs)", r"F2FP"),
+              ("FSETP, VOTE (a warp-uniform test)", r"FSETP|VOTEU?"),
+              ("integer: index math, masks' predicates, loop",
+               r"IMAD|VIADD|IADD3|LOP3|ISETP|SHF|LEA|LDC|S2R|SEL|MOV|PLOP3"),
+              ("branches", r"BRA"))
+
+
+def construct(op: str) -> str:
+    base = op.split(".")[0]
+    return next((name for name, rx in CONSTRUCTS if re.fullmatch(rx, base)), base)
+
+
 def functions(text: str) -> dict[str, list[tuple[int, str, str, str]]]:
-    """{name: [(address, predicate, opcode, operands)]}."""
-    out, cur = {}, None
+    """{name: [(address, predicate, opcode, operands)]}, nvdisasm's branch labels replaced by their addresses."""
+    out, cur, labels, pending = {}, None, {}, []
     for ln in text.splitlines():
-        m = re.search(r"Function : (\S+)", ln)
+        m = FUNCTION.search(ln)
         if m:
-            cur = out.setdefault(m.group(1), [])
+            cur = out.setdefault(m.group(1) or m.group(2), [])
+            continue
+        m = LABEL.match(ln)
+        if m:
+            pending.append(m.group(1))
             continue
         m = LINE.search(ln)
         if m and cur is not None:
-            cur.append((int(m.group(1), 16), (m.group(2) or "").strip(), m.group(3), m.group(4).strip()))
-    return out
+            a = int(m.group(1), 16)
+            labels.update((name, a) for name in pending)
+            pending = []
+            cur.append((a, (m.group(2) or "").strip(), m.group(3), m.group(4).strip()))
+    return {name: [(a, pred, op, TARGET.sub(lambda t: hex(labels.get(t.group(1), -1)), args))
+                   for a, pred, op, args in code] for name, code in out.items()}
 
 
 def loops(code) -> list[tuple[int, int]]:
@@ -94,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("sass")
     ap.add_argument("--function", default="", help="regex on the (mangled) function name")
     ap.add_argument("--min-hgmma", type=int, default=1, help="list loops holding at least this many HGMMA")
+    ap.add_argument("--constructs", action="store_true", help="also the path's counts by source construct")
     a = ap.parse_args(argv)
     for name, code in functions(open(a.sass).read()).items():
         if not re.search(a.function, name):
@@ -116,6 +148,9 @@ def main(argv=None) -> int:
                   f"counts of those")
             print("   " + ", ".join(f"{k} {v}" for k, v in h.most_common(24)))
             print("   order: " + " | ".join(events(code, first, last)))
+            if a.constructs:
+                by = collections.Counter(construct(op) for _, _, op, _ in path)
+                print("   by construct: " + ", ".join(f"{k} {v}" for k, v in by.most_common()))
     return 0
 
 

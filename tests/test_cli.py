@@ -108,6 +108,14 @@ def test_compare_skips_what_the_cpu_cannot_afford(capsys):
     assert "too much for CPU execution" in row_of(out, "attention", "1x1x4096x128", "reference")
 
 
+def test_inspect_set_reaches_the_source(capsys):
+    rc, out = tiles(capsys, "inspect", "attention", "--shape", "1x2x80x64", "--target", "sm_90a", "--emit",
+                    "source", "--set", "BN=64", "deferred=True")
+    assert rc == 0 and "BN=64" in out and "tc::consume_deferred<" in out
+    with pytest.raises(SystemExit, match="one value a name"):
+        tiles(capsys, "inspect", "attention", "--target", "sm_90a", "--emit", "source", "--set", "BN=64,128")
+
+
 def test_compare_set_overrides_the_main_kernels_configuration(capsys):
     """--set reaches the main kernel (its rows are checked and compiled with it), names itself in the shape
     column, and refuses a name that is neither a constant nor an option rather than ignoring it."""

@@ -29,21 +29,80 @@ def test_attention_rewritten_on_cuda_emu(d, causal):
     assert "tc::row_sum(l, s, l);" in codegen.generate_for(attention_fwd.trace(args, "sm_80", D=d, causal=causal),
                                                            "sm_80").source   # sm_80's own source stays as it was
     _rewritten_on_cuda_emu(attention_fwd, args, ("row_max_scaled", "exp2_scaled_sub_row", "row_sum_partial",
-                                                 "row_sum_lanes"), D=d, causal=causal)
+                                                 "row_sum_lanes", "mul_row_unless_ones"), D=d, causal=causal)
     ref_o, ref_lse = reference(*args[2:5], causal=causal)
     assert_close(args[0], ref_o, "bf16", what="O")
     assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
 
 
-def _rewritten_on_cuda_emu(kfn, args, calls, **consts):
-    """kfn's sm_80 source with the rewrites forced on, checked to call `calls` and run on the CPU engine."""
+def test_attention_skips_the_rescale_where_every_max_held_on_cuda_emu():
+    """Key 0 scores highest in every row, so from the second block on every correction is exactly 1 and every warp
+    skips O's rescale (tc::mul_row_unless_ones); the random keys of the test above take the multiply."""
+    args = _attention_args(200, 64)
+    q, k = args[2], args[3]
+    q[:] = np.abs(q) + 0.5
+    k[:, :, 0, :] = 3.0
+    _rewritten_on_cuda_emu(attention_fwd, args, ("mul_row_unless_ones",), D=64)
+    ref_o, ref_lse = reference(*args[2:5])
+    assert_close(args[0], ref_o, "bf16", what="O")
+    assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def test_only_a_running_max_correction_is_skipped_when_one():
+    """A rescale by any other vector keeps its multiply (skipping would be exact, but rarely taken)."""
+    from tiles.backends.cuda import rewrites
+
+    @tl.kernel
+    def rescale(Y, X, V):
+        tl.grid(1)
+        x = tl.regs(tl.f32, 16, 64)
+        v = tl.rvec(tl.f32, 16)
+        m = tl.rvec(tl.f32, 16)
+        tl.load(x, X, (0, 0))
+        tl.load(v, V, (0,))
+        tl.row_max(m, x, v)
+        tl.sub(v, m, v)   # the operands the other way round: exp2(max - v) >= 1
+        tl.exp2(v, v)
+        tl.mul_row(x, x, v)
+        tl.store(Y, x, (0, 0))
+
+    a = np.zeros((16, 64), np.float32)
+    k = rescale.trace([a, a, np.zeros(16, np.float32)], "sm_90a")
+    assert rewrites.unit_factors(k.body) == set()
+    k = attention_fwd.trace(_attention_args(256, 64), "sm_90a", D=64)
+    assert len(rewrites.unit_factors(k.body)) == 1
+
+
+@pytest.mark.parametrize("d, causal", [(64, False), (128, True)])
+def test_attention_exponentials_by_polynomial_on_cuda_emu(d, causal):
+    """exp2_poly=1: every exponential of the softmax by tc::exp2_poly (the FMA pipe's 2^x), -inf masks included."""
+    args = _attention_args(150, d, causal)
+    _rewritten_on_cuda_emu(attention_fwd, args, ("exp2_scaled_sub_row<1>",), schedule={"exp2_poly": 1}, D=d,
+                           causal=causal)
+    ref_o, ref_lse = reference(*args[2:5], causal=causal)
+    assert_close(args[0], ref_o, "bf16", what="O")
+    assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+
+
+def test_exp2_poly_takes_one_pair_in_n():
+    from tiles.backends.cuda import codegen
+    args = _attention_args(256, 64)
+    src = codegen.generate_for(attention_fwd.trace(args, "sm_90a", D=64, exp2_poly=8), "sm_90a").source
+    assert "tc::exp2_scaled_sub_row<8>(s, s, " in src
+    src = codegen.generate_for(attention_fwd.trace(args, "sm_80", D=64, exp2_poly=8), "sm_80").source
+    assert "exp2_scaled_sub_row" not in src   # sm_80 takes no rewrites
+
+
+def _rewritten_on_cuda_emu(kfn, args, calls, schedule=None, **consts):
+    """kfn's sm_80 source with the rewrites (and `schedule`'s other fields) forced on, checked to call `calls` and
+    run on the CPU engine."""
     from tiles.backends.cuda import codegen, emu, schedules
     from tiles.targets import target
     if emu.CudaEmu("sm_80").available() is not None:
         pytest.skip("no host C++ compiler")
     k = kfn.trace(args, "sm_80", **consts)
     src = codegen.generate(k, dataclasses.replace(schedules.plan(k, "sm_80", target("sm_80").shared_bytes),
-                                                  rewrites=True)).source
+                                                  rewrites=True, **(schedule or {}))).source
     for call in calls:
         assert f"tc::{call}(" in src
     emu.run_emu(k, args, source=src)

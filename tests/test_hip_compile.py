@@ -1,4 +1,6 @@
 """Every kernel compiles for gfx942 and gfx950 with clang (no ROCm), with the resources its schedule allows."""
+import re
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,23 @@ def test_compiles_within_budget(target, kernel):
     assert r.registers <= 512 // g.plan.waves_per_simd, r   # ping-pong / 8 waves: 2 waves per SIMD
     assert r.waves_per_simd >= g.plan.waves_per_simd, r
     assert r.scratch == 0 and r.spills == 0, str(r)   # SGPR spills go to VGPR lanes, not memory
+
+
+def test_interleave_spreads_work_under_the_mfmas():
+    """Under the interleave every MMA asks for its pattern (mma.hpp's interleaved<VALU, VM>, counted from the loop
+    body), and the compiled backward's main loop on gfx950 (5 MMAs of 16 MFMAs a step, 80) holds it: before, each
+    MMA's 16 MFMAs ran back to back after one wait, 5 of 80 MFMAs had anything issued before them."""
+    g = launch.generated(KERNELS["attention_bwd_noncausal"]("gfx950"), "gfx950")
+    assert g.plan.schedule == "interleave"
+    assert len(re.findall(r"mma<\w+, \w+, \d+, \w+, interleaved<[1-9]\d*, \d+>>", g.source)) == 5, g.source
+    c = toolchain.compile_kernel(g)
+    assert "sched_group_barrier mask(0x00000008) size(1)" in c.assembly   # LLVM took the pattern
+    r = c.loop
+    mixed, longest = r.mfma_runs()
+    assert r.mfma == 80 and mixed >= 40 and longest <= 8, r.text()
+    # the same MMAs outside the interleave keep their fenced clusters
+    fenced = launch.generated(_gemm("gfx950", True), "gfx950")
+    assert "interleaved<" not in fenced.source
 
 
 INTENDED = {("gfx942", "bf16"): "v_mfma_f32_16x16x16_bf16", ("gfx950", "bf16"): "v_mfma_f32_16x16x32_bf16",

@@ -169,6 +169,8 @@ def test_tile_loop_hot_path_and_counts():
     assert b["wave issue"] == 4 * 25 / 2 / 2
     assert r.limit() == ("LDS bandwidth", 28)
     assert "limited by LDS bandwidth: 28.0 clocks per MFMA" in r.text()
+    # the first MFMA comes after the path's other work, the second right after it
+    assert r.mfma_runs() == (1, 2) and "MFMAs after other work 1 of 2, longest run back to back 2" in r.text()
 
 
 def test_edge_tile_branch_takes_the_full_tile():

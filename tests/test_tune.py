@@ -341,3 +341,27 @@ def test_a_planned_default_gives_way_to_the_tuned_value():
     e = np.exp(x.astype(np.float64) - x.astype(np.float64).max(-1, keepdims=True))
     assert k.consts["RPB"] == other
     assert_close(a[0].reshape(512, 256), e / e.sum(-1, keepdims=True), "bf16")
+
+
+SHIPPED_SPACES = [("gemm", "16x4096x4096"), ("gemm_fp8", "256x512x256"), ("attention", "1x2x256x64"),
+                  ("attention_bwd", "1x2x256x64"), ("softmax", "300x256"), ("layernorm", "300x256"),
+                  ("rmsnorm", "300x256"), ("rotary", "1x2x40x64"), ("rotary", "1x2x40x64,interleaved")]
+
+
+@pytest.mark.parametrize("workload, shape", SHIPPED_SPACES)
+def test_every_shipped_space_expands_for_each_of_its_targets(workload, shape):
+    """Each shipped kernel's search space names only its constants and launch options, for every target it
+    lists, at a shape of its workload; the configured default comes first and is not repeated."""
+    from tiles import bench
+    w = bench.WORKLOADS[workload]
+    s = w.parse(shape)
+    kfn = w.kernel(s)
+    assert kfn.tune is not None, f"{kfn.__name__} declares no search space"
+    _, args, fixed = w.main(s, w.inputs(s, np.random.default_rng(0)))
+    fixed = {k: v for k, v in fixed.items() if k != "tune"}
+    for target in kfn.tune.per_target:
+        if target != "default" and w.supports(target):
+            continue
+        cands = tune.candidates(kfn, None if target == "default" else target, args, fixed)
+        assert cands and cands[0].default, (target, cands[:1])
+        assert len({tuple(sorted(c.config.items())) for c in cands}) == len(cands), target

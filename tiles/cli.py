@@ -470,6 +470,11 @@ def cmd_inspect(a) -> int:
         raise ValueError("name a kernel (" + ", ".join(bench.WORKLOADS) + ") or give --asm FILE.s")
     w = bench.workload(a.kernel)
     s = w.parse(a.shape or w.small_shapes[0])
+    if a.set:   # one configuration: constants and launch options of the main kernel, as compare's --set
+        sweep = variants(a.set)
+        if len(sweep) != 1:
+            raise SystemExit("tiles inspect: --set takes one value a name")
+        s = {**s, "set": sweep[0]}
     # the main kernel's launch; tracing reads only dtypes and ranks of its arguments
     kfn, args, consts = w.main(s, w.inputs(s, np.random.default_rng(0)))
     if a.emit:
@@ -731,6 +736,8 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--target", help="the one target of --emit (of --asm: instead of the file's .amdgcn_target)")
     i.add_argument("--asm", nargs="+", metavar="FILE.s", help="the main-loop report of AMDGPU assembly files "
                    "made elsewhere, instead of a kernel's")
+    i.add_argument("--set", nargs="+", metavar="NAME=VALUE", help="a constant or launch option of the main kernel "
+                   "(compare's --set, one value each), e.g. deferred=True")
     i.set_defaults(fn=cmd_inspect)
 
     t = sub.add_parser("tune", help="search a kernel's configurations at shapes: timed on a device (stored in "

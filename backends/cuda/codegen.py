@@ -78,6 +78,7 @@ class _Emitter:
         # rewrites.py: exp2(fma(x, c, -m)) for a positive scale folded into the exponent; row sums kept per lane
         self.scaled = rewrites.scaled_exp2(k.body, k.checks) if sched.rewrites else {}
         self.partial = rewrites.partial_sums(k.body) if sched.rewrites else {}
+        self.unit = rewrites.unit_factors(k.body) if sched.rewrites else set()   # rescales a warp may skip
         self.partial_now = []   # the vectors the loop being written keeps as per-lane partial sums
         self.ring_reads = {}   # per-tile rings (Schedule.rings): tile -> the body's statements that read it, while
         #                        they remain to be written; and the tiles whose slot the body has waited for
@@ -490,7 +491,10 @@ class _Emitter:
         elif id(op) in self.scaled:   # rewrites.scaled_exp2: on the unscaled tile, the scale folded in
             role, c = self.scaled[id(op)]
             args = [dst.name, srcs[0].name, expr(c)] + [x.name for x in srcs[1:] if x is not None]
-            w(f"tc::{'row_max_scaled' if role == 'max' else 'exp2_scaled_sub_row'}({', '.join(args)});")
+            poly = f"<{self.s.exp2_poly}>" if role == "exp" and self.s.exp2_poly else ""   # part on the FMA pipe
+            w(f"tc::{'row_max_scaled' if role == 'max' else 'exp2_scaled_sub_row' + poly}({', '.join(args)});")
+        elif id(op) in self.unit:
+            w(f"tc::mul_row_unless_ones({dst.name}, {srcs[1].name});  // a warp whose rows kept their max skips it")
         elif name == "row_sum" and any(dst is v for v in self.partial_now):
             w(f"tc::row_sum_partial({dst.name}, {srcs[0].name}, {srcs[1].name});  // this lane's columns only")
         elif name.startswith(("row_", "col_")) and srcs[1:] and srcs[1] is None:

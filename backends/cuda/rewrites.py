@@ -12,6 +12,11 @@ each gives the same values up to f32 rounding, with fewer instructions in a loop
   columns through the loop, and the lanes of a row are added once after it (attention's running row sum: the
   4 shuffles and adds per block leave the softmax's chain). Scaling is linear, so scaling the partials scales
   their sum.
+- `unit_factors`: `mul_row(t, t, y)` where y is a running max's correction, `exp2(sub(a, b))` with b a row max
+  accumulated onto a (`row_max(b, x, a)`): y is exactly 1 in every row whose max held, which past the first few
+  blocks of an online softmax is most rows. A warp whose factors are all 1 skips the multiply (`x * 1 == x`, so
+  the values are the same whatever y is; the rule only picks where skipping is likely): attention's rescale of O,
+  D floats a thread, every block.
 """
 from __future__ import annotations
 
@@ -94,3 +99,37 @@ def _sums_only(lp: ir.Loop, v) -> bool:
          and (isinstance(s.srcs[1], ir.Expr) or (isinstance(s.srcs[1], RV) and s.srcs[1].axis == "rows"))))
     return v.axis == "rows" and v.dtype.name == "f32" and all(ok(s) for s in uses) and \
         any(s.name == "row_sum" for s in uses)
+
+
+def unit_factors(body) -> set:
+    """ids of the `mul_row(t, t, y)` ops of body (loops included) whose factor y is a running max's correction:
+    y's last writer is `exp2(y, y)`, the writer before it `sub(y, a, b)`, and b's last writer before that
+    `row_max(b, x, a)`."""
+    out = set()
+    for i, s in enumerate(body):
+        if isinstance(s, ir.Loop):
+            out |= unit_factors(s.body)
+        elif s.name == "mul_row" and s.srcs[0] is s.dst and isinstance(s.srcs[1], RV):
+            y, before = s.srcs[1], body[:i]
+            e = _last_writer(before, y)
+            if not (e is not None and e.name == "exp2" and e.srcs[0] is y):
+                continue
+            sub = _last_writer(before[:before.index(e)], y)
+            if not (sub is not None and sub.name == "sub" and isinstance(sub.srcs[1], RV)):
+                continue
+            a, b = sub.srcs
+            mx = _last_writer(before[:before.index(sub)], b)
+            if mx is not None and mx.name == "row_max" and len(mx.srcs) == 2 and mx.srcs[1] is a:
+                out.add(id(s))
+    return out
+
+
+def _last_writer(body, v):
+    """The last op of the statement list body that writes v (None if none, or if a loop in it touches v)."""
+    for s in reversed(body):
+        if isinstance(s, ir.Loop):
+            if v in _vectors(s):
+                return None
+        elif s.dst is v:
+            return s
+    return None

@@ -83,6 +83,7 @@ class Schedule:
     rings: tuple[str, ...] = ()   # warp-specialized: pipelined tiles with a ring each (tile_rings), else one ring
     deferred: bool = False   # with rings: an attention-shaped body's last mma runs behind the next step's first
     turns: bool = False      # deferred, two consumer warpgroups: they take turns issuing their wgmma batches
+    exp2_poly: int = 0       # rewrites: 1 in N of a scaled softmax's exponentials on the FMA pipe (0: none)
 
     @property
     def warp_specialized(self) -> bool:
@@ -388,7 +389,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     rings=tuple(t.name for t in tile_rings(k)) if tma and k.options.get("rings", True) else (),
                     deferred=bool(tma and k.options.get("deferred", False)),
                     turns=bool(tma and k.options.get("deferred", False) and k.options.get("turns", False)
-                               and warps == 8))
+                               and warps == 8),
+                    exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0)
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:

@@ -134,6 +134,7 @@ class _Emitter:
         self.m = self.plan.mfma_m
         self.wave_cols = self._wave_grid()
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
+        self.mix = None          # the MMAs' cluster policy while the interleave's loop body is emitted
 
     # ------------------------------------------------------------ names and types
     def n(self, t) -> str:
@@ -605,7 +606,9 @@ class _Emitter:
                 w("arch::waitcnt<0, 0>();")
                 w("arch::meet();")
                 self.count_mfma(compute)
+                self.mix = self.interleaved(compute)
                 self.stmts(w, compute, "0")
+                self.mix = None
             else:
                 if S == 2:
                     w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one in flight, has landed")
@@ -621,12 +624,12 @@ class _Emitter:
                 with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
                     issue(f"({v} + {S - 1})", f"{v}_fill")
                 self.count_mfma(compute)
+                self.mix = self.interleaved(compute)
                 self.stmts(w, compute, f"{v}_slot")
+                self.mix = None
                 if staged_regs:
                     with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
                         land_regs(f"{v}_fill")
-                if p.schedule == "interleave":
-                    w(f"interleave_hint<{sum(self.mfma_count.values())}>();")
         if p.schedule == "pingpong":
             w("pingpong_leave();")
         w.depth -= 1
@@ -650,6 +653,22 @@ class _Emitter:
                 name = mfma_name(self.target, a.dtype, self.m, ks)
                 counts[name] = counts.get(name, 0) + (d.rows // self.plan.waves // self.m) * (d.cols // self.m) * (kdim // ks)
         self.mfma_count = counts
+
+    def interleaved(self, body) -> str | None:
+        """The MMAs' cluster policy in a pipelined loop under the interleave (mma.hpp's interleaved<VALU, VM>): the
+        vector ops (one per register element a lane holds, per element-wise op on a register tile) and the global
+        loads into registers (one per element a lane holds) of the loop body, each over its MFMAs, rounded up."""
+        mfmas = sum(self.mfma_count.values())
+        if self.plan.schedule != "interleave" or not mfmas:
+            return None
+
+        def per_lane(t):
+            return -(-(t.rows * t.cols if isinstance(t, RT) else t.length) // (64 * self.plan.waves))
+        ops = [op for op, _ in ir.walk(body) if isinstance(op.dst, (RT, RV))]
+        work = sum(per_lane(op.dst) for op in ops
+                   if isinstance(op.dst, RT) and op.name not in ("mma", "load", "zero", "fill"))
+        loads = sum(per_lane(op.dst) for op in ops if op.name == "load" and isinstance(op.srcs[0], GL))
+        return f"interleaved<{-(-work // mfmas)}, {-(-loads // mfmas)}>"
 
     # ------------------------------------------------------------ ops
     def idx(self, op, tile, shift=None) -> str:
@@ -698,8 +717,10 @@ class _Emitter:
             ta, tb = ("true" if op.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             ks = op_k(self.target, op, self.m)
             k_arg = f", {ks}" if ks != mfma_k(self.target, a.dtype, self.m) else ""
-            if id(d) in self.quarter:
-                k_arg = f", {ks if k_arg else 0}, true"
+            if id(d) in self.quarter or self.mix:
+                k_arg = f", {ks if k_arg else 0}, {'true' if id(d) in self.quarter else 'false'}"
+            if self.mix:
+                k_arg += f", {self.mix}"
             return f"mma<{ta}, {tb}{k_arg}>({self.n(d)}, {r(a)}, {r(b)}, {self.n(c)});{line}"
         if name == "zero":
             self._regs_only(op)

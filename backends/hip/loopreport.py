@@ -227,10 +227,11 @@ class LoopReport:
     cold_instructions: int
     counts: dict[str, Counter]        # along the hot path
     waves_per_simd: int | None = None
+    sequence: list[str] = field(default_factory=list, repr=False)   # the path's instructions' categories, in order
 
     HEADER: ClassVar[tuple[str, ...]] = (
         "kernel", "target", "MFMA in loop", "instr.", "LDS reads", "LDS B/lane", "global loads", "waits", "VALU",
-        "SALU", "barriers", "branches", "bound (clk/MFMA)")
+        "SALU", "barriers", "branches", "bound (clk/MFMA)", "MFMAs after work / longest run")
 
     @property
     def mfma(self) -> int:
@@ -246,6 +247,19 @@ class LoopReport:
     def bytes_per_lane(self, cat: str) -> int:
         size = global_bytes if cat.startswith("global") else lds_bytes
         return sum(size(k.split()[0]) * v for k, v in self.counts[cat].items())
+
+    def mfma_runs(self) -> tuple[int, int]:
+        """(MFMAs with another instruction issued between them and the previous MFMA of the path, the longest run
+        of MFMAs back to back): how far the loop's other work is spread under its MFMAs. Nested loops on the
+        path are taken once here."""
+        mixed, run, longest, prev = 0, 0, 0, None
+        for c in self.sequence:
+            if c == "mfma":
+                mixed += prev not in (None, "mfma")
+                run = run + 1 if prev == "mfma" else 1
+                longest = max(longest, run)
+            prev = c
+        return mixed, longest
 
     def bound(self) -> dict[str, float] | None:
         """Clocks per MFMA each unit of a SIMD needs, from targets.CU_RATES; None without MFMAs or rates."""
@@ -300,6 +314,9 @@ class LoopReport:
             if n and size:
                 extra += f"; {per(self.bytes_per_lane(cat)):.2f} B/lane per {unit}"
             out.append(f"  {label:14s} {per(n):7.3f}{extra}")
+        if self.mfma:
+            mixed, longest = self.mfma_runs()
+            out.append(f"  MFMAs after other work {mixed} of {self.mfma}, longest run back to back {longest}")
         b = self.bound()
         if b:
             name, clk = self.limit()
@@ -320,12 +337,12 @@ class LoopReport:
             c = self.counts[cat]
             return " + ".join(f"{self.per(v):.2f} {k.removeprefix('ds_').removeprefix('buffer_')}"
                               for k, v in c.most_common()) or "0"
-        lim = self.limit()
+        lim, (mixed, longest) = self.limit(), self.mfma_runs()
         lds = sum(self.bytes_per_lane(k) for k in ("lds_read", "lds_write", "lds_other"))
         return (name, self.target, _kinds(self.counts["mfma"]) or "none", f"{self.per(self.instructions):.2f}",
                 kinds("lds_read"), f"{self.per(lds):.1f}", kinds("global_load"), p("wait"), p("valu"), p("salu"),
                 p("barrier"), p("branch"),
-                f"{lim[1]:.1f} {lim[0]}" if lim else "-")
+                f"{lim[1]:.1f} {lim[0]}" if lim else "-", f"{mixed}/{self.mfma} / {longest}" if self.mfma else "-")
 
 
 def main_loop(f: Function) -> str | None:
@@ -481,7 +498,8 @@ def analyse(asm: str, target: str, waves_per_simd: int | None = None) -> LoopRep
         members = f.members(h)
         cold = [n for n in members if n not in path]
         r = LoopReport(target, f.name, h, len(f.loops_of(f.blocks[h])), len(members), path, inner, decisions, cold,
-                       sum(len(f.blocks[n].lines) for n in cold), counts, waves_per_simd)
+                       sum(len(f.blocks[n].lines) for n in cold), counts, waves_per_simd,
+                       [classify(ln)[0] for n in path for ln in f.blocks[n].lines])
         if best is None or (r.mfma, r.instructions) > (best.mfma, best.instructions):
             best = r
     return best

@@ -119,6 +119,16 @@ template <class T> inline T __shfl_sync(unsigned mask, T v, int src) {
   cuda_emu::full_mask(mask, "__shfl_sync");
   return emu::wave_exchange(v)[unsigned(src) & 31];
 }
+inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+// Whether p holds in every lane of the warp.
+inline bool __all_sync(unsigned mask, bool p) {
+  cuda_emu::full_mask(mask, "__all_sync");
+  const int* all = emu::wave_exchange(int(p));
+  for (int lane = 0; lane < 32; ++lane)
+    if (!all[lane]) return false;
+  return true;
+}
 inline void __syncthreads() { emu::barrier(); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }   // CUDA's math library; the host has none
 inline float atomicAdd(float* p, float v) { return emu::atomic_add(p, v); }

@@ -100,9 +100,10 @@ __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const s
     const unsigned long long bd0 = B_T ? desc_kmajor(b, 0, 0) : desc_mnmajor(b, 0, 0);
     unsigned long long ad0 = 0;
     if constexpr (!is_rt_t<AOp>::value) {
-        // this warpgroup's rows of a' (warp_id, not warpgroup_id: with the uniform broadcast here too, attention
-        // backward spilled 12 bytes under nvcc, causal D 128)
-        const int m0 = (warp_id() / 4) * 64;
+        // this warpgroup's rows of a', from the lane-0 broadcast so that ptxas can keep the descriptor uniform
+        // (12-02, against warp_id() / 4: attention forward's block 469 -> 439 instructions at D 128 under NVRTC,
+        // the backward's causal step 627 -> 599, no spills; 12-01's build had spilled 12 bytes with it)
+        const int m0 = warpgroup_id() * 64;
         ad0 = A_T ? desc_mnmajor(a, 0, m0) : desc_kmajor(a, m0, 0);
     }
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

@@ -378,11 +378,43 @@ TC_BROADCAST(sub_col, col, x - y)
 TC_BROADCAST(mul_col, col, x * y)
 TC_BROADCAST(div_col, col, x / y)
 #undef TC_BROADCAST
+// dst *= v per row, skipped by a warp whose factors are all exactly 1 (x * 1 == x: the values are the same either
+// way). rewrites.py's unit_factors takes it for a running max's correction exp2(m - max(m, ...)), which is 1 in
+// every row whose max held: an online softmax then skips the rescale of its accumulator in most blocks. The
+// test is one vote a warp; the branch is uniform over the warp.
+template <typename D, typename V>
+__device__ inline void mul_row_unless_ones(D& dst, const V& v) {
+    bool ones = true;
+#pragma unroll
+    for (int o = 0; o < V::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < V::inner; ++k) ones &= to_float(v.d[o][k]) == 1.f;
+    if (!__all_sync(0xffffffffu, ones)) mul_row(dst, dst, v);
+}
+// 2^x for x <= 0 on the FMA pipe (x below -125, -inf included, gives 2^-125): x = j + f with j an integer and
+// |f| <= 1/2, 2^f by a cubic fitted here for the relative error on |f| <= 1/2 (at most 7.5e-5 in f32, against
+// bf16's 3.9e-3), and j added into the exponent's bits. Nine FMA-pipe instructions where ex2.approx is one MUFU,
+// which runs at 16 lanes a cycle per SM: where a softmax's exponentials are what limits, a few of them go here.
+__device__ __forceinline__ float exp2_poly(float x) {
+    x = fmaxf(x, -125.f);
+    const float t = x + 12582912.f;   // 1.5 * 2^23: x rounded to an integer j, which t's low mantissa bits hold
+    const float f = x - (t - 12582912.f);
+    const float p = fmaf(fmaf(fmaf(0.0551716648f, f, 0.242611125f), f, 0.693260968f), f, 0.999928057f);
+    return __int_as_float(int(unsigned(__float_as_int(p)) + (unsigned(__float_as_int(t)) << 23)));
+}
 // exp2(src * c - v) of each row (rewrites.py: the scale of a softmax folded into its exponent): one FFMA and the
-// exponential per element where a multiply, a subtraction and the exponential were.
-template <typename D, typename S, typename V>
-__device__ inline void exp2_scaled_sub_row(D& dst, const S& src, float c, const V& v) {
-    with_row(dst, src, v, [c](float x, float y) { return exp2_fast(fmaf(x, c, -y)); });
+// exponential per element where a multiply, a subtraction and the exponential were. POLY = N > 0: one pair of
+// elements in N takes exp2_poly (the schedule's exp2_poly), so MUFU and the FMA pipe share the exponentials.
+template <int POLY = 0, typename T, typename U, typename V, int R, int C, int NW>
+__device__ inline void exp2_scaled_sub_row(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, float c,
+                                           const rv<V, R, axis::rows, NW>& v) {
+    using tile = rt<T, R, C, NW>;
+    tile::each([&](int i, int j, int p) {
+        const float y = to_float(v.d[i][p & 1]);
+        const bool poly = POLY > 0 && ((i * tile::width + j) * 4 + p) % (POLY > 0 ? POLY : 1) == POLY - 1;
+        const auto e = [&](float x) { return poly ? exp2_poly(fmaf(x, c, -y)) : exp2_fast(fmaf(x, c, -y)); };
+        dst.d[i][j][p] = make_pair<T>(e(to_float(src.d[i][j][p].x)), e(to_float(src.d[i][j][p].y)));
+    });
 }
 
 // ---- masks -------------------------------------------------------------------------

@@ -7,14 +7,19 @@ namespace tc {
 // Carves shared tiles out of the kernel's dynamic shared memory. Each tile
 // starts on a 1024-byte boundary of the shared address space, which the
 // 128-byte swizzle (and TMA/wgmma, which read it) assume; the launch reserves
-// 1024 bytes beyond the tiles so the first one can be aligned.
+// 1024 bytes beyond the tiles so the first one can be aligned. The base is
+// aligned once at run time and the tiles placed at offsets from it, which the
+// compiler folds into constants: with an alignment per tile computed from its
+// address, ptxas recomputed that chain for each tile in every iteration of a
+// loop that ran short of registers (attention: 7 instructions a K/V block at D 128, 9 at D 64).
 struct smem_allocator {
-    unsigned char* next;
-    __device__ explicit smem_allocator(unsigned char* base) : next(base) {}
+    unsigned char* base;
+    unsigned offset = 0;
+    __device__ explicit smem_allocator(unsigned char* b) : base(b + (1024 - smem_addr(b) % 1024) % 1024) {}
     template <typename S> __device__ S* alloc(int count = 1) {
-        const unsigned pad = (1024 - smem_addr(next) % 1024) % 1024;
-        S* s = reinterpret_cast<S*>(next + pad);
-        next += pad + count * sizeof(S);
+        offset = (offset + 1023) / 1024 * 1024;
+        S* s = reinterpret_cast<S*>(base + offset);
+        offset += count * sizeof(S);
         return s;
     }
 };

@@ -10,9 +10,11 @@
 #if defined(TILES_EMU)
 #include "hip_emu.h"
 #define TILES_DEV inline
+#define TILES_INLINE
 #define TILES_UNROLL  // the host compiler decides: full unrolling only matters for device registers
 #else
 #define TILES_DEV __device__ inline __attribute__((always_inline))
+#define TILES_INLINE __attribute__((always_inline))  // a lambda's: inlined as TILES_DEV functions are
 #define TILES_UNROLL _Pragma("unroll")
 #endif
 
@@ -114,18 +116,19 @@ template <int P> TILES_DEV void setprio() {
 #endif
 }
 // sched_group_barrier masks (LLVM AMDGPU): which instruction class a scheduling group takes.
-enum sched : int { SCHED_VALU = 0x2, SCHED_MFMA = 0x8, SCHED_VMEM_READ = 0x20, SCHED_DS_READ = 0x100,
-                   SCHED_DS_WRITE = 0x200 };
+enum sched : int { SCHED_VALU = 0x2, SCHED_SALU = 0x4, SCHED_MFMA = 0x8, SCHED_VMEM_READ = 0x20,
+                   SCHED_VMEM_WRITE = 0x40, SCHED_DS_READ = 0x100, SCHED_DS_WRITE = 0x200, SCHED_TRANS = 0x400 };
 template <int MASK, int N, int GROUP> TILES_DEV void sched_group() {
 #if !defined(TILES_EMU)
   __builtin_amdgcn_sched_group_barrier(MASK, N, GROUP);
 #endif
 }
 
-// Nothing is scheduled across this point: bounds how far the scheduler hoists loads (and registers).
-TILES_DEV void sched_barrier() {
+// Nothing is scheduled across this point but the instruction classes in CROSS (sched masks): bounds how far
+// the scheduler hoists loads (and registers).
+template <int CROSS = 0> TILES_DEV void sched_barrier() {
 #if !defined(TILES_EMU)
-  __builtin_amdgcn_sched_barrier(0);
+  __builtin_amdgcn_sched_barrier(CROSS);
 #endif
 }
 

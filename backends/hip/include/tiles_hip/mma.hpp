@@ -89,14 +89,53 @@ constexpr int group_steps(int steps, int per_step, int budget) {
   return g;
 }
 
+// How an MMA's clusters meet the code around them (the schedule's choice; codegen names it).
+// fenced (plain, ping-pong): per group of K steps the wave reads all its fragments (A's unless A is in
+// registers, every B), waits for them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues
+// the group's MFMAs back to back; sched_barriers keep the scheduler from pulling reads into the MFMA run (each
+// read would bring its own wait) and anything else out of it.
+// interleaved<VALU, VM> (the 4-wave interleave: one wave a SIMD, no other wave to fill the matrix core's idle
+// issue slots): the fragments are read in parts, part p + 1's reads issued before part p's MFMAs, and each MFMA
+// is followed by its share of those reads, up to VALU vector ops and VM global loads of the caller's (codegen
+// counts them in the loop body), asked of LLVM's scheduler with sched_group_barrier. A pattern orders only the
+// instructions before it in its scheduling region, and a full sched_barrier ends a region: so part p's region
+// holds its wait, part p + 1's reads and part p's MFMAs; the last part's region runs on through the caller's
+// code to the next MMA, whose pattern after its first reads spreads them and that code over it. The other
+// fences let VALU, transcendentals, LDS reads and global loads cross; waits order memory operations, so each
+// part still has its one wait, and MFMAs stay in their part.
+struct fenced {
+  static constexpr int CROSS = 0, VALU = 0, VM = 0;
+  static constexpr bool AHEAD = false;
+};
+template <int VALU_, int VM_ = 0> struct interleaved {
+  static constexpr int CROSS = arch::SCHED_VALU | arch::SCHED_TRANS | arch::SCHED_DS_READ | arch::SCHED_VMEM_READ;
+  static constexpr int VALU = VALU_, VM = VM_;
+  static constexpr bool AHEAD = true;
+};
+
+template <int V> struct constant { static constexpr int value = V; };
+// f(constant<I>{}) for I = B .. E - 1: a loop whose counter is a constant in its body.
+template <int B, int E, class F> TILES_DEV void unroll(F&& f) {
+  if constexpr (B < E) {
+    f(constant<B>{});
+    unroll<B + 1, E>(f);
+  }
+}
+
+// N times: one MFMA, then up to DS LDS reads, VALU vector ops and VM global loads (of the instructions before this
+// point in its scheduling region).
+template <int N, int DS, class X> TILES_DEV void mfma_pattern() {
+  TILES_UNROLL for (int i = 0; i < N; ++i) {
+    arch::sched_group<arch::SCHED_MFMA, 1, 0>();
+    if constexpr (DS > 0) arch::sched_group<arch::SCHED_DS_READ, DS, 0>();
+    if constexpr (X::VALU > 0) arch::sched_group<arch::SCHED_VALU | arch::SCHED_TRANS, X::VALU, 0>();
+    if constexpr (X::VM > 0) arch::sched_group<arch::SCHED_VMEM_READ, X::VM, 0>();
+  }
+}
+
 // KS_: the MFMA's K when not the default one for (M, T) (0), i.e. 128 for CDNA4's scaled fp8 MFMA.
 // QUARTER: c and d are held in CDNA3's FNUZ quarter units by the caller (a K loop's accumulator, scaled back
-// once after the loop), so this call does not scale them.
-//
-// Per group of K steps the wave reads all its fragments (A's unless A is in registers, every B), waits for
-// them once (s_waitcnt lgkmcnt(0): the only LDS wait of the group), then issues the step's MFMAs back to back, with
-// nothing between them; sched_barriers keep the scheduler from pulling reads into the MFMA run (each read
-// would bring its own wait). Global loads in flight are left alone (vmcnt is not waited for here).
+// once after the loop), so this call does not scale them. X: fenced or interleaved<VALU, VM> (above).
 //
 // A transposed accumulator (DL = acc_t<M>) is computed as D^T = op(b)^T op(a)^T: the same fragments, b's
 // as the MFMA's A (a column fragment of D is a row fragment of D^T) and a's as its B; a register a is in
@@ -108,8 +147,8 @@ template <class T, int R, int C, class SW, int RUN> struct pair_rows<st<T, R, C,
   static constexpr bool value = SW::PAIRED && RUN % 2 == 0;
 };
 template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
-template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, int R, int N, class DL, int WC, class A, class T, int BR,
-          int BC, class SW>
+template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, class X = fenced, int R, int N, class DL, int WC, class A,
+          class T, int BR, int BC, class SW>
 TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, SW>& b, const rt<float, R, N, DL, WC>& c) {
   constexpr int M = DL::FR, KDIM = TB ? BC : BR;
   constexpr bool DT = acc_transposed<DL>::value;
@@ -129,65 +168,93 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   const int lane = arch::lane_id(), wave = arch::thread_id() / arch::WAVE;
   const int r0 = D::row0(wave), c0 = D::col0(wave);  // this wave's part of d
   const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
-  // K steps read together, up to ~96 VGPRs of fragments: one wait for the group. Rows of a paired tile arrive as
-  // their pairs' words, twice the registers until the wait.
+  // K steps read together, up to ~96 VGPRs of fragments: one wait for the group. Read ahead, two groups are
+  // live: each at most half that, and half the steps, so that there is a next group to read. Rows of a paired
+  // tile arrive as their pairs' words, twice the registers until the wait.
   constexpr bool AW = !TA && pair_rows<A, FK::RUN>::value, BW = TB && pair_rows<st<T, BR, BC, SW>, FK::RUN>::value;
   constexpr int STEPS = KDIM / KS,
                 FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) * (AW ? 2 : 1) + D::FN * (BW ? 2 : 1)) * E * (int)sizeof(T) / 4;
-  constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS, 96);
-  arch::sched_barrier();
-  TILES_UNROLL for (int k0 = 0; k0 < STEPS; k0 += GROUP) {
-    T af[GROUP][D::FM][E], bf[GROUP][D::FN][E];
-    uint32_t aw[GROUP][D::FM][AW ? E : 1], bw[GROUP][D::FN][BW ? E : 1];
+  constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS,
+                                    X::AHEAD ? (STEPS / 2 * FRAG_VGPRS < 48 ? STEPS / 2 * FRAG_VGPRS : 48) : 96);
+  // Read ahead, a single group (one K step: the 16x16x128 fp8 MFMA) is multiplied in two parts, each half the
+  // column fragments (A is read with the first), so that there is a next part to read under the MFMAs.
+  constexpr int GROUPS = STEPS / GROUP, HALVES = X::AHEAD && GROUPS == 1 && D::FN % 2 == 0 ? 2 : 1;
+  constexpr int PARTS = GROUPS * HALVES, FNP = D::FN / HALVES, MFMAS = GROUP * D::FM * FNP;
+  // LDS reads of part p, counted in 8-byte reads (a ds_read_b128 is two): the pattern's share per MFMA
+  constexpr auto reads = [](int p) {
+    return GROUP * ((is_rt<A>::value || p % HALVES ? 0 : D::FM) + FNP) * ((E * (int)sizeof(T) + 7) / 8);
+  };
+  constexpr int BUFS = X::AHEAD ? 2 : 1;  // fragment buffers: the part being multiplied, the one read ahead
+  T af[BUFS][GROUP][D::FM][E], bf[BUFS][GROUP][D::FN][E];
+  uint32_t aw[BUFS][GROUP][D::FM][AW ? E : 1], bw[BUFS][GROUP][D::FN][BW ? E : 1];
+  // part p's fragments: A's into af[a_buf(p)] (with the first half), its column fragments' into bf[p % BUFS]
+  constexpr auto a_buf = [](int p) { return HALVES == 2 ? 0 : p % BUFS; };
+  auto read = [&](auto part) TILES_INLINE {
+    constexpr int p = part.value, k0 = p / HALVES * GROUP, h = p % HALVES;
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       const int kk = k0 + g;
-      TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
+      if constexpr (h == 0) TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
+        T* out = af[a_buf(p)][g][m];
         if constexpr (is_rt<A>::value) {
           static_assert(sizeof(typename A::layout) && A::layout::FC == KS && A::layout::FR == M,
                         "register A operand is not in the MFMA's A layout");
-          TILES_UNROLL for (int e = 0; e < E; ++e) af[g][m][e] = a.v[m][kk][e];
+          TILES_UNROLL for (int e = 0; e < E; ++e) out[e] = a.v[m][kk][e];
         } else if constexpr (TA) {
-          read_col_frag<M, KS, E, FK>(a, kk, lane, r0 + m * M, af[g][m]);
+          read_col_frag<M, KS, E, FK>(a, kk, lane, r0 + m * M, out);
         } else if constexpr (AW) {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-            a.template read_pairs<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), aw[g][m] + e);
+            a.template read_pairs<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), aw[a_buf(p)][g][m] + e);
         } else {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-            a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), af[g][m] + e);
+            a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), out + e);
         }
       }
-      TILES_UNROLL for (int n = 0; n < D::FN; ++n) {
+      TILES_UNROLL for (int n = h * FNP; n < (h + 1) * FNP; ++n) {
+        T* out = bf[p % BUFS][g][n];
         if constexpr (BW) {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-            b.template read_pairs<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bw[g][n] + e);
+            b.template read_pairs<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bw[p % BUFS][g][n] + e);
         } else if constexpr (TB) {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
-            b.template read_run<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bf[g][n] + e);
+            b.template read_run<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), out + e);
         } else {
-          read_col_frag<M, KS, E, FK>(b, kk, lane, c0 + n * M, bf[g][n]);
+          read_col_frag<M, KS, E, FK>(b, kk, lane, c0 + n * M, out);
         }
       }
     }
+  };
+  arch::sched_barrier<X::CROSS>();
+  read(constant<0>{});
+  // the previous cluster's last MFMAs (if any in this region) take these reads and the caller's VALU
+  if constexpr (X::AHEAD) mfma_pattern<MFMAS, (reads(0) + MFMAS - 1) / MFMAS, X>();
+  unroll<0, PARTS>([&](auto part) TILES_INLINE {  // parts by constants: fragment arrays stay in registers
+    constexpr int p = part.value, h = p % HALVES, ai = a_buf(p), bi = p % BUFS;
+    constexpr bool NEXT = p + 1 < PARTS;
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
-    arch::sched_barrier();  // else the first MFMA moves above the wait and brings a partial wait of its own
-    TILES_UNROLL for (int g = 0; g < GROUP; ++g) TILES_UNROLL for (int e = 0; e < E; e += FK::RUN) {
+    arch::sched_barrier<X::CROSS>();  // else the first MFMA moves above the wait and brings a partial wait of its own
+    TILES_UNROLL for (int g = 0; g < GROUP; ++g) TILES_UNROLL for (int e = 0; e < E; e += FK::RUN) {  // pairs' halves
       if constexpr (AW)
-        TILES_UNROLL for (int m = 0; m < D::FM; ++m) A::template keep_row<FK::RUN>(fr, aw[g][m] + e, af[g][m] + e);
+        if constexpr (h == 0)
+          TILES_UNROLL for (int m = 0; m < D::FM; ++m) A::template keep_row<FK::RUN>(fr, aw[ai][g][m] + e, af[ai][g][m] + e);
       if constexpr (BW)
-        TILES_UNROLL for (int n = 0; n < D::FN; ++n) b.template keep_row<FK::RUN>(fr, bw[g][n] + e, bf[g][n] + e);
+        TILES_UNROLL for (int n = h * FNP; n < (h + 1) * FNP; ++n)
+          b.template keep_row<FK::RUN>(fr, bw[bi][g][n] + e, bf[bi][g][n] + e);
     }
+    if constexpr (X::AHEAD && NEXT) read(constant<p + 1>{});  // under this part's MFMAs
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
-      if constexpr (FNUZ && is_rt<A>::value)
-        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[g][m]);
-      TILES_UNROLL for (int n = 0; n < D::FN; ++n)
+      if constexpr (FNUZ && is_rt<A>::value && h == 0)
+        TILES_UNROLL for (int m = 0; m < D::FM; ++m) clear_negative_zero<E * (int)sizeof(T)>(af[ai][g][m]);
+      TILES_UNROLL for (int n = h * FNP; n < (h + 1) * FNP; ++n)
         TILES_UNROLL for (int m = 0; m < D::FM; ++m) {
-          if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[g][n], af[g][m], d.v[m][n]);
-          else arch::mfma_op<M, KS, T>::run(af[g][m], bf[g][n], d.v[m][n]);
+          if constexpr (DT) arch::mfma_op<M, KS, T>::run(bf[bi][g][n], af[ai][g][m], d.v[m][n]);
+          else arch::mfma_op<M, KS, T>::run(af[ai][g][m], bf[bi][g][n], d.v[m][n]);
         }
     }
-    arch::sched_barrier();
-  }
+    if constexpr (X::AHEAD && NEXT) mfma_pattern<MFMAS, (reads(p + 1) + MFMAS - 1) / MFMAS, X>();
+    arch::sched_barrier<X::CROSS>();
+    if constexpr (!X::AHEAD && NEXT) read(constant<p + 1>{});
+  });
   if constexpr (FNUZ && !QUARTER) mul(d, d, 4.0f);
 }
 }  // namespace tiles_hip

@@ -5,8 +5,8 @@
 // memory cluster, and every cluster ends at a block barrier. The generated loop is
 //     pingpong_enter();  for (k) { memory cluster; barrier(); mfma_cluster_begin(); ...; mfma_cluster_end();
 //                                   barrier(); }  pingpong_leave();
-// 4-wave interleave (256 threads, one wave per SIMD owning all 512 registers): one MFMA at a time
-// interleaved with LDS reads and global loads, asked of the scheduler with sched_group_barrier.
+// 4-wave interleave (256 threads, one wave per SIMD owning all 512 registers): each MFMA followed by LDS reads
+// and vector work, asked of the scheduler by mma itself (mma.hpp's interleaved<VALU>).
 #pragma once
 #include "arch.hpp"
 
@@ -22,16 +22,6 @@ TILES_DEV void pingpong_leave() {
 // other group's loads fill the gaps.
 TILES_DEV void mfma_cluster_begin() { arch::setprio<1>(); }
 TILES_DEV void mfma_cluster_end() { arch::setprio<0>(); }
-// Per MFMA: one MFMA, then up to two LDS reads, one global load and a few VALU ops.
-template <int MFMAS> TILES_DEV void interleave_hint() {
-  TILES_UNROLL for (int i = 0; i < MFMAS; ++i) {
-    arch::sched_group<arch::SCHED_MFMA, 1, 0>();
-    arch::sched_group<arch::SCHED_DS_READ, 2, 0>();
-    arch::sched_group<arch::SCHED_VMEM_READ, 1, 0>();
-    arch::sched_group<arch::SCHED_VALU, 4, 0>();
-  }
-}
-
 // Chiplet-aware grid order. The dispatcher deals workgroups round-robin to the XCDs (8 on MI300/MI355),
 // each with its own L2. remap: give XCD x a contiguous chunk of ids; then walk output tiles in windows
 // of WINDOW rows (tiles of one window share A rows and B columns in that XCD's L2).
