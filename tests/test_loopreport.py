@@ -154,7 +154,7 @@ def test_tile_loop_hot_path_and_counts():
     assert r.path == ["BB0_2", "bb.3", "BB0_5", "bb.6", "BB0_1"]
     assert r.inner == {"BB0_5": 2}
     assert r.cold == ["BB0_4"]
-    assert r.decisions == ["BB0_2 -> bb.3 over BB0_1 (more global loads and LDS writes: the next tile issued)",
+    assert r.decisions == ["BB0_2 -> bb.3 over BB0_1 (more global loads, stores and LDS writes: the next tile issued, results written)",
                            "bb.3 -> BB0_5 over BB0_4 (no per-lane code (exec masks, vector compares, sub-dword loads): "
                            "full tiles)"]
     c = r.counts
@@ -232,3 +232,36 @@ def test_gemm_main_loop_within_the_bar(target, instructions, waits, shape):
     assert r.per(r.instructions) <= instructions and r.per(sum(r.counts["wait"].values())) <= waits, r.text()
     # the accumulator over a 2-D grid of waves: each wave a 64 x 128 block, 4 + 8 fragment reads per K step
     assert sum(r.counts["lds_read"].values()) / r.mfma <= (0.5 if "bt" in shape or target == "gfx942" else 0.625)
+
+
+# clang's flag for an `if (full) { ...; return; }` inlined into a loop: the flag is always set on the way in,
+# the skip never taken; only the instruction count would favour it
+STORE_LOOP = """\
+	.amdgcn_target "amdgcn-amd-amdhsa--gfx950"
+	.globl	k
+	.type	k,@function
+k:                                      ; @k
+; %bb.0:
+	s_mov_b32 s4, 0
+.LBB0_1:                                ; =>This Loop Header: Depth=1
+	v_mfma_f32_16x16x32_bf16 v[0:3], v[4:7], v[8:11], v[0:3]
+	s_mov_b64 s[36:37], -1
+	s_and_b64 vcc, exec, s[36:37]
+	s_cbranch_vccz .LBB0_3
+; %bb.2:                                ;   in Loop: Header=BB0_1 Depth=1
+	buffer_atomic_add_f32 v0, v9, s[0:3], s5 offen
+	buffer_atomic_add_f32 v1, v9, s[0:3], s6 offen
+.LBB0_3:                                ;   in Loop: Header=BB0_1 Depth=1
+	s_add_i32 s4, s4, 1
+	s_cmp_lg_u32 s4, s7
+	s_cbranch_scc1 .LBB0_1
+; %bb.4:
+	s_endpgm
+.Lfunc_end0:
+"""
+
+
+def test_hot_path_keeps_the_stores_a_flag_could_skip():
+    r = lr.analyse(STORE_LOOP, "gfx950")
+    assert r.path == ["BB0_1", "bb.2", "BB0_3"]
+    assert r.counts["global_store"] == {"buffer_atomic_add_f32": 2}

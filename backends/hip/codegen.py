@@ -72,7 +72,51 @@ def mfma_name(target: str, dtype: dtypes.DType, m: int, k: int | None = None) ->
 
 
 def generate(k: ir.Kernel, target: str) -> Generated:
-    return _Emitter(k, target).run()
+    return _Emitter(_row_copies(k, target), target).run()
+
+
+def _row_copies(k: ir.Kernel, target: str) -> ir.Kernel:
+    """CDNA3: a 16-bit shared tile loaded once from global memory outside every loop, read by MMAs both along its
+    rows and down its columns, would be stored in row pairs (_Emitter._paired: a row run is a 16-byte read and a
+    v_perm per two elements). Where its row reads are all the A operand over the MMA's own rows (attention
+    backward's K in S^T = K Q^T), those MMAs take a register copy in the A layout instead (loaded once, as
+    _register_operands does for a tile read only so), and the shared tile, then read only down its columns, is
+    stored transposed: one ds_read per K run for both. The kernel is rebuilt with the copy; k is left as it is."""
+    if target != "gfx942":
+        return k
+    ops = list(k.walk())
+    swap, after = {}, {}   # mma op -> its copy of A; top-level load op -> the copy's load
+    for t in k.tiles:
+        if not isinstance(t, ST) or t.dtype.bits != 16:
+            continue
+        writers = [(op, loops) for op, loops in ops if op.dst is t]
+        readers = [op for op, _ in ops if t in op.srcs]
+        if (len(writers) != 1 or writers[0][1] or writers[0][0].name != "load" or not isinstance(writers[0][0].srcs[0], GL)
+                or not all(op.name == "mma" for op in readers)):
+            continue
+        rows = [op for op in readers if (op.srcs[0] is t and not op.attrs["trans_a"]) or (op.srcs[1] is t and op.attrs["trans_b"])]
+        a_rows = [op for op in rows if op.srcs[0] is t and op.srcs[1] is not t and op.dst.rows == t.rows]
+        if not a_rows or len(a_rows) != len(rows) or len(rows) == len(readers):
+            continue
+        copy = RT(name=f"{t.name}_a", dtype=t.dtype, rows=t.rows, cols=t.cols)
+        w = writers[0][0]
+        after[w] = ir.Op("load", copy, w.srcs, dict(w.attrs), w.loc)
+        swap.update({op: copy for op in a_rows})
+    if not swap:
+        return k
+
+    def rebuild(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, ir.Loop):
+                out.append(ir.Loop(s.kind, s.var, s.count, rebuild(s.body), s.stages, s.loc))
+            elif s in swap:
+                out.append(ir.Op(s.name, s.dst, (swap[s], *s.srcs[1:]), s.attrs, s.loc))
+            else:
+                out += [s] + ([after[s]] if s in after else [])
+        return out
+    return ir.Kernel(k.name, k.params, k.consts, k.options, k.grid, k.tiles + [a.dst for a in after.values()],
+                     rebuild(k.body), k.checks, k.loc, k.broadcast)
 
 
 class _Emitter:
@@ -329,8 +373,8 @@ class _Emitter:
         return cols and not rows
 
     def _paired(self, t) -> bool:
-        """CDNA3, a 16-bit tile read by MMAs both along its rows and down its columns (attention backward's Q, dO
-        and K) and written only by loads from global memory: stored in row pairs (tiles_hip::paired), so that
+        """CDNA3, a 16-bit tile read by MMAs both along its rows and down its columns (attention backward's Q and
+        dO) and written only by loads from global memory: stored in row pairs (tiles_hip::paired), so that
         neither read is one ds_read_u16 per element; one copy, where a transposed second would not fit the LDS."""
         if self.target != "gfx942" or not isinstance(t, ST) or t.dtype.bits != 16 or t.rows % 4 or t.cols % 8:
             return False

@@ -10,8 +10,9 @@
 * **its hot path**: one iteration, from the header back to it. At a two-way branch inside the loop each
   side is scored by its best way back to the header (nested loops' back edges left out), comparing, in
   this order: more MFMAs; no per-lane code (exec masks, vector compares, sub-dword global loads: the edge
-  tiles' checks and element-wise fallbacks, so the full-tile side); more global loads and LDS writes (the
-  next tile issued, not the last iteration skipping its prefetch); fewer instructions; else the
+  tiles' checks and element-wise fallbacks, so the full-tile side); more memory moves: global loads, global
+  stores and atomics, LDS writes (the next tile issued, not the last iteration skipping its prefetch; a
+  tile's results written, not a flag's never-taken skip of them); fewer instructions; else the
   fall-through. Exits are never taken and no block is visited twice: a nested loop on the path runs its
   trip count where clang left one of its two partial-unroll shapes (trips()), else once, named in the
   report as unknown.
@@ -440,9 +441,9 @@ def per_lane(ins: str) -> bool:
 
 def _score(b: Block) -> tuple[int, int, int, int]:
     """What a path gains from block b, compared lexicographically: MFMAs; no per-lane code (full tiles); global
-    loads and LDS writes (the next tile issued); fewer instructions."""
+    loads, stores and LDS writes (the next tile issued, results written); fewer instructions."""
     t = tally(b.lines)
-    moves = sum(t["global_load"].values()) + sum(t["lds_write"].values())
+    moves = sum(sum(t[c].values()) for c in ("global_load", "global_store", "lds_write"))
     return b.mfma, -sum(map(per_lane, b.lines)), moves, -len(b.lines)
 
 
@@ -460,7 +461,7 @@ def _best(f, inside, header, path, start, memo, stack=()) -> tuple[tuple[int, ..
 
 
 _WHY = ("more MFMAs", "no per-lane code (exec masks, vector compares, sub-dword loads): full tiles",
-        "more global loads and LDS writes: the next tile issued", "fewer instructions")
+        "more global loads, stores and LDS writes: the next tile issued, results written", "fewer instructions")
 
 
 def _pick(f, inside, header, path, a, b, fall) -> tuple[str, str]:

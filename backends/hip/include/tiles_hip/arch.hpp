@@ -339,12 +339,14 @@ TILES_DEV void buffer_load_lds(buffer b, uint32_t voff, uint32_t soff, uint8_t* 
 #endif
 }
 // f32 atomic add at byte offset `off`, dropped where it is past the buffer (as a store is): no branch
-// per element, and the offset is one VGPR where a flat atomic takes a 64-bit address.
-TILES_DEV void buffer_atomic_add(buffer b, uint32_t off, float v) {
+// per element, and the offset is one VGPR where a flat atomic takes a 64-bit address. `soff`: a wave-uniform
+// part of the offset (SGPR), as for buffer_load.
+TILES_DEV void buffer_atomic_add(buffer b, uint32_t off, float v, uint32_t soff = 0) {
 #if defined(TILES_EMU)
-  if (hip_emu::in_range(b.bytes, off, 4)) hip_emu::atomic_add_f32((float*)const_cast<uint8_t*>(b.base + off), v);
+  if (off != OOB && hip_emu::in_range(b.bytes, off + soff, 4))
+    hip_emu::atomic_add_f32((float*)const_cast<uint8_t*>(b.base + off + soff), v);
 #else
-  __builtin_amdgcn_raw_ptr_buffer_atomic_fadd_f32(v, b.rsrc, (int)off, 0, 0);
+  __builtin_amdgcn_raw_ptr_buffer_atomic_fadd_f32(v, b.rsrc, (int)off, (int)soff, 0);
 #endif
 }
 }  // namespace arch

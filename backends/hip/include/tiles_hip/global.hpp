@@ -22,13 +22,36 @@ template <class T> struct gl : gl_dims {
   // byte offset of (b, d, r, c), or OOB outside the rows and columns
   TILES_DEV uint32_t offset(int b, int d, int r, int c) const {
     if (r >= rows || c >= cols) return arch::OOB;
+    return unchecked(b, d, r, c);
+  }
+  TILES_DEV uint32_t unchecked(int b, int d, int r, int c) const {
     return (uint32_t)(b * sb + d * sd + r * sr + c) * (uint32_t)sizeof(T);
   }
 };
 
+// Where a lane's elements of a register tile (or vector) of layout L sit: element e of lane l at (row(l, 0),
+// col(l, 0)) plus a step (dr(e), dc(e)) that is the same for every lane (every layout of layout.hpp). In a tile
+// wholly inside the global an element's byte offset is then the lane's (one VGPR, loop-invariant) plus a
+// wave-uniform part (the tile's and the element's rows: the SGPR offset) plus its columns (an immediate): no
+// per-element range check, no per-element address arithmetic.
+template <class L> struct lane_steps {
+  TILES_DEV static constexpr int dr(int e) { return L::row(0, e) - L::row(0, 0); }
+  TILES_DEV static constexpr int dc(int e) { return L::col(0, e) - L::col(0, 0); }
+  static constexpr bool uniform() {
+    for (int l = 0; l < 64; ++l)
+      for (int e = 0; e < L::E; ++e)
+        if (L::row(l, e) - L::row(l, 0) != dr(e) || L::col(l, e) - L::col(l, 0) != dc(e)) return false;
+    return true;
+  }
+  static constexpr bool UNIFORM = uniform();
+  template <class G> TILES_DEV static uint32_t lane_offset(const gl<G>& g, int lane) {
+    return (uint32_t)(L::row(lane, 0) * g.sr + L::col(lane, 0)) * (uint32_t)sizeof(G);
+  }
+};
+
 // One element: 8- and 16-bit ones as the dword that holds them (no buffer_load_ubyte / ushort), shifted.
-template <class T> TILES_DEV T load_elem(arch::buffer buf, uint32_t off) {
-  const uint32_t w = arch::buffer_load<4>(buf, off & ~3u).w[0];
+template <class T> TILES_DEV T load_elem(arch::buffer buf, uint32_t off, uint32_t soff = 0) {
+  const uint32_t w = arch::buffer_load<4>(buf, off & ~3u, soff).w[0];
   if constexpr (sizeof(T) == 1) return __builtin_bit_cast(T, (uint8_t)(w >> 8 * (off & 3)));
   else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, (uint16_t)(w >> 8 * (off & 2)));
   else return __builtin_bit_cast(T, w);
@@ -72,6 +95,15 @@ TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L, WC>& src, i
   const int lane = arch::lane_id();
   r0 += src.row0();
   c0 += src.col0();
+  using LS = lane_steps<L>;
+  if (__builtin_expect(LS::UNIFORM && r0 + R <= dst.rows && c0 + C <= dst.cols, 1)) {  // one scalar branch
+    const uint32_t off = LS::lane_offset(dst, lane);
+    TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
+      TILES_UNROLL for (int e = 0; e < src.E; ++e)
+        arch::buffer_atomic_add(buf, off + (n * L::FC + LS::dc(e)) * 4u, cvt<T>::to(src.v[m][n][e]),
+                                dst.unchecked(b, d, r0 + m * L::FR + LS::dr(e), c0));
+    return;
+  }
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
     TILES_UNROLL for (int e = 0; e < src.E; ++e) {
       const uint32_t off = dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
@@ -80,11 +112,48 @@ TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L, WC>& src, i
 }
 // Vectors run along the global's last dim: element i of a row vector is column c0 + (its row).
 // Each row's value is held by several lanes; the one whose element sits in fragment column 0 writes.
+// A vector wholly inside the global (one scalar branch) is loaded as lane_steps' tiles are: a lane's values
+// of fragment f at its first index plus lane-independent steps, where consecutive 4-byte values are one load
+// of up to 16 bytes (an acc_t tile's column vector, four consecutive columns a lane: one buffer_load_dwordx4).
+template <int F, int VE, class Step> struct vec_runs {
+  static constexpr int run() {
+    for (int n = 4; n > 1; n /= 2) {
+      bool ok = VE % n == 0;
+      for (int e = 0; e < VE; ++e) ok = ok && Step::at(e) == Step::at(e - e % n) + e % n;
+      if (ok) return n;
+    }
+    return 1;
+  }
+  static constexpr int RUN = run();
+  template <class T, class G, int FN>
+  TILES_DEV static void load(T (&v)[FN][VE], arch::buffer buf, uint32_t lane_off, uint32_t tile) {
+    TILES_UNROLL for (int f = 0; f < FN; ++f) TILES_UNROLL for (int e = 0; e < VE; e += RUN) {
+      const uint32_t off = lane_off + (f * F + Step::at(e)) * (uint32_t)sizeof(G);
+      if constexpr (sizeof(G) == 4) {
+        const arch::bytes_t<4 * RUN> x = arch::buffer_load<4 * RUN>(buf, off, tile);
+        TILES_UNROLL for (int i = 0; i < RUN; ++i) v[f][e + i] = convert<T>(__builtin_bit_cast(G, x.w[i]));
+      } else {
+        TILES_UNROLL for (int i = 0; i < RUN; ++i) v[f][e + i] = convert<T>(load_elem<G>(buf, off + i * sizeof(G), tile));
+      }
+    }
+  }
+};
+template <class L> struct row_step {
+  TILES_DEV static constexpr int at(int e) { return lane_steps<L>::dr(e); }
+};
+template <class L> struct col_step {
+  TILES_DEV static constexpr int at(int e) { return lane_steps<L>::dc(e); }
+};
 template <class T, int N, class L, class G>
 TILES_DEV void load(rv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int c0) {
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
   c0 += arch::wave_id() * N;
+  if (__builtin_expect(lane_steps<L>::UNIFORM && r < src.rows && c0 + N <= src.cols, 1)) {
+    using V = vec_runs<L::FR, rv<T, N, L>::VE, row_step<L>>;
+    V::template load<T, G>(dst.v, buf, (uint32_t)L::row(lane, 0) * (uint32_t)sizeof(G), src.unchecked(b, d, r, c0));
+    return;
+  }
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)
     dst.at(m, e) = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + m * L::FR + L::row(lane, e))));
 }
@@ -100,6 +169,11 @@ template <class T, int N, class L, class G>
 TILES_DEV void load(cv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int c0) {
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
+  if (__builtin_expect(lane_steps<L>::UNIFORM && r < src.rows && c0 + N <= src.cols, 1)) {
+    using V = vec_runs<L::FC, cv<T, N, L>::VE, col_step<L>>;
+    V::template load<T, G>(dst.v, buf, (uint32_t)L::col(lane, 0) * (uint32_t)sizeof(G), src.unchecked(b, d, r, c0));
+    return;
+  }
   TILES_UNROLL for (int n = 0; n < dst.FN; ++n) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)
     dst.at(n, e) = convert<T>(load_elem<G>(buf, src.offset(b, d, r, c0 + n * L::FC + L::col(lane, e))));
 }

@@ -141,6 +141,11 @@ template <int N, int DS, class X> TILES_DEV void mfma_pattern() {
 // as the MFMA's A (a column fragment of D is a row fragment of D^T) and a's as its B; a register a is in
 // the A-operand layout, which is the B fragment's map, and its K order is the one b is read in.
 template <class DL> struct acc_transposed { static constexpr bool value = false; };
+// operands read along the rows of a paired tile: raw words until the group's wait (shared.hpp's read_pairs)
+template <class X, int RUN> struct pair_rows { static constexpr bool value = false; };
+template <class T, int R, int C, class SW, int RUN> struct pair_rows<st<T, R, C, SW>, RUN> {
+  static constexpr bool value = SW::PAIRED && RUN % 2 == 0;
+};
 template <int M> struct acc_transposed<acc_t<M>> { static constexpr bool value = true; };
 template <bool TA, bool TB, int KS_ = 0, bool QUARTER = false, class X = fenced, int R, int N, class DL, int WC, class A,
           class T, int BR, int BC, class SW>
@@ -164,8 +169,11 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   const int r0 = D::row0(wave), c0 = D::col0(wave);  // this wave's part of d
   const int fr = lane % M;  // this lane's row (A) / column (B) in a fragment
   // K steps read together, up to ~96 VGPRs of fragments: one wait for the group. Read ahead, two groups are
-  // live: each at most half that, and half the steps, so that there is a next group to read.
-  constexpr int STEPS = KDIM / KS, FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) + D::FN) * E * (int)sizeof(T) / 4;
+  // live: each at most half that, and half the steps, so that there is a next group to read. Rows of a paired
+  // tile arrive as their pairs' words, twice the registers until the wait.
+  constexpr bool AW = !TA && pair_rows<A, FK::RUN>::value, BW = TB && pair_rows<st<T, BR, BC, SW>, FK::RUN>::value;
+  constexpr int STEPS = KDIM / KS,
+                FRAG_VGPRS = ((is_rt<A>::value ? 0 : D::FM) * (AW ? 2 : 1) + D::FN * (BW ? 2 : 1)) * E * (int)sizeof(T) / 4;
   constexpr int GROUP = group_steps(STEPS, FRAG_VGPRS,
                                     X::AHEAD ? (STEPS / 2 * FRAG_VGPRS < 48 ? STEPS / 2 * FRAG_VGPRS : 48) : 96);
   // Read ahead, a single group (one K step: the 16x16x128 fp8 MFMA) is multiplied in two parts, each half the
@@ -178,6 +186,7 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
   };
   constexpr int BUFS = X::AHEAD ? 2 : 1;  // fragment buffers: the part being multiplied, the one read ahead
   T af[BUFS][GROUP][D::FM][E], bf[BUFS][GROUP][D::FN][E];
+  uint32_t aw[BUFS][GROUP][D::FM][AW ? E : 1], bw[BUFS][GROUP][D::FN][BW ? E : 1];
   // part p's fragments: A's into af[a_buf(p)] (with the first half), its column fragments' into bf[p % BUFS]
   constexpr auto a_buf = [](int p) { return HALVES == 2 ? 0 : p % BUFS; };
   auto read = [&](auto part) TILES_INLINE {
@@ -192,6 +201,9 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
           TILES_UNROLL for (int e = 0; e < E; ++e) out[e] = a.v[m][kk][e];
         } else if constexpr (TA) {
           read_col_frag<M, KS, E, FK>(a, kk, lane, r0 + m * M, out);
+        } else if constexpr (AW) {
+          TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+            a.template read_pairs<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), aw[a_buf(p)][g][m] + e);
         } else {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
             a.template read_run<FK::RUN>(r0 + m * M + fr, kk * KS + FK::at(lane, e), out + e);
@@ -199,7 +211,10 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
       }
       TILES_UNROLL for (int n = h * FNP; n < (h + 1) * FNP; ++n) {
         T* out = bf[p % BUFS][g][n];
-        if constexpr (TB) {
+        if constexpr (BW) {
+          TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
+            b.template read_pairs<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), bw[p % BUFS][g][n] + e);
+        } else if constexpr (TB) {
           TILES_UNROLL for (int e = 0; e < E; e += FK::RUN)
             b.template read_run<FK::RUN>(c0 + n * M + fr, kk * KS + FK::at(lane, e), out + e);
         } else {
@@ -218,6 +233,14 @@ TILES_DEV void mma(rt<float, R, N, DL, WC>& d, const A& a, const st<T, BR, BC, S
     arch::sched_barrier();
     arch::waitcnt<arch::VM_ANY, 0>();
     arch::sched_barrier<X::CROSS>();  // else the first MFMA moves above the wait and brings a partial wait of its own
+    TILES_UNROLL for (int g = 0; g < GROUP; ++g) TILES_UNROLL for (int e = 0; e < E; e += FK::RUN) {  // pairs' halves
+      if constexpr (AW)
+        if constexpr (h == 0)
+          TILES_UNROLL for (int m = 0; m < D::FM; ++m) A::template keep_row<FK::RUN>(fr, aw[ai][g][m] + e, af[ai][g][m] + e);
+      if constexpr (BW)
+        TILES_UNROLL for (int n = h * FNP; n < (h + 1) * FNP; ++n)
+          b.template keep_row<FK::RUN>(fr, bw[bi][g][n] + e, bf[bi][g][n] + e);
+    }
     if constexpr (X::AHEAD && NEXT) read(constant<p + 1>{});  // under this part's MFMAs
     TILES_UNROLL for (int g = 0; g < GROUP; ++g) {
       if constexpr (FNUZ && is_rt<A>::value && h == 0)

@@ -91,16 +91,26 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
     static_assert(!TR, "a row run of a transposed tile is not contiguous");
     if constexpr (PAIRED && N % 2) {
       TILES_UNROLL for (int i = 0; i < N; ++i) out[i] = at(r, c + i);
-    } else if constexpr (PAIRED) {  // the pairs' words, of which this row's halves: one v_perm per two elements
+    } else if constexpr (PAIRED) {
       uint32_t w[N];
-      move_run<2 * N, false>(r / 2, 2 * c, (uint8_t*)w);
-      const uint32_t sel = r % 2 ? 0x07060302u : 0x05040100u;
-      uint32_t o[N / 2];
-      TILES_UNROLL for (int i = 0; i < N / 2; ++i) o[i] = arch::perm(w[2 * i + 1], w[2 * i], sel);
-      __builtin_memcpy(out, o, sizeof(o));
+      read_pairs<N>(r, c, w);
+      keep_row<N>(r, w, out);
     } else {
       move_run<N, false>(r, c, (uint8_t*)out);
     }
+  }
+  // A paired tile's row run in two halves: the pairs' words (one 16-byte read per 4 elements), then this row's
+  // halves of them (one v_perm per two elements). An MMA reads a group's words, waits once, then selects: a
+  // v_perm right after its read waits for that read alone (one s_waitcnt per read, the reads serialized).
+  template <int N> TILES_DEV void read_pairs(int r, int c, uint32_t* w) const {
+    static_assert(PAIRED && N % 2 == 0, "a paired tile's row run is whole words");
+    move_run<2 * N, false>(r / 2, 2 * c, (uint8_t*)w);
+  }
+  template <int N> TILES_DEV static void keep_row(int r, const uint32_t* w, T* out) {
+    const uint32_t sel = r % 2 ? 0x07060302u : 0x05040100u;
+    uint32_t o[N / 2];
+    TILES_UNROLL for (int i = 0; i < N / 2; ++i) o[i] = arch::perm(w[2 * i + 1], w[2 * i], sel);
+    __builtin_memcpy(out, o, sizeof(o));
   }
   template <int N> TILES_DEV void write_run(int r, int c, const T* in) const {
     static_assert(!TR && !PAIRED, "a row run of a transposed or paired tile is not contiguous");
