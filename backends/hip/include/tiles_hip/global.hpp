@@ -190,10 +190,13 @@ template <class F, class S, class G> struct fill_base {
   TILES_DEV int full_steps(int n, int r0, int c0, int dr, int dc) const {
     return runs ? tiles_min(steps(src.rows - S::ROWS - r0, dr, n), steps(src.cols - S::COLS - c0, dc, n)) : 0;
   }
+  // every lane checked; the coordinates opaque, so that a loop's full steps carry nothing for its edge steps
+  TILES_DEV void edge(const S& dst, int b, int d, int r0, int c0) const {
+    static_cast<const F&>(*this).edge_tile(dst, b, d, arch::opaque(r0), arch::opaque(c0));
+  }
   TILES_DEV void operator()(const S& dst, int b, int d, int r0, int c0) const {
-    const F& f = static_cast<const F&>(*this);
-    if (__builtin_expect(full(r0, c0), 1)) f.full_tile(dst, b, d, r0, c0);  // the fall-through: the hot path reads straight
-    else f.edge(dst, b, d, r0, c0);
+    if (__builtin_expect(full(r0, c0), 1)) static_cast<const F&>(*this).full_tile(dst, b, d, r0, c0);  // the fall-through
+    else edge(dst, b, d, r0, c0);
   }
 };
 // The loads of one pipelined tile from one global: the lanes' offsets within a tile are computed once,
@@ -225,7 +228,7 @@ struct lds_fill : fill_base<lds_fill<WAVES, S, G, P>, S, G> {
     TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
       if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + wave_lds + i * WAVES * LL::SPAN);
   }
-  TILES_DEV void edge(const S& dst, int b, int d, int r0, int c0) const { load_checked<WAVES>(dst, src, b, d, r0, c0); }
+  TILES_DEV void edge_tile(const S& dst, int b, int d, int r0, int c0) const { load_checked<WAVES>(dst, src, b, d, r0, c0); }
   TILES_DEV void land(const S&) const {}  // the direct loads land by themselves
 };
 // A tile through registers, 16 bytes (a run) a lane: thread t moves runs t, t + threads, .. (row-major, so
@@ -254,7 +257,7 @@ struct lds_fill<WAVES, S, G, REGS> : fill_base<lds_fill<WAVES, S, G, REGS>, S, G
     const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) x[j] = arch::buffer_load<16>(buf, off[j], tile);
   }
-  TILES_DEV void edge(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void edge_tile(const S&, int b, int d, int r0, int c0) const {
     const arch::buffer buf = src.buffer();
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
       const int r = r0 + run(j) / PER_ROW, c = c0 + run(j) % PER_ROW * RUN;
@@ -305,7 +308,7 @@ struct lds_fill<WAVES, S, G, REGS_T> : fill_base<lds_fill<WAVES, S, G, REGS_T>, 
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
       TILES_UNROLL for (int i = 0; i < 4; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * row, tile);
   }
-  TILES_DEV void edge(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void edge_tile(const S&, int b, int d, int r0, int c0) const {
     const arch::buffer buf = src.buffer();
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
       const int r = r0 + 4 * (block(j) / BC), c = c0 + 4 * (block(j) % BC);
@@ -360,7 +363,7 @@ struct lds_fill<WAVES, S, G, REGS_PAIRED> : fill_base<lds_fill<WAVES, S, G, REGS
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
       TILES_UNROLL for (int i = 0; i < 2; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * next, tile);
   }
-  TILES_DEV void edge(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void edge_tile(const S&, int b, int d, int r0, int c0) const {
     const arch::buffer buf = src.buffer();
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
       TILES_UNROLL for (int i = 0; i < 2; ++i) {
