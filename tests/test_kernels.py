@@ -25,6 +25,17 @@ def test_gemm(backend, m, n, k, dtype, out, trans_b):
     assert_close(c, ref, out)
 
 
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_gemm_full_steps_then_tails(backend, trans_b):
+    """Small blocks over arrays whose rows are whole 16-byte runs: inner blocks run full K steps (every fill of the
+    step unchecked, at once) and then a K tail (every fill checked), blocks at the M and N edges check every step."""
+    m, n, k = 150, 136, 3 * 32 + 8
+    a = random_array((m, k), "bf16")
+    b = random_array((n, k) if trans_b else (k, n), "bf16")
+    c = matmul(a, b, out_dtype=np.float32, trans_b=trans_b, backend=backend, BM=64, BN=64, BK=32, workers=4)
+    assert_close(c, up(a) @ (up(b).T if trans_b else up(b)), "f32")
+
+
 @settings(max_examples=6)
 @given(batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.sampled_from([1, 2]),
        n=st.integers(1, 150), d=st.sampled_from([64, 128]), causal=st.booleans(),

@@ -545,6 +545,29 @@ class _Emitter:
             if land:
                 land_regs(slot)
 
+        ring = 3 if p.schedule == "pingpong" else S   # buffers: tile v is in slot v % ring, counted, not divided
+        ahead = 1 if p.schedule == "pingpong" else S - 1   # the tile this iteration fills: v + ahead
+        moves = self._fill_moves(lp, staged_ops) if all(fills) else None
+
+        def fill_step(slot: str):
+            """The fill of tile v + ahead: where the tiles move forward a fixed amount each step, one compare
+            against the steps whose every fill is a full tile picks all of the step's unchecked loads."""
+            shift = f"({v} + {ahead})"
+            if moves is None:
+                with w.block(f"if ({shift[1:-1]} < n_{v}) {{"):
+                    issue(shift, slot)
+                return
+            with w.block(f"if (__builtin_expect({shift[1:-1]} < {v}_full, 1)) {{  // every tile of the step full: unchecked loads",
+                         f"}} else if ({shift[1:-1]} < n_{v}) {{  // a tile crosses an edge: every lane checked"):
+                for s, fill in zip(staged_ops, fills):
+                    line = f"  // {s.loc.file}:{s.loc.line}" if s.loc else ""
+                    w(f"{fill}.full_tile({self.ref(s.dst, slot)}, {self.idx(s, s.dst, {v: shift})});{line}")
+            w.depth += 1
+            for s, fill in zip(staged_ops, fills):
+                w(f"{fill}.edge({self.ref(s.dst, slot)}, {self.idx(s, s.dst, {v: shift})});")
+            w.depth -= 1
+            w("}")
+
         def land_regs(slot: str):
             for s, fill in staged_regs:
                 how = ("transposed" if self._transposed(s.dst) else "in row pairs" if self._paired(s.dst)
@@ -559,6 +582,10 @@ class _Emitter:
             g = s.srcs[0]
             w(f"const lds_fill<WAVES, {self.st_type(s.dst)}, {CTYPE[g.dtype.name]}> {fill}{{{self.n(g)}}};"
               f"  // lanes' offsets in a tile of {self.n(g)}, once")
+        if moves is not None:
+            w(f"int {v}_full = n_{v};  // leading tiles of {v} whose every fill is a full tile (a prefix: they move forward)")
+            for fill, (r0, c0, dr, dc) in zip(fills, moves):
+                w(f"{v}_full = {fill}.full_steps({v}_full, {r0}, {c0}, {dr}, {dc});")
         if self.barriers.pipeline_entry(staged_ops):
             w("arch::barrier();")
         if p.schedule == "pingpong" or S == 1:
@@ -573,8 +600,6 @@ class _Emitter:
             with w.block(f"if (0 < n_{v}) {{"):
                 issue("0", "0", land=True)
             w("pingpong_enter();  // group 1 runs one barrier behind group 0")
-        ring = 3 if p.schedule == "pingpong" else S   # buffers: tile v is in slot v % ring, counted, not divided
-        ahead = 1 if p.schedule == "pingpong" else S - 1   # the tile this iteration fills: v + ahead
         step = f"{v}_slot ^= 1" if ring == 2 else f"{v}_slot = {v}_slot == {ring - 1} ? 0 : {v}_slot + 1"
         head = f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{" if ring == 1 else \
             f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {step}) {{"
@@ -589,8 +614,7 @@ class _Emitter:
                 w("// memory cluster: this group's share of the next tile, straight into LDS")
                 w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one this wave has in flight, has landed")
                 w("arch::meet();")
-                with w.block(f"if ({v} + 1 < n_{v}) {{"):
-                    issue(f"({v} + 1)", f"{v}_fill")
+                fill_step(f"{v}_fill")
                 w(f"arch::meet();  // tile {v} + 1 stays in flight through the MFMA cluster")
                 w("// MFMA cluster")
                 w("mfma_cluster_begin();")
@@ -621,8 +645,7 @@ class _Emitter:
                     w.depth -= 1
                     w("}")
                 w("arch::meet();")
-                with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
-                    issue(f"({v} + {S - 1})", f"{v}_fill")
+                fill_step(f"{v}_fill")
                 self.count_mfma(compute)
                 self.mix = self.interleaved(compute)
                 self.stmts(w, compute, f"{v}_slot")
@@ -638,6 +661,19 @@ class _Emitter:
             if self.quarter.get(id(t)) is lp:
                 w(f"mul({self.n(t)}, {self.n(t)}, 4.0f);  // the fp8 MFMAs accumulated it in quarter units (FNUZ)")
         self.barriers.after_pipeline(staged_ops)
+
+    def _fill_moves(self, lp: ir.Loop, staged_ops) -> list | None:
+        """Per fill of the loop's step: its tile's (r0, c0) at step 0 and how far it moves a step, elements, where
+        every tile moves forward by a constant (an index v times a constant plus terms without v); else None."""
+        moves = []
+        for s in staged_ops:
+            r, c = s.attrs["idx"][-2:]
+            dr, dc = _per_step(r, lp.var.name), _per_step(c, lp.var.name)
+            if dr is None or dc is None or dr < 0 or dc < 0:
+                return None
+            moves.append((f"({self.expr(r, {lp.var.name: '0'})}) * {s.dst.rows}",
+                          f"({self.expr(c, {lp.var.name: '0'})}) * {s.dst.cols}", dr * s.dst.rows, dc * s.dst.cols))
+        return moves
 
     def _sim(self, body):
         """Shared-memory effects of a body, for the barrier planner: [(op, reads, writes)]."""
@@ -768,6 +804,24 @@ class _Emitter:
         if len(lays) > 1 and not (allow_change and all(isinstance(t, RT) for t in tiles)):
             raise TileError(f"{op.name}: mixes a register tile that feeds an MMA's A operand with ones in the "
                             "accumulator layout; on CDNA copy it into a separate tile first", op.loc)
+
+
+def _per_step(e, v: str) -> int | None:
+    """How much index e grows a step of loop variable v, where e is v times a constant plus terms without v."""
+    e = ir.as_expr(e)
+    if ("loop", v) not in ir.free_vars(e):
+        return 0
+    if isinstance(e, ir.LoopVar):
+        return 1
+    if isinstance(e, ir.BinOp) and e.op in ("+", "-"):
+        a, b = _per_step(e.a, v), _per_step(e.b, v)
+        return None if a is None or b is None else a + b if e.op == "+" else a - b
+    if isinstance(e, ir.BinOp) and e.op == "*":
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(y, ir.Const) and isinstance(y.value, int):
+                a = _per_step(x, v)
+                return None if a is None else a * y.value
+    return None
 
 
 def _exchanges(op: ir.Op) -> bool:

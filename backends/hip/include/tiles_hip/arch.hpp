@@ -115,6 +115,15 @@ template <int P> TILES_DEV void setprio() {
   __builtin_amdgcn_s_setprio(P);
 #endif
 }
+// x, as a value the compiler cannot see through (an SGPR: x is uniform). Code that runs rarely (an edge tile's
+// fill) is kept from loop strength reduction, which would carry its per-lane addresses as vector induction
+// variables, added to every iteration of a loop whose steps take the other branch.
+TILES_DEV int opaque(int x) {
+#if !defined(TILES_EMU)
+  asm("" : "+s"(x));
+#endif
+  return x;
+}
 // sched_group_barrier masks (LLVM AMDGPU): which instruction class a scheduling group takes.
 enum sched : int { SCHED_VALU = 0x2, SCHED_SALU = 0x4, SCHED_MFMA = 0x8, SCHED_VMEM_READ = 0x20,
                    SCHED_VMEM_WRITE = 0x40, SCHED_DS_READ = 0x100, SCHED_DS_WRITE = 0x200, SCHED_TRANS = 0x400 };

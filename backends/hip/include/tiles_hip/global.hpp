@@ -252,39 +252,57 @@ TILES_DEV void load_checked(const st<T, R, C, SW>& dst, const gl<G>& src, int b,
     else __builtin_memcpy(&dst.at(r, c), run, sizeof(run));
   }
 }
+// What every fill path shares: which tiles take its unchecked loads (full: wholly inside an array whose rows are
+// whole runs of its loads), and for a pipelined loop whose tiles move forward by (dr, dc) a step, how many
+// leading steps of n do (a prefix: once a tile crosses an edge, every later one does), so that a loop can test
+// all of a step's fills at once with one compare against a count made before it.
+template <class F, class S, class G> struct fill_base {
+  const gl<G>& src;
+  bool runs;  // the array's rows are whole runs of the path's loads
+  TILES_DEV bool full(int r0, int c0) const { return runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols; }
+  TILES_DEV static int steps(int room, int delta, int n) { return room < 0 ? 0 : delta == 0 ? n : tiles_min(n, room / delta + 1); }
+  TILES_DEV int full_steps(int n, int r0, int c0, int dr, int dc) const {
+    return runs ? tiles_min(steps(src.rows - S::ROWS - r0, dr, n), steps(src.cols - S::COLS - c0, dc, n)) : 0;
+  }
+  // every lane checked; the coordinates opaque, so that a loop's full steps carry nothing for its edge steps
+  TILES_DEV void edge(const S& dst, int b, int d, int r0, int c0) const {
+    static_cast<const F&>(*this).edge_tile(dst, b, d, arch::opaque(r0), arch::opaque(c0));
+  }
+  TILES_DEV void operator()(const S& dst, int b, int d, int r0, int c0) const {
+    if (__builtin_expect(full(r0, c0), 1)) static_cast<const F&>(*this).full_tile(dst, b, d, r0, c0);  // the fall-through
+    else edge(dst, b, d, r0, c0);
+  }
+};
 // The loads of one pipelined tile from one global: the lanes' offsets within a tile are computed once,
 // before the loop (a VGPR per span this wave moves), so an iteration's fill is its buffer_loads plus the
 // tile's offset in an SGPR.
 // A tile wholly inside an array whose rows are whole direct runs (every tile of a GEMM but the edge ones)
 // takes the unchecked direct path; the choice is per tile and uniform (one scalar branch).
-template <int WAVES, class S, class G, fill_path P = lds_load<WAVES, S>::PATH> struct lds_fill {
+template <int WAVES, class S, class G, fill_path P = lds_load<WAVES, S>::PATH>
+struct lds_fill : fill_base<lds_fill<WAVES, S, G, P>, S, G> {
   using T = typename S::dtype;
   using LL = lds_load<WAVES, S>;
   using DS = direct_span<WAVES, S>;
+  using fill_base<lds_fill, S, G>::src;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
-  const gl<G>& src;
-  bool direct;  // the array's rows are whole direct runs
   uint32_t off[DS::PER_WAVE];
   int wave_lds;  // this wave's first span in the tile, bytes (uniform, kept in an SGPR through the loop)
-  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g), wave_lds(DS::span(0) * LL::SPAN) {
-    direct = LL::DIRECT_FITS && (g.cols | g.sr) % (LL::D / (int)sizeof(T)) == 0;
+  TILES_DEV explicit lds_fill(const gl<G>& g)
+      : fill_base<lds_fill, S, G>{g, LL::DIRECT_FITS && (g.cols | g.sr) % (LL::D / (int)sizeof(T)) == 0},
+        wave_lds(DS::span(0) * LL::SPAN) {
     TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i) {
       int r, c;
       DS::at(i, arch::lane_id(), r, c);
       off[i] = (uint32_t)(r * src.sr + c) * (uint32_t)sizeof(T);
     }
   }
-  TILES_DEV void operator()(const S& dst, int b, int d, int r0, int c0) const {
-    const bool full = direct && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
-    if (__builtin_expect(full, 1)) {  // laid out as the fall-through: the hot path reads straight
-      const arch::buffer buf = src.buffer();
-      const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
-      TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
-        if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + wave_lds + i * WAVES * LL::SPAN);
-    } else {
-      load_checked<WAVES>(dst, src, b, d, r0, c0);
-    }
+  TILES_DEV void full_tile(const S& dst, int b, int d, int r0, int c0) const {
+    const arch::buffer buf = src.buffer();
+    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
+    TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
+      if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + wave_lds + i * WAVES * LL::SPAN);
   }
+  TILES_DEV void edge_tile(const S& dst, int b, int d, int r0, int c0) const { load_checked<WAVES>(dst, src, b, d, r0, c0); }
   TILES_DEV void land(const S&) const {}  // the direct loads land by themselves
 };
 // A tile through registers, 16 bytes (a run) a lane: thread t moves runs t, t + threads, .. (row-major, so
@@ -292,30 +310,29 @@ template <int WAVES, class S, class G, fill_path P = lds_load<WAVES, S>::PATH> s
 // through the MFMA cluster, written to the (swizzled) LDS tile at land(), CDNA3's fp8 cleared of -0 on the way.
 // Edge tiles check each run's row and column (whole runs: the array's columns a multiple of a run), ragged
 // arrays load single elements.
-template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS> {
+template <int WAVES, class S, class G>
+struct lds_fill<WAVES, S, G, REGS> : fill_base<lds_fill<WAVES, S, G, REGS>, S, G> {
+  using fill_base<lds_fill, S, G>::src;
+  using fill_base<lds_fill, S, G>::runs;
   using T = typename S::dtype;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
   static constexpr int RUN = 16 / (int)sizeof(T), PER_ROW = S::COLS / RUN, RUNS = S::ROWS * PER_ROW, THREADS = 64 * WAVES;
   static constexpr int PER = (RUNS + THREADS - 1) / THREADS;
-  const gl<G>& src;
-  bool runs;  // rows start at multiples of a run: each run is one load
   uint32_t off[PER];
   mutable arch::bytes_t<16> x[PER];
   TILES_DEV static bool mine(int j) { return RUNS % THREADS == 0 || arch::thread_id() + j * THREADS < RUNS; }
   TILES_DEV static int run(int j) { return arch::thread_id() + j * THREADS; }
-  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
-    runs = (g.cols | g.sr) % RUN == 0;
+  TILES_DEV explicit lds_fill(const gl<G>& g) : fill_base<lds_fill, S, G>{g, (g.cols | g.sr) % RUN == 0} {
     TILES_UNROLL for (int j = 0; j < PER; ++j)
       off[j] = (uint32_t)(run(j) / PER_ROW * g.sr + run(j) % PER_ROW * RUN) * (uint32_t)sizeof(T);
   }
-  TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void full_tile(const S&, int b, int d, int r0, int c0) const {
     const arch::buffer buf = src.buffer();
-    const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
-    if (__builtin_expect(full, 1)) {
-      const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
-      TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) x[j] = arch::buffer_load<16>(buf, off[j], tile);
-      return;
-    }
+    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) x[j] = arch::buffer_load<16>(buf, off[j], tile);
+  }
+  TILES_DEV void edge_tile(const S&, int b, int d, int r0, int c0) const {
+    const arch::buffer buf = src.buffer();
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
       const int r = r0 + run(j) / PER_ROW, c = c0 + run(j) % PER_ROW * RUN;
       if (runs) {
@@ -341,33 +358,32 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS> {
 // land() four writes of a column's 4 consecutive rows, contiguous in the transposed storage. Edge tiles
 // check each lane's rows and 4-column group (whole groups: the array's columns a multiple of 4), ragged
 // arrays fall back to single elements.
-template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_T> {
+template <int WAVES, class S, class G>
+struct lds_fill<WAVES, S, G, REGS_T> : fill_base<lds_fill<WAVES, S, G, REGS_T>, S, G> {
+  using fill_base<lds_fill, S, G>::src;
+  using fill_base<lds_fill, S, G>::runs;
   using T = typename S::dtype;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
   static_assert(S::ROWS % 4 == 0 && S::COLS % 4 == 0, "a transposed tile is whole 4 x 4 blocks");
   static constexpr int BC = S::COLS / 4, BLOCKS = S::ROWS / 4 * BC, THREADS = 64 * WAVES;
   static constexpr int PER = (BLOCKS + THREADS - 1) / THREADS, RUN = 4 * (int)sizeof(T);
-  const gl<G>& src;
-  bool runs;  // rows start at multiples of 4 elements: each 4-element run is one load
   uint32_t off[PER];
   mutable arch::bytes_t<RUN> x[PER][4];  // the blocks in flight, row by row
   TILES_DEV static bool mine(int j) { return BLOCKS % THREADS == 0 || arch::thread_id() + j * THREADS < BLOCKS; }
   TILES_DEV static int block(int j) { return arch::thread_id() + j * THREADS; }
-  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
-    runs = (g.cols | g.sr) % 4 == 0;
+  TILES_DEV explicit lds_fill(const gl<G>& g) : fill_base<lds_fill, S, G>{g, (g.cols | g.sr) % 4 == 0} {
     TILES_UNROLL for (int j = 0; j < PER; ++j)
       off[j] = (uint32_t)(4 * (block(j) / BC) * g.sr + 4 * (block(j) % BC)) * (uint32_t)sizeof(T);
   }
-  TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void full_tile(const S&, int b, int d, int r0, int c0) const {
     const arch::buffer buf = src.buffer();
-    const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
     const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
-    if (__builtin_expect(full, 1)) {
-      const uint32_t row = src.sr * (uint32_t)sizeof(T);
-      TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
-        TILES_UNROLL for (int i = 0; i < 4; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * row, tile);
-      return;
-    }
+    const uint32_t row = src.sr * (uint32_t)sizeof(T);
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
+      TILES_UNROLL for (int i = 0; i < 4; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * row, tile);
+  }
+  TILES_DEV void edge_tile(const S&, int b, int d, int r0, int c0) const {
+    const arch::buffer buf = src.buffer();
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
       const int r = r0 + 4 * (block(j) / BC), c = c0 + 4 * (block(j) % BC);
       TILES_UNROLL for (int i = 0; i < 4; ++i) {
@@ -397,33 +413,32 @@ template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_T> {
 // of each row at the fill, and at land() the rows' elements interleaved into words (one v_perm per word),
 // written as the stored row's 32 bytes. Edge tiles check each run (whole runs: the array's columns a multiple
 // of 8), ragged arrays single elements.
-template <int WAVES, class S, class G> struct lds_fill<WAVES, S, G, REGS_PAIRED> {
+template <int WAVES, class S, class G>
+struct lds_fill<WAVES, S, G, REGS_PAIRED> : fill_base<lds_fill<WAVES, S, G, REGS_PAIRED>, S, G> {
+  using fill_base<lds_fill, S, G>::src;
+  using fill_base<lds_fill, S, G>::runs;
   using T = typename S::dtype;
   static_assert(sizeof(T) == sizeof(G), "global -> shared moves do not convert");
   static constexpr int N = 8, RUN = N * (int)sizeof(T), BC = S::COLS / N, BLOCKS = S::ROWS / 2 * BC,
                        THREADS = 64 * WAVES, PER = (BLOCKS + THREADS - 1) / THREADS;
   static_assert(S::COLS % N == 0, "a paired tile is whole 2 x 8 blocks");
-  const gl<G>& src;
-  bool runs;  // rows start at multiples of N elements: each run is one load
   uint32_t off[PER];
   mutable arch::bytes_t<RUN> x[PER][2];  // the blocks in flight, row by row
   TILES_DEV static bool mine(int j) { return BLOCKS % THREADS == 0 || arch::thread_id() + j * THREADS < BLOCKS; }
   TILES_DEV static int row(int j) { return 2 * ((arch::thread_id() + j * THREADS) / BC); }
   TILES_DEV static int col(int j) { return N * ((arch::thread_id() + j * THREADS) % BC); }
-  TILES_DEV explicit lds_fill(const gl<G>& g) : src(g) {
-    runs = (g.cols | g.sr) % N == 0;
+  TILES_DEV explicit lds_fill(const gl<G>& g) : fill_base<lds_fill, S, G>{g, (g.cols | g.sr) % N == 0} {
     TILES_UNROLL for (int j = 0; j < PER; ++j) off[j] = (uint32_t)(row(j) * g.sr + col(j)) * (uint32_t)sizeof(T);
   }
-  TILES_DEV void operator()(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void full_tile(const S&, int b, int d, int r0, int c0) const {
     const arch::buffer buf = src.buffer();
-    const bool full = runs && r0 + S::ROWS <= src.rows && c0 + S::COLS <= src.cols;
-    if (__builtin_expect(full, 1)) {
-      const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
-      const uint32_t next = src.sr * (uint32_t)sizeof(T);
-      TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
-        TILES_UNROLL for (int i = 0; i < 2; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * next, tile);
-      return;
-    }
+    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
+    const uint32_t next = src.sr * (uint32_t)sizeof(T);
+    TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
+      TILES_UNROLL for (int i = 0; i < 2; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * next, tile);
+  }
+  TILES_DEV void edge_tile(const S&, int b, int d, int r0, int c0) const {
+    const arch::buffer buf = src.buffer();
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) {
       TILES_UNROLL for (int i = 0; i < 2; ++i) {
         const int r = r0 + row(j) + i, c = c0 + col(j);
