@@ -7,16 +7,20 @@ import pytest
 from tiles import bench, cli, targets, toolchains
 from tiles.backends.hip import loopreport as lr
 
-# A tile loop as clang lays it out: the latch (MFMAs) first, the header (barrier, LDS reads) branching to
-# the latch on the last tile, a direct-to-LDS prefetch in an inner loop of two trips (a scalar counter),
-# and a fallback of 16-bit loads for ragged tiles.
-TILE_LOOP = """\
+# The function's start, as clang writes it, shared by the loops below
+HEAD = """\
 	.amdgcn_target "amdgcn-amd-amdhsa--gfx950"
 	.globl	k
 	.type	k,@function
 k:                                      ; @k
 ; %bb.0:
 	s_mov_b32 s4, 0
+"""
+
+# A tile loop as clang lays it out: the latch (MFMAs) first, the header (barrier, LDS reads) branching to
+# the latch on the last tile, a direct-to-LDS prefetch in an inner loop of two trips (a scalar counter),
+# and a fallback of 16-bit loads for ragged tiles.
+TILE_LOOP = HEAD + """\
 	s_branch .LBB0_2
 .LBB0_1:                                ;   in Loop: Header=BB0_2 Depth=1
 	s_waitcnt lgkmcnt(0)
@@ -236,13 +240,7 @@ def test_gemm_main_loop_within_the_bar(target, instructions, waits, shape):
 
 # clang's flag for an `if (full) { ...; return; }` inlined into a loop: the flag is always set on the way in,
 # the skip never taken; only the instruction count would favour it
-STORE_LOOP = """\
-	.amdgcn_target "amdgcn-amd-amdhsa--gfx950"
-	.globl	k
-	.type	k,@function
-k:                                      ; @k
-; %bb.0:
-	s_mov_b32 s4, 0
+STORE_LOOP = HEAD + """\
 .LBB0_1:                                ; =>This Loop Header: Depth=1
 	v_mfma_f32_16x16x32_bf16 v[0:3], v[4:7], v[8:11], v[0:3]
 	s_mov_b64 s[36:37], -1
