@@ -7,6 +7,9 @@
 #   ncu-skinny issue 18: ncu on the tuned split-K pair (gemm + sum_parts) and the unsplit 64x64 tile at
 #              1x4096x4096, and a sweep of BN and SPLIT at 1x4096x{4096,14336}: where the time against cuBLAS goes
 #   examples   issue 18: docs/examples.md's kernels tuned (tune=True) against torch.compile (scripts/gpu_examples.py)
+#   attn-table issue 20: the forward (deferred P V now the default) on every row of the issue's table, persistent or
+#              not, and the backward at D128 / D64, against cuDNN SDPA
+#   skinny-profile  issue 18: ncu reports (warp samples by SASS) of the split-K GEMM and sum_parts at 1x4096x14336
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-session}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -39,6 +42,27 @@ for s in "$@"; do
         done
         echo "== sweep"; timeout 90 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 \
             1x4096x14336 --set BM=64 BN=64,128 BK=64 stages=5 workers=1 SPLIT=1,4,8 2>&1 | grep -v "^\s*$" | tail -16 ;;
+    attn-table)
+        a="python3 -m tiles compare attention --backends cuda --no-compile"
+        echo "== attn-table"; timeout 150 $a --shapes 4x32x8192x128 4x32x8192x128,causal 4x32/8x8192x128,causal \
+            2x32/8x16384x128,causal 8x16x2048x128,causal 16x16x4096x64 16x16x4096x64,causal \
+            --set persistent=False,True --json "$OUT/attn_table.json" 2>&1 | grep -v "^\s*$" | tail -24
+        echo "== attn-bwd"; timeout 100 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes \
+            4x32x8192x128 4x32x8192x128,causal 16x16x4096x64 4x32/8x8192x128,causal --json "$OUT/attn_bwd.json" 2>&1 \
+            | grep -v "^\s*$" | tail -10 ;;
+    skinny-profile)
+        SRC="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis
+             --section Occupancy --section LaunchStats --section SourceCounters"
+        for run in "split4 gemm SPLIT=4" "sum sum_parts SPLIT=4" "split1 gemm SPLIT=1"; do
+            set -- $run; f="$OUT/skinny_$1"; echo "== ncu 1x4096x14336 $2, 64x128x64 tiles, 5 stages, $3"
+            timeout 100 ncu --clock-control none --kernel-name "regex:^tiles_kernel_$2\$" --launch-skip 2 --launch-count 1 \
+                --import-source no $SRC -f -o "$f" python3 -m tiles compare gemm --backends cuda --no-compile \
+                --shapes 1x4096x14336 --set BM=64 BN=128 BK=64 stages=5 workers=1 $3 >"$f.log" 2>&1
+            echo "rc=$?"; grep -E "^gemm " "$f.log" | tail -2
+        done
+        timeout 90 python3 scripts/gpu_attn_profile.py compare "$OUT"/skinny_{split4,split1,sum}.ncu-rep \
+            >"$OUT/skinny_summary.txt" 2>&1; head -c 9000 "$OUT/skinny_summary.txt"; echo
+        rm -f "$OUT"/skinny_*.log ;;
     examples) echo "== examples"; timeout 420 python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
