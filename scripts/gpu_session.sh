@@ -6,6 +6,7 @@
 #   attention  issue 20: rewrites, deferred / turns, BN 176, the exp2 polynomial against cuDNN (~4 minutes)
 #   ncu-skinny issue 18: ncu on the tuned split-K pair (gemm + sum_parts) and the unsplit 64x64 tile at
 #              1x4096x4096, and a sweep of BN and SPLIT at 1x4096x{4096,14336}: where the time against cuBLAS goes
+#   attn-tests the GPU property tests of the kernels and attention (forward, backward, the sm_90a schedule) only
 #   examples   issue 18: docs/examples.md's kernels tuned (tune=True) against torch.compile (scripts/gpu_examples.py)
 #   attn-table issue 20: the forward (deferred P V now the default) on every row of the issue's table, persistent or
 #              not, and the backward at D128 / D64, against cuDNN SDPA
@@ -24,6 +25,9 @@ for s in "$@"; do
     tests) timeout 300 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernels.py \
             tests/test_kernel_*.py tests/test_cuda_gpu.py tests/test_cuda_sm90_gpu.py tests/test_examples.py \
             tests/test_fuzz_findings.py >"$OUT/tests.log" 2>&1; echo "== tests rc=$?"; tail -4 "$OUT/tests.log" ;;
+    attn-tests) timeout 220 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernels.py \
+            tests/test_kernel_attention_bwd.py tests/test_cuda_sm90_gpu.py tests/test_cuda_warp_specialized.py \
+            >"$OUT/attn_tests.log" 2>&1; echo "== attn-tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/attn_tests.log" | tail -12 ;;
     attention)   # docs/backends/cuda.md, "SASS of the generated vs the hand attention": what each row should show
         a="python3 -m tiles compare attention --backends cuda --no-compile"
         echo "== attention"; timeout 60 $a --shapes 4x32x8192x128 16x16x4096x64 8x16x2048x128,causal \
@@ -63,7 +67,7 @@ for s in "$@"; do
         timeout 90 python3 scripts/gpu_attn_profile.py compare "$OUT"/skinny_{split4,split1,sum}.ncu-rep \
             >"$OUT/skinny_summary.txt" 2>&1; head -c 9000 "$OUT/skinny_summary.txt"; echo
         rm -f "$OUT"/skinny_*.log ;;
-    examples) echo "== examples"; timeout 420 python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
+    examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
 done
