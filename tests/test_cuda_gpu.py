@@ -200,19 +200,24 @@ def padded(x: np.ndarray, dtype: str):
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
 @settings(max_examples=8, deadline=None)
 @given(m=st.integers(1, 300), n=st.integers(1, 600), k=st.integers(1, 300), trans_b=st.booleans(),
-       seq=st.integers(1, 400), d=st.sampled_from([64, 128]), causal=st.booleans(), persistent=st.booleans())
-def test_warp_specialized_schedule_matches_float64(m, n, k, trans_b, seq, d, causal, persistent):
+       seq=st.integers(1, 400), d=st.sampled_from([64, 128]), causal=st.booleans(), persistent=st.booleans(),
+       blocks=st.sampled_from([1, 2]))
+def test_warp_specialized_schedule_matches_float64(m, n, k, trans_b, seq, d, causal, persistent, blocks):
     """schedule="warp_specialized": TMA producer warpgroup, wgmma consumers, setmaxnreg. Ragged shapes lean on
-    TMA's zero fill past the end; row pitches are padded to 16 bytes (TMA refuses others, see the CPU tests)."""
+    TMA's zero fill past the end; row pitches are padded to 16 bytes (TMA refuses others, see the CPU tests).
+    blocks=2: two blocks an SM (blocks_per_sm) on tiles small enough to share it."""
     a = padded(random_array((m, k), "bf16"), "bf16")
     b = padded(random_array((n, k) if trans_b else (k, n), "bf16"), "bf16")
     c = torch.full((m, n), float("nan"), device="cuda")
     ws = dict(schedule="warp_specialized", persistent=persistent)
-    gemm(c, a, b, trans_b=trans_b, **ws)
+    two = blocks == 2
+    gemm(c, a, b, trans_b=trans_b, **ws, **(dict(BM=64, BN=128, BK=64, stages=4, workers=1, blocks_per_sm=2) if two
+                                            else {}))
     q, kk, v = (padded(random_array((2, 2, seq, d), "bf16"), "bf16") for _ in range(3))
     o = torch.full_like(q, float("nan"))
     lse = torch.full((2, 2, seq), float("nan"), device="cuda")
-    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, **ws)
+    attention_fwd(o, lse, q, kk, v, 1 / math.sqrt(d), D=d, causal=causal, **ws,
+                  **(dict(BM=64, BN=64, workers=1, blocks_per_sm=2) if two else {}))
     torch.cuda.synchronize()
     assert_close(up(c), up(a) @ (up(b).T if trans_b else up(b)), "f32", tol=1e-5)
     s = up(q) @ up(kk).transpose(0, 1, 3, 2) / math.sqrt(d)
@@ -253,18 +258,22 @@ def test_default_schedule_is_warp_specialized_where_tma_can_read_the_arrays(m, n
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
-def test_persistent_grid_walks_more_tiles_than_the_gpu_has_sms():
+@pytest.mark.parametrize("blocks", [1, 2])
+def test_persistent_grid_walks_more_tiles_than_the_gpu_has_sms(blocks):
     """Each block takes several tiles, so the stage ring carries on from one tile to the next (what the small
-    hypothesis shapes above never reach: they have fewer tiles than SMs)."""
+    hypothesis shapes above never reach: they have fewer tiles than SMs); with blocks_per_sm=2, two such blocks
+    share each SM (a grid of twice the SMs)."""
     ws = dict(schedule="warp_specialized", persistent=True)
-    a = padded(random_array((4096 + 17, 136), "bf16"), "bf16")     # 33 x 5 = 165 tiles of 128 x 256
+    small = dict(BM=64, BN=128, BK=64, stages=4, workers=1, blocks_per_sm=2) if blocks == 2 else {}
+    a = padded(random_array((4096 + 17, 136), "bf16"), "bf16")     # 33 x 5 = 165 tiles of 128 x 256 (65 x 9 of 64 x 128)
     b = padded(random_array((136, 1024 + 5), "bf16"), "bf16")
     c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda")
-    gemm(c, a, b, **ws)
-    q, kk, v = (padded(random_array((4, 8, 1100, 64), "bf16"), "bf16") for _ in range(3))   # 288 tiles
+    gemm(c, a, b, **ws, **small)
+    q, kk, v = (padded(random_array((4, 8, 1100, 64), "bf16"), "bf16") for _ in range(3))   # 288 tiles (576)
     o = torch.full_like(q, float("nan"))
     lse = torch.full((4, 8, 1100), float("nan"), device="cuda")
-    attention_fwd(o, lse, q, kk, v, 0.125, D=64, causal=True, **ws)
+    attention_fwd(o, lse, q, kk, v, 0.125, D=64, causal=True, **ws,
+                  **(dict(BM=64, BN=64, workers=1, blocks_per_sm=2) if blocks == 2 else {}))
     torch.cuda.synchronize()
     assert_close(up(c), up(a) @ up(b), "f32", tol=1e-5)
     s = up(q) @ up(kk).transpose(0, 1, 3, 2) * 0.125

@@ -184,6 +184,33 @@ def test_nvcc_compiles_the_same_source(kernel):
     assert c.resources[gen.name].spills == 0 and "UTMALDG" in sass and "HGMMA" in sass
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("kernel,small", [
+    ("attention", dict(BM=64, BN=64, workers=1)), ("attention_d64", dict(BM=64, BN=128, workers=1)),
+    ("gemm", dict(BM=64, BN=128, BK=64, stages=4, workers=1))])
+def test_blocks_per_sm_splits_registers_and_shared_memory(kernel, small):
+    """blocks_per_sm=2: the launch bound asks ptxas for two blocks an SM, each role's setmaxnreg count comes from
+    half the register file, the shared memory of both fits the SM, and ptxas spills nothing."""
+    gen = generate(trace(kernel, blocks_per_sm=2, **small))
+    s = gen.schedule
+    assert s.blocks == 2 and "__launch_bounds__(NUM_WARPS * 32 + 128, 2)" in gen.source
+    assert 128 * s.producer_regs + 32 * s.warps * s.consumer_regs <= 65536 // 2
+    assert 65536 // 2 // s.threads // 8 * 8 <= s.consumer_regs and 2 * (s.smem_bytes + 1024) <= schedules.SM_SHARED
+    assert s.stages >= 2
+    c = toolchain.compile(gen.source, "sm_90a")
+    res = c.resources[gen.name]
+    assert res.registers <= 65536 // 2 // s.threads and res.spills == 0 and res.stack_frame == 0, res
+
+
+def test_blocks_per_sm_refusals():
+    with pytest.raises(TileError, match=r"more than the 115712 a block can have with 2 blocks an SM"):
+        generate(trace("attention", blocks_per_sm=2))   # 128-row Q, 2 stages of 128-row K and V: 162 KB a block
+    with pytest.raises(TileError, match="blocks_per_sm is for the warp-specialized schedule"):
+        schedules.plan(trace("gemm", BM=64, BN=64, workers=1, blocks_per_sm=2), "sm_90a", SMEM, "warp")
+    with pytest.raises(TileError, match="blocks_per_sm must be an int from 1 to 4"):
+        generate(trace("gemm", blocks_per_sm=0))
+
+
 def test_register_split_and_ring_bytes():
     # 128x256x64, 2 consumer warpgroups, persistent; its bf16 epilogue's 64 KB staging tile leaves room for
     # 3 of the 4 stages the configuration asks for

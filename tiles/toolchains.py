@@ -163,7 +163,7 @@ def _cuda_static(k, target) -> Static:
         st = Static(target, c.compiler, gen.schedule.threads, str(res.registers),
                     gen.schedule.smem_bytes + res.shared_static,
                     f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0", spill_bytes=res.spills)
-        _occupancy(st, target, gen.schedule.warps, res.registers)
+        _occupancy(st, target, gen.schedule.threads // 32, res.registers)
     try:
         sass = c.sass()
     except RuntimeError as e:

@@ -122,7 +122,7 @@ class _Emitter:
                 params.append(f"{ctype(p.dtype)} {p.name}")
         params += [f"const __grid_constant__ tc::tma_map {t.map}" for t in self.s.maps]
         blocks = self.s.min_blocks
-        bound = ("NUM_WARPS * 32 + 128, 1)" if ws else
+        bound = (f"NUM_WARPS * 32 + 128, {blocks})" + (f"  // {blocks} blocks an SM" if blocks > 1 else "") if ws else
                  f"NUM_WARPS * 32, {blocks})  // {blocks} blocks an SM: at most {self.s.max_registers} registers"
                  if blocks > 1 else "NUM_WARPS * 32)")
         w(f"extern \"C\" __global__ void __launch_bounds__({bound}")

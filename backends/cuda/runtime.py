@@ -421,8 +421,8 @@ class Runtime:
             gen, fn = self.prepare(k, device, "warp")   # arrays TMA cannot address: the warp schedule reads them
             maps = []
         grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
-        if gen.schedule.persistent:   # one block per SM walks every tile of tl.grid
-            grid = (min(int(np.prod(grid)), self.sms),)
+        if gen.schedule.persistent:   # one block per SM (or blocks_per_sm) walks every tile of tl.grid
+            grid = (min(int(np.prod(grid)), self.sms * gen.schedule.blocks),)
         return Launch(fn, grid, (gen.schedule.threads,), gen.schedule.smem_bytes, pack(k, args) + maps)
 
     def tensor_map(self, spec: TensorMapSpec, address: int) -> np.ndarray:

@@ -31,7 +31,8 @@ DEFAULT_STAGES = 2
 SMEM_ALIGN = 1024  # every shared tile and vector starts on a 1024-byte boundary (128-byte swizzle, TMA, wgmma)
 
 
-REGISTER_FILE = 65536     # 32-bit registers per SM; the warp-specialized block runs alone on its SM
+REGISTER_FILE = 65536     # 32-bit registers per SM, split evenly over the warp-specialized blocks an SM holds
+SM_SHARED = 228 * 1024    # shared memory per SM, of which the runtime reserves 1 KB per block
 PRODUCER_REGS = 40        # what a TMA-issuing warpgroup keeps (setmaxnreg.dec) when it walks a persistent grid,
 PRODUCER_REGS_MIN = 24    # and otherwise (setmaxnreg's floor): 8 more per consumer thread with two consumer
                           # warpgroups (240, as FlashAttention-3 gives them), which attention backward needs
@@ -85,6 +86,8 @@ class Schedule:
     #                          (on unless deferred=False: H200 12-02, +9% at D128 and +4% at D64 in attention)
     turns: bool = False      # deferred, two consumer warpgroups: they take turns issuing their wgmma batches
     exp2_poly: int = 0       # rewrites: 1 in N of a scaled softmax's exponentials on the FMA pipe (0: none)
+    blocks: int = 1          # warp-specialized: blocks an SM holds (option blocks_per_sm), so that one block's
+    #                          prologue and epilogue run under another's main loop; registers and shared memory split
 
     @property
     def warp_specialized(self) -> bool:
@@ -92,7 +95,10 @@ class Schedule:
 
     @property
     def min_blocks(self) -> int:
-        """Blocks per SM the launch bound asks for, so that ptxas keeps within max_registers (an SM has 64K)."""
+        """Blocks per SM the launch bound asks for, so that ptxas keeps within max_registers (an SM has 64K) or,
+        warp-specialized, within the block's share of the register file."""
+        if self.warp_specialized:
+            return self.blocks
         return 65536 // (self.threads * self.max_registers) if self.max_registers else 0
 
     @property
@@ -111,7 +117,7 @@ class Schedule:
     @property
     def consumer_regs(self) -> int:
         """Registers per consumer thread after setmaxnreg: what the producer gives up, in steps of 8."""
-        spare = REGISTER_FILE - 128 * self.producer_regs
+        spare = REGISTER_FILE // self.blocks - 128 * self.producer_regs
         return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
 
 
@@ -338,6 +344,11 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     if warps != want and split:   # the split tiles were for `want` warps: count them in again (wgmma: none sliced)
         split = []
         warps = fewest(want, [])
+    blocks = k.options.get("blocks_per_sm", 1)
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or not 1 <= blocks <= 4:
+        raise TileError(f"{k.name}: blocks_per_sm must be an int from 1 to 4, got {blocks!r}", k.loc)
+    if blocks > 1:   # each block's share of the SM (the runtime reserves 1 KB a block)
+        max_smem = min(max_smem, SM_SHARED // blocks - 1024)
     stage_counts = [lp.stages for lp in loops(k.body) if lp.kind == "pipeline" and lp.stages]
     stages = max(stage_counts or [k.options.get("stages", DEFAULT_STAGES)])
     piped = pipelined_tiles(k)
@@ -378,8 +389,12 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     reduce = reduce if staging else None
     if smem > max_smem:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
-                        f"({stages} pipeline stages), more than the {max_smem} a block can have; "
+                        f"({stages} pipeline stages), more than the {max_smem} a block can have"
+                        f"{f' with {blocks} blocks an SM' if blocks > 1 else ''}; "
                         f"use smaller tiles or fewer stages", k.loc)
+    if blocks > 1 and not tma:
+        raise TileError(f"{k.name}: blocks_per_sm is for the warp-specialized schedule (here: the warp schedule"
+                        f"{', because ' + note if note else ''}); the warp schedule takes max_registers", k.loc)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
@@ -391,7 +406,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     deferred=bool(tma and k.options.get("deferred", True)),
                     turns=bool(tma and k.options.get("deferred", True) and k.options.get("turns", False)
                                and warps == 8),
-                    exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0)
+                    exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0, blocks=blocks)
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
