@@ -373,7 +373,9 @@ def test_nested_pipeline_loops_keep_the_warp_schedule():
 def test_deferred_option_batches_s_and_the_previous_p_v(kernel, turns):
     """deferred=True (with the per-tile rings): S_j and P_{j-1} V_{j-1} issued as one batch, waited for as the hand
     kernel's are (ptxas puts the wait for P V a few instructions after the one for S_j, as it does there); with
-    turns=True the two consumer warpgroups issue their batches in turns (BAR.SYNC before, BAR.ARV after)."""
+    turns=True the two consumer warpgroups issue their batches in turns (BAR.SYNC before, BAR.ARV after), each
+    turn opening with P V, whose operands are ready: K's wait and S's descriptors (a SHFL) come after its
+    HGMMAs, not between the barrier and the tensor cores' first work; the barrier ids are computed once."""
     gen = generate(trace(kernel, deferred=True, turns=turns))
     c = toolchain.compile(gen.source, "sm_90a")
     res = c.resources[gen.name]
@@ -383,9 +385,14 @@ def test_deferred_option_batches_s_and_the_previous_p_v(kernel, turns):
     consumer = loop_with(c.sass(), "HGMMA", "SYNCS.PHASECHK")
     first_wait = consumer.index("WARPGROUP.DEPBAR")
     assert consumer[:first_wait].count("HGMMA") == consumer.count("HGMMA") == (16 if kernel == "attention" else 12)
-    assert consumer[first_wait:].startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1")
+    # turns: S_j and P V both waited for at once (S_j is issued last)
+    assert consumer[first_wait:].startswith(f"WARPGROUP.DEPBAR.LE gsb0, {'0x0' if turns else '0x1'}")
     assert consumer.count("SYNCS.ARRIVE") == 2
     assert (consumer.count("BAR.SYNC"), consumer.count("BAR.ARV")) == ((1, 1) if turns else (0, 0))
     if turns:
-        assert consumer.index("BAR.SYNC") < consumer.index("HGMMA") and \
-            consumer.rindex("HGMMA") < consumer.index("BAR.ARV") < first_wait
+        sync, first = consumer.index("BAR.SYNC"), consumer.index("HGMMA")
+        assert sync < first and consumer.rindex("HGMMA") < consumer.index("BAR.ARV") < first_wait
+        assert re.match(r"HGMMA\S* R\d+, R\d+, gdesc", consumer[first:])   # P V: A from registers
+        assert not re.search(r"SYNCS\.PHASECHK|SHFL", consumer[sync:first])
+        # the barrier ids stay in registers: the thread index is not read again in front of the turn
+        assert "SR_TID" not in consumer[:sync]

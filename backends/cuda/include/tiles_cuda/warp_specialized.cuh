@@ -227,12 +227,15 @@ __device__ __forceinline__ void stage_release(stage_ring<STAGES>& ring, int slot
 // runs late(j) (rescale O, write P_j, wait for V_j). The first step is peeled, so that no path through the loop
 // ends with a group in flight (ptxas serializes the wgmma otherwise). The caller fences last's accumulator.
 // TURNS (option turns=True, two consumer warpgroups): they take turns issuing their batches (named barriers 4 and
-// 5; 1 is the consumers' barrier, 2 and 3 store_tma's), so that one's softmax runs while the other's batch does.
+// 5; 1 is the consumers' barrier, 2 and 3 store_tma's), so that one's softmax runs while the other's batch does;
+// a turn then issues last(j-1) before first(j) (below).
 template <int STAGES, bool TURNS, typename First, typename Last, typename Early, typename Late>
 __device__ inline void consume_deferred(stage_cursor<STAGES>& cur, int n, stage_ring<STAGES>& last_ring,
                                         First first, Last last, Early early, Late late) {
     if (n <= 0) return;
-    const int group = warp_id() / 4;
+    // the broadcast id, not warp_id() / 4: ptxas then keeps the barrier ids in registers across the loop instead
+    // of reading the thread index again in front of every turn (S2R, SHF, VIADD ahead of each BAR.SYNC)
+    const int group = TURNS ? warpgroup_id() : 0;
     auto turn_wait = [&] { if (TURNS) tiles::sm90::named_sync(4 + group, 256); };
     auto turn_pass = [&] { if (TURNS) tiles::sm90::named_arrive(5 - group, 256); };
     if (group == 1) turn_pass();   // the first warpgroup issues first
@@ -246,13 +249,27 @@ __device__ inline void consume_deferred(stage_cursor<STAGES>& cur, int n, stage_
     cur.advance();
     for (int j = 1; j < n; ++j, cur.advance()) {
         turn_wait();
-        first(j, cur.slot);
-        last(j - 1, previous);
-        turn_pass();
-        mma_wait<1>();
-        early(j, cur.slot);
-        mma_wait<0>();
-        stage_release(last_ring, previous);
+        if constexpr (TURNS) {
+            // the turn opens with the mma whose operands are ready (last's slot was waited for in late(j - 1)),
+            // so that first's slot wait and descriptors (attention: K's mbarrier, Q's rows from the broadcast
+            // warpgroup id, a SHFL that cannot rise above the barrier) are paid while the tensor cores already
+            // run, not while the other warpgroup waits for the turn. S_j now completes after P V, so both are
+            // waited for at once: what ptxas made of the wait for S_j alone anyway (DEPBAR.LE 0 a few
+            // instructions after the LE 1).
+            last(j - 1, previous);
+            first(j, cur.slot);
+            turn_pass();
+            mma_wait<0>();
+            stage_release(last_ring, previous);
+            early(j, cur.slot);
+        } else {
+            first(j, cur.slot);
+            last(j - 1, previous);
+            mma_wait<1>();
+            early(j, cur.slot);
+            mma_wait<0>();
+            stage_release(last_ring, previous);
+        }
         late(j, cur.slot);
         previous = cur.slot;
     }
