@@ -111,6 +111,19 @@ def test_gemm_split_sums_rows_of_a_contiguous_c():
         assert np.shares_memory(c, view) and c.shape == (rows or view.shape)
 
 
+def test_gemm_split_steps_share_one_workspace():
+    """A backend whose workspaces are fresh arrays each time (torch's allocator on CUDA) still gives both steps
+    one workspace: sum_parts reads what gemm wrote, in its own shape."""
+    from tiles.backend import Backend
+
+    class Fresh(Backend):
+        def workspace(self, spec, like):
+            return np.full(spec.shape, np.nan, spec.dtype)
+    c, a, b = np.zeros((1, 64), np.float32), random_array((1, 256), "bf16"), random_array((256, 64), "bf16")
+    (_, (parts, _, _), _), (_, (_, p), _) = Fresh().steps(gemm, [c, a, b], {"SPLIT": 4})
+    assert parts.shape == (4, 1, 64) and p.shape == (4, 2, 32) and np.shares_memory(parts, p)
+
+
 @pytest.mark.parametrize("rows", ["contiguous", "strided"])
 def test_gemm_split_k_into_a_view(backend, rows):
     """A split of K into a view of a larger array, one row (viewed as rows of sum_parts's width) or rows with a
