@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 import tiles as tl
-from tiles.backend import resolve
+from tiles.backend import as_rows, resolve
 from tiles.dsl import TileError
 from tiles.tune import Shaped, pow2
 
@@ -60,7 +60,12 @@ def split_plan(cfg, C, A, B):
         return None
     depth = C.shape[0] if len(C.shape) == 3 else 1
     parts = Shaped((depth * split, C.shape[-2], C.shape[-1]), tl.f32)
-    return [(gemm, [parts, A, B], {"parts": True}), (sum_parts, [C, parts], {"PARTS": split})]
+    # sum_parts is elementwise: where C's rows are contiguous it takes C and the parts as rows of its tile's
+    # width, so that a skinny C (a decode step's M of 1) fills its 16-row tiles instead of masking 15 rows of 16
+    width = sum_parts.config(PARTS=split)[0]["BC"]
+    rows = as_rows(C, width)
+    summed = [C, parts] if rows is None else [rows, parts.reshape((depth * split, *rows.shape[-2:]))]
+    return [(gemm, [parts, A, B], {"parts": True}), (sum_parts, summed, {"PARTS": split})]
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, tune_where=fits, plan=split_plan)
@@ -118,21 +123,22 @@ def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1, parts
         tl.store(C, acc, on_a(bm, bn))
 
 
-@tl.kernel(configs={"default": dict(BR=16, BC=128, workers=1)})   # a warp: 2 x 64 f32 a thread, no spills
+# One warp a block, 16 x 32 of each part: every part's load is issued before the first add, so that a block waits
+# on memory once; 8 parts of 16 f32 a lane stay in registers. split_plan hands it C as rows of BC where it can.
+@tl.kernel(configs={"default": dict(BR=16, BC=32, workers=1)})
 def sum_parts(C, P, *, PARTS, BR, BC):
     """C (batch, M, N) or (M, N) = the sum of P's (batch x PARTS, M, N) slices in runs of PARTS, in C's dtype."""
     br, bc, d = tl.grid(tl.cdiv(C.rows, BR), tl.cdiv(C.cols, BC), C.depth if C.rank == 3 else 1)
     tl.check_eq(P.depth, (C.depth if C.rank == 3 else 1) * PARTS)
     tl.check_eq(P.rows, C.rows)
     tl.check_eq(P.cols, C.cols)
-    total = tl.regs(tl.f32, BR, BC, name="total")
-    part = tl.regs(tl.f32, BR, BC, name="part")
-    tl.load(total, P, (d * PARTS, br, bc))
-    for p in tl.range(PARTS - 1):
-        tl.load(part, P, (d * PARTS + p + 1, br, bc))
-        tl.add(total, total, part)
+    parts = [tl.regs(tl.f32, BR, BC, name=f"part{p}") for p in range(PARTS)]
+    for p, part in enumerate(parts):
+        tl.load(part, P, (d * PARTS + p if p else d * PARTS, br, bc))
+    for part in parts[1:]:
+        tl.add(parts[0], parts[0], part)
     out = tl.regs(C.dtype, BR, BC, name="out")
-    tl.copy(out, total)
+    tl.copy(out, parts[0])
     tl.store(C, out, (d, br, bc) if C.rank == 3 else (br, bc))
 
 

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles.kernels.attention import attention, reference
-from tiles.kernels.gemm import matmul
+from tiles.backend import resolve
+from tiles.kernels.gemm import gemm, matmul
 from tiles.dsl import TileError
 from tiles.testing import assert_close, random_array
 
@@ -92,6 +93,51 @@ def test_gemm_split_is_two_launches_or_refused():
     assert gemm.steps(args, "sm_90a") == [(gemm, args, {})]
     with pytest.raises(TileError, match="two launches"):
         gemm.trace(args, "sm_90a", SPLIT=3)
+
+
+def test_gemm_split_sums_rows_of_a_contiguous_c():
+    """sum_parts is elementwise: split_plan hands it a C with contiguous rows, and the workspace, as rows of its
+    tile's width (C of one row fills the 16-row tiles) over the same memory; any other C as it is."""
+    from tiles.kernels.gemm import gemm, sum_parts
+    from tiles.tune import Shaped
+    a, b = Shaped((1, 1024), "bf16"), Shaped((1024, 4096), "bf16")
+    (_, (parts, _, _), _), (f, (c, p), kw) = gemm.steps([Shaped((1, 4096), "bf16"), a, b], "sm_90a", SPLIT=4)
+    assert f is sum_parts and kw == {"PARTS": 4}
+    assert c.shape == (128, 32) and p.shape == (4, 128, 32) and p.base is parts and parts.shape == (4, 1, 4096)
+    big = np.zeros((2, 128), np.float32)
+    for view, rows in ((big, (8, 32)), (big[1:], (4, 32)), (big[:, :64], None), (big[:, :40], None)):
+        c = gemm.steps([view, Shaped((view.shape[0], 64), "bf16"), Shaped((64, view.shape[1]), "bf16")], "sm_90a",
+                       SPLIT=2)[1][1][0]
+        assert np.shares_memory(c, view) and c.shape == (rows or view.shape)
+
+
+def test_gemm_split_steps_share_one_workspace():
+    """A backend whose workspaces are fresh arrays each time (torch's allocator on CUDA) still gives both steps
+    one workspace: sum_parts reads what gemm wrote, in its own shape."""
+    from tiles.backend import Backend
+
+    class Fresh(Backend):
+        def workspace(self, spec, like):
+            return np.full(spec.shape, np.nan, spec.dtype)
+    c, a, b = np.zeros((1, 64), np.float32), random_array((1, 256), "bf16"), random_array((256, 64), "bf16")
+    (_, (parts, _, _), _), (_, (_, p), _) = Fresh().steps(gemm, [c, a, b], {"SPLIT": 4})
+    assert parts.shape == (4, 1, 64) and p.shape == (4, 2, 32) and np.shares_memory(parts, p)
+
+
+@pytest.mark.parametrize("rows", ["contiguous", "strided"])
+def test_gemm_split_k_into_a_view(backend, rows):
+    """A split of K into a view of a larger array, one row (viewed as rows of sum_parts's width) or rows with a
+    stride (taken as they are): the sums land in the view and nowhere else."""
+    m, n, k = (1, 96, 256) if rows == "contiguous" else (3, 40, 256)
+    big = random_array((m + 2, 2 * n), "bf16")
+    before = up(big)
+    c = big[1:1 + m, :n] if rows == "strided" else big[1:2].reshape(2, n)[:1]
+    a, b = random_array((m, k), "bf16"), random_array((k, n), "bf16")
+    resolve(backend).call(gemm, c, a, b, SPLIT=4, BK=32)
+    assert_close(c, up(a) @ up(b), "bf16")
+    after = up(big)
+    after[1:1 + m, :n] = before[1:1 + m, :n]
+    np.testing.assert_array_equal(after, before)
 
 
 def test_gemm_accumulate_needs_f32():

@@ -57,8 +57,16 @@ class Backend:
         if len(steps) == 1:
             return steps
         like = next((a for a in args if hasattr(a, "shape")), None)
-        return [(f, [self.workspace(a, like) if isinstance(a, tune.Shaped) else a for a in a_], kw)
-                for f, a_, kw in steps]
+        temps: dict = {}   # one array per temporary, however many steps view it
+
+        def place(a):
+            if not isinstance(a, tune.Shaped):
+                return a
+            base = a.base or a
+            if base not in temps:
+                temps[base] = self.workspace(base, like)
+            return temps[base] if base is a else temps[base].reshape(a.shape)
+        return [(f, [place(a) for a in a_], kw) for f, a_, kw in steps]
 
     def workspace(self, spec, like):
         """A temporary array of spec's shape and dtype where `like` lives, reused by later launches of its shape
@@ -232,6 +240,22 @@ def _strides(a) -> tuple:
     """Strides in elements, for numpy, cupy and torch arrays."""
     s = a.stride() if callable(getattr(a, "stride", None)) else tuple(x // a.itemsize for x in a.strides)
     return tuple(s)
+
+
+def as_rows(a, width: int):
+    """a (..., R, C) as (..., R * C / width, width): its last two dims as rows of `width` elements, a view of the
+    same memory; None where R * C does not divide by width or those dims are not contiguous (a copy would part
+    from the memory). For numpy, cupy and torch arrays, the CUDA backend's own and static shapes (tune.Shaped)."""
+    *lead, r, c = a.shape
+    if (r * c) % width:
+        return None
+    if not isinstance(a, tune.Shaped):
+        step = 1
+        for n, s in zip((c, r), reversed(_strides(a)[-2:])):   # a dim of extent 1 has any stride
+            if n > 1 and s != step:
+                return None
+            step *= n
+    return a.reshape((*lead, r * c // width, width))
 
 
 register(Backend())

@@ -343,6 +343,14 @@ class DeviceArray:
     def numpy(self) -> np.ndarray:
         return self.raw.get().view(self.dtype)
 
+    def reshape(self, shape) -> DeviceArray:
+        """The same buffer in another shape (contiguous, as every DeviceArray is)."""
+        view = object.__new__(DeviceArray)
+        view.dtype, view.itemsize, view.raw = self.dtype, self.itemsize, self.raw.reshape(shape)
+        view.shape, view.strides, view.device = view.raw.shape, view.raw.strides, self.device
+        view.signature = array_signature(view)
+        return view
+
 
 class Runtime:
     def __init__(self, target: str):

@@ -64,8 +64,13 @@ class Space:
 class Shaped:
     """An argument as the static steps see it: a shape and a dtype, no memory (tracing reads only those)."""
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape, dtype, base: Shaped | None = None):
         self.shape, self.dtype = tuple(int(n) for n in shape), np.dtype(dtypes.of(dtype).np)
+        self.base = base   # the temporary whose memory this one views in another shape (reshape), or None
+
+    def reshape(self, shape) -> Shaped:
+        """The same memory in another shape (a plan's temporary that two steps view differently)."""
+        return Shaped(shape, self.dtype, self.base or self)
 
     @property
     def nbytes(self) -> int:
