@@ -7,6 +7,7 @@
 #   ncu-skinny issue 18: ncu on the tuned split-K pair (gemm + sum_parts) and the unsplit 64x64 tile at
 #              1x4096x4096, and a sweep of BN and SPLIT at 1x4096x{4096,14336}: where the time against cuBLAS goes
 #   attn-tests the GPU property tests of the kernels and attention (forward, backward, the sm_90a schedule) only
+#   blocks     blocks_per_sm=2, turns, sum_parts: their GPU tests, then attention (short N, D64, D128) and skinny GEMMs
 #   examples   issue 18: docs/examples.md's kernels tuned (tune=True) against torch.compile (scripts/gpu_examples.py)
 #   attn-table issue 20: the forward (deferred P V now the default) on every row of the issue's table, persistent or
 #              not, and the backward at D128 / D64, against cuDNN SDPA
@@ -67,6 +68,20 @@ for s in "$@"; do
         timeout 90 python3 scripts/gpu_attn_profile.py compare "$OUT"/skinny_{split4,split1,sum}.ncu-rep \
             >"$OUT/skinny_summary.txt" 2>&1; head -c 9000 "$OUT/skinny_summary.txt"; echo
         rm -f "$OUT"/skinny_*.log ;;
+    blocks)   # blocks_per_sm=2, the turns' new order, sum_parts's rows: their GPU tests, then each timed
+        timeout 140 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
+            tests/test_cuda_warp_specialized.py tests/test_kernel_gemm.py tests/test_torch_ops.py \
+            -k "warp_specialized or persistent or blocks_per_sm or deferred or gemm or matmul or split" >"$OUT/blocks.log" 2>&1
+        echo "== blocks tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/blocks.log" | tail -8
+        a="python3 -m tiles compare attention --backends cuda --no-compile"
+        r() { grep -E "^(attention|gemm) " | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
+        echo "== turns"; timeout 60 $a --shapes 16x16x4096x64 16x16x4096x64,causal 4x32x8192x128 --set turns=False,True 2>&1 | r
+        echo "== blocks_per_sm"
+        for cfg in "BM=64 BN=64 workers=1 blocks_per_sm=1,2" "BM=64 BN=128 workers=1 blocks_per_sm=2"; do
+            timeout 50 $a --shapes 8x16x2048x128,causal 16x16x4096x64 --set $cfg 2>&1 | r
+        done
+        echo "== skinny gemm"; timeout 70 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 \
+            1x4096x14336 16x4096x14336 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=1,4 blocks_per_sm=1,2 2>&1 | r ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
