@@ -70,7 +70,7 @@ for s in "$@"; do
         rm -f "$OUT"/skinny_*.log ;;
     blocks)   # blocks_per_sm=2, the turns' new order, sum_parts's rows: their GPU tests, then each timed
         timeout 140 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
-            tests/test_cuda_warp_specialized.py tests/test_kernel_gemm.py tests/test_torch_ops.py \
+            tests/test_cuda_warp_specialized.py tests/test_kernels.py tests/test_torch_ops.py \
             -k "warp_specialized or persistent or blocks_per_sm or deferred or gemm or matmul or split" >"$OUT/blocks.log" 2>&1
         echo "== blocks tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/blocks.log" | tail -8
         a="python3 -m tiles compare attention --backends cuda --no-compile"
