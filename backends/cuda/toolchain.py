@@ -25,6 +25,7 @@ from tiles.compiler import CompileError, CompilerCrash, run  # noqa: F401 - Comp
 HEADERS = Path(__file__).parent / "include"
 TARGETS = ("sm_80", "sm_90a")
 TIMEOUT_S = 300
+WORKER = Path(__file__).with_name("nvrtc_worker.py")   # the child: NVRTC's bindings, not the tiles package
 
 
 @dataclass
@@ -167,7 +168,7 @@ def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple =
 
 
 def _worker_cmd() -> list[str]:
-    return [sys.executable, "-m", __name__]
+    return [sys.executable, str(WORKER)]
 
 
 def _source_context(log: str, source: str, name: str) -> str:
@@ -241,31 +242,3 @@ def disassemble(cubin: bytes) -> str:
     if p.returncode != 0:
         raise RuntimeError(f"cuobjdump failed: {p.stderr.strip()}")
     return p.stdout
-
-
-# ---- the NVRTC worker (runs in the child) ----------------------------------------------------------------------
-
-def _nvrtc_main(src_path: str, out_path: str, opts_json: str, kind: str = "cubin") -> int:
-    from cuda.bindings import nvrtc
-
-    src = Path(src_path).read_bytes()
-    opts = [o.encode() for o in json.loads(opts_json)]
-    err, prog = nvrtc.nvrtcCreateProgram(src, Path(src_path).name.encode(), 0, [], [])
-    (rc,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-    log = b" " * n
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    sys.stdout.write(log.rstrip(b"\x00 ").decode(errors="replace"))
-    if rc != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        return 1
-    size, get = (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if kind == "ptx" else \
-        (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
-    _, n = size(prog)
-    image = b" " * n
-    get(prog, image)
-    Path(out_path).write_bytes(image)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_nvrtc_main(*sys.argv[1:5]))
