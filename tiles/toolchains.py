@@ -129,15 +129,21 @@ def cannot_compile(target: str) -> str | None:
 _STATIC: dict = {}   # (traced kernel, target) -> Static: shapes that trace to the same kernel share one compile
 
 
-def static(kfn, args, target: str, **consts) -> Static:
+def static(kfn, args, target: str, *, sass: bool = True, **consts) -> Static:
     """Compile kfn for target (configured for it, traced for these arguments; where a call launches several
-    kernels, the one that is kfn: KernelFn.main_step) and read its resources."""
+    kernels, the one that is kfn: KernelFn.main_step) and read its resources. With sass=False (the tuner's
+    pruning) a CUDA kernel's SASS is not disassembled: its matrix instructions and code size stay unknown, and the
+    disassembly (a second of a few here) is not paid."""
     _, args, consts = kfn.main_step(args, target, **consts)
     k = kfn.trace(args, target, **consts)   # traces are cached, so equal traces are the same object
+    backend = targets.target(target).backend
     if (id(k), target) not in _STATIC:
-        fn = {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[targets.target(target).backend]
+        fn = {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[backend]
         _STATIC[id(k), target] = fn(k, target)
-    return _STATIC[id(k), target]
+    st = _STATIC[id(k), target]
+    if sass and backend == "cuda" and st.code_bytes is None and not st.note.startswith("no SASS"):
+        _cuda_sass(st, k, target)
+    return st
 
 
 def _cuda_generate(k, target):
@@ -150,7 +156,7 @@ def _cuda_compile(k, target):
     if tc.available(compiler):
         raise NoToolchain(f"no CUDA compiler here: {tc.available('nvrtc')}")
     gen = _cuda_generate(k, target)
-    return gen, tc.compile(gen.source, target, compiler=compiler)
+    return gen, tc.cached_compile(gen.source, target, compiler=compiler)
 
 
 def _cuda_static(k, target) -> Static:
@@ -164,15 +170,19 @@ def _cuda_static(k, target) -> Static:
                     gen.schedule.smem_bytes + res.shared_static,
                     f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0", spill_bytes=res.spills)
         _occupancy(st, target, gen.schedule.warps, res.registers)
+    return st
+
+
+def _cuda_sass(st: Static, k, target) -> None:
+    """st's code size and main-loop matrix instructions, from the SASS of its (cached) cubin."""
     try:
-        sass = c.sass()
+        sass = _cuda_compile(k, target)[1].sass()
     except RuntimeError as e:
         st.note = f"no SASS: {e}"
-        return st
+        return
     insts = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/\s", ln)]
     st.code_bytes = 16 * len(insts)   # every Volta+ instruction is 16 bytes
     st.mma = _loop_mma(sass, _sass_loops(sass), r"\b((?:HMMA|HGMMA|IMMA|QGMMA)[\w.]*)")
-    return st
 
 
 def _occupancy(st: Static, target: str, warps: int, regs: int) -> None:

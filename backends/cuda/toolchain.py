@@ -8,6 +8,7 @@ which the driver compiles for whatever device loads it (sm_80 code on a Hopper G
 """
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
@@ -20,6 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tiles import diskcache
 from tiles.compiler import CompileError, CompilerCrash, run  # noqa: F401 - CompilerCrash: this module's API
 
 HEADERS = Path(__file__).parent / "include"
@@ -165,6 +167,21 @@ def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple =
         if ptx:
             return Compiled(target, compiler, image.rstrip(b"\0") + b"\0", log, {})
         return Compiled(target, compiler, image, log, parse_resources(log) or cubin_resources(image))
+
+
+def cached_compile(source: str, target: str, *, compiler: str = "nvrtc", ptx: bool = False) -> Compiled:
+    """compile(), once per (source, header library, options, compiler versions) on disk ($TILES_CACHE/cuda): the
+    tuner's pruning, its timed launches (runtime.cached_cubin) and `tiles inspect` share one compile of a source.
+    A refused source is not kept: it raises each time."""
+    key = diskcache.key(source, headers_digest(), options(target, compiler, ptx), versions(), compiler)
+
+    def build() -> bytes:
+        c = compile(source, target, compiler=compiler, ptx=ptx)
+        return json.dumps({"log": c.log, "image": base64.b64encode(c.cubin).decode()}).encode()
+    kept = json.loads(diskcache.cached(diskcache.folder("cuda") / f"{key}.compiled", build).read_bytes())
+    image = base64.b64decode(kept["image"])
+    return Compiled(target, compiler, image, kept["log"], {} if ptx else parse_resources(kept["log"]) or
+                    cubin_resources(image))
 
 
 def _worker_cmd() -> list[str]:
