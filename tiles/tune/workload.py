@@ -38,9 +38,10 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
         ranked = list(cands)
     else:
         tick = progress(len(cands)) if progress else None
-        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, progress=tick)
-        ranked = rank(kfn, target, args, cands, fixed, model_device(target, device) if b is None or device else
-                      _device_of(b, target), launches)
+        dev = model_device(target, device) if b is None or device else _device_of(b, target)
+        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, progress=tick, top=top, device=dev,
+              launches=launches)
+        ranked = rank(kfn, target, args, cands, fixed, dev, launches)
     if b is None:
         if not ranked:
             raise RuntimeError(f"tuning {kfn.__name__} for {target}: every candidate was pruned: " +
