@@ -236,6 +236,7 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
     else:
         ranked = [c for c in cands if not c.dropped]
     chosen = _to_time(ranked, cands, top)
+    precompile(b, kfn, args, fixed, chosen)
     host = [b.numpy(a).copy() if hasattr(a, "shape") else a for a in args]
     sets = bench.input_sets(sum(a.nbytes for a in host if hasattr(a, "nbytes")))
 
@@ -271,6 +272,28 @@ def _to_time(ranked: list[Candidate], cands: list[Candidate], top: int) -> list[
     if default not in chosen and not default.dropped:
         chosen.append(default)
     return chosen
+
+
+def precompile(b, kfn, args, fixed: dict, chosen: list[Candidate], jobs: int | None = None) -> None:
+    """Compile the candidates' device code in parallel before timing (a backend that can: `precompile(k)`),
+    so that the first timed launch of each does not compile alone (pruning compiled each main kernel once already:
+    what it adds is a plan's other kernels, or a device whose shared memory plans differently). A failure is left
+    to the timed launch."""
+    pre = getattr(b, "precompile", None)
+    if pre is None or not chosen:
+        return
+    shaped = shapes_of(args)
+    kernels = [f.trace(a, b.target, **kw) for c in chosen
+               for f, a, kw in kfn.steps(shaped, b.target, **{**fixed, **c.config})]
+
+    def one(k):
+        try:
+            pre(k)
+        except Exception:  # noqa: BLE001
+            pass
+    one(kernels[0])   # alone: it sets up what the backend's compiles share (CUDA: its runtime)
+    with concurrent.futures.ThreadPoolExecutor(jobs or max(1, os.cpu_count() or 1)) as pool:
+        list(pool.map(one, kernels[1:]))
 
 
 def clock_for(b):
