@@ -106,7 +106,7 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
 
     def compile_one(c):
         return tc.static(kfn, shaped, target, sass=False, **{**fixed, **c.config})
-    jobs = jobs or max(1, os.cpu_count() or 1)
+    jobs = jobs or cores()
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:   # each compile is a child process: threads wait
         running: dict = {}
         while True:
@@ -145,6 +145,11 @@ def _judge(c: Candidate, f, tc, limit: int, min_blocks: int) -> None:
         c.dropped = f"shared memory: {st.shared_bytes / 1024:.1f} KB > {limit / 1024:.0f} KB"
     elif st.blocks_per_unit is not None and st.blocks_per_unit < min_blocks:
         c.dropped = f"occupancy: {st.occupancy}, below {min_blocks} block(s) per unit"
+
+
+def cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count): one compile each."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else max(1, os.cpu_count() or 1)
 
 
 def _first_line(e: Exception) -> str:
@@ -292,7 +297,7 @@ def precompile(b, kfn, args, fixed: dict, chosen: list[Candidate], jobs: int | N
         except Exception:  # noqa: BLE001
             pass
     one(kernels[0])   # alone: it sets up what the backend's compiles share (CUDA: its runtime)
-    with concurrent.futures.ThreadPoolExecutor(jobs or max(1, os.cpu_count() or 1)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(jobs or cores()) as pool:
         list(pool.map(one, kernels[1:]))
 
 
