@@ -1,6 +1,7 @@
 """Autotuning (tiles.tune): the space, static pruning, the static model, the cache, the launch's lookup, `tiles tune`.
 Cheap: the timed searches run on the reference interpreter at small shapes; one real compile prunes for sm_90a."""
 import json
+import re
 import time
 
 import numpy as np
@@ -140,6 +141,21 @@ def test_prune_with_top_compiles_only_what_the_ranking_needs(monkeypatch, m):
     assert not any(c.static.spill_bytes for c in got)
     assert {c.dropped.split(":")[0] for c in lazy if c.dropped} <= {"refused", "same code", "spills", "ranked out"}
     assert all(c.static is None for c in lazy if c.dropped and c.dropped.startswith("ranked out"))
+
+
+def test_a_certain_spill_is_known_before_compiling():
+    """sm_90a: a 256 x 256 f32 accumulator over one consumer warpgroup is 512 registers a thread (the cap: 255);
+    over two, 256 (above their cap after setmaxnreg); the shipped default's 128 x 256 over two fits. The source is
+    generated, nothing compiled."""
+    shapes = [Shaped((4096, 4096), "bf16")] * 3
+    big = dict(BM=256, BN=256, BK=64, stages=3)
+    assert "need 512 registers a thread, over the cap of 255" in toolchains.spills_surely(gemm, shapes, "sm_90a", **big,
+                                                                                          workers=1)
+    two = re.search(r"need 256 registers a thread, over the cap of (\d+)",
+                    toolchains.spills_surely(gemm, shapes, "sm_90a", **big, workers=2))
+    assert two and int(two.group(1)) < 256
+    assert toolchains.spills_surely(gemm, shapes, "sm_90a") is None
+    assert toolchains.spills_surely(gemm, shapes, "gfx950", **big, workers=1) is None   # known on CUDA only
 
 
 # ---------------------------------------------------------------- the static model

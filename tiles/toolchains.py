@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import printer, targets
+from .types import RT
 
 
 class NoToolchain(RuntimeError):
@@ -144,6 +145,23 @@ def static(kfn, args, target: str, *, sass: bool = True, **consts) -> Static:
     if sass and backend == "cuda" and st.code_bytes is None and not st.note.startswith("no SASS"):
         _cuda_sass(st, k, target)
     return st
+
+
+def spills_surely(kfn, args, target: str, **consts) -> str | None:
+    """Why kfn spills on target, known before compiling, or None: on CUDA, where its register tiles alone need
+    more 32-bit registers a thread (over the warps its schedule gives them) than a thread may have (255, or the
+    schedule's cap: setmaxnreg, max_registers). Addresses, indices and the compiler's temporaries come on top;
+    only tiles whose lives do not overlap could share registers (none did in the 194 sm_90a candidates of
+    docs/examples.md's kernels and gemm that it was checked against: every one it names spilled)."""
+    if targets.target(target).backend != "cuda":
+        return None
+    _, args, consts = kfn.main_step(args, target, **consts)
+    k = kfn.trace(args, target, **consts)
+    s = _cuda_generate(k, target).schedule
+    words = sum(t.rows * t.cols * t.dtype.itemsize for t in k.tiles if isinstance(t, RT) and t.name not in s.sliced)
+    need = words / 4 / (32 * s.warps)
+    cap = min(255, s.consumer_regs if s.warp_specialized else s.max_registers or 255)
+    return f"register tiles need {need:.0f} registers a thread, over the cap of {cap}" if need > cap else None
 
 
 def _cuda_generate(k, target):

@@ -65,8 +65,9 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
     """Mark the candidates that cannot be worth timing, from what the offline toolchain says (`dropped` is
     "KIND: detail"): the verifier or the backend refuses it ("refused"), it generates the source of an earlier
     candidate ("same code"), it does not compile, it spills, its shared memory/LDS/threadgroup memory exceeds the
-    target's, or fewer than min_blocks blocks fit a unit ("occupancy"). Compiles run in parallel (one per core),
-    each in its own child process.
+    target's, or fewer than min_blocks blocks fit a unit ("occupancy"). A spill certain before compiling
+    (toolchains.spills_surely: the register tiles alone exceed a thread's registers) is not compiled. Compiles run
+    in parallel (one per core), each in its own child process.
 
     With `top`, only what the model's ranking needs is compiled: the model's estimate before compiling (shared
     memory alone bounds the resident blocks; registers can only lower that, and the estimate never falls with
@@ -89,6 +90,10 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
             c.dropped = f"same code: as {sources[source].label()}"
             continue
         sources[source] = c
+        why = tc.spills_surely(kfn, shaped, target, **{**fixed, **c.config})
+        if why:
+            c.dropped = f"spills: {why} (not compiled)"
+            continue
         live.append(c)
     order = {id(c): i for i, c in enumerate(cands)}
     bound = {id(c): (estimate(kfn, target, shaped, c, fixed, None, device, launches)[0], order[id(c)])
