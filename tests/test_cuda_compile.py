@@ -273,11 +273,25 @@ def test_disk_cache_compiles_once(tmp_path, monkeypatch):
     src = '#include <tiles_cuda/tiles.cuh>\nextern "C" __global__ void k(float* x) { x[0] = 1.f; }\n'
     p1 = runtime.cached_cubin(src, "sm_80", driver="13000")
     p2 = runtime.cached_cubin(src, "sm_80", driver="13000")
-    p3 = runtime.cached_cubin(src, "sm_80", driver="13010")   # a new driver: compiled again
-    assert p1 == p2 != p3 and len(calls) == 2 and p1.read_bytes()[:4] == b"\x7fELF"
+    # a new driver: a file of its own, from the one compile of the source (NVRTC's output does not depend on it)
+    p3 = runtime.cached_cubin(src, "sm_80", driver="13010")
+    assert p1 == p2 != p3 and len(calls) == 1 and p1.read_bytes()[:4] == b"\x7fELF" == p3.read_bytes()[:4]
     # other header contents (another tiles version), same source: compiled again, never the old cubin
     monkeypatch.setattr(toolchain, "headers_digest", lambda: "other headers")
-    assert runtime.cached_cubin(src, "sm_80", driver="13000") not in (p1, p3) and len(calls) == 3
+    assert runtime.cached_cubin(src, "sm_80", driver="13000") not in (p1, p3) and len(calls) == 2
+
+
+def test_compile_cache_is_shared_by_the_static_report_and_the_runtime(tmp_path, monkeypatch):
+    """The tuner's pruning (toolchains.static) compiles a candidate once; its timed launch loads that cubin."""
+    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
+    calls = []
+    real = toolchain.compile
+    monkeypatch.setattr(toolchain, "compile", lambda *a, **k: calls.append(a) or real(*a, **k))
+    src = '#include <tiles_cuda/tiles.cuh>\nextern "C" __global__ void k(float* x) { x[0] = 2.f; }\n'
+    c = toolchain.cached_compile(src, "sm_90a")
+    again = toolchain.cached_compile(src, "sm_90a")
+    assert runtime.cached_cubin(src, "sm_90a", driver="13000").read_bytes() == c.cubin == again.cubin
+    assert len(calls) == 1 and again.log == c.log and again.resources == c.resources
 
 
 def test_headers_digest_follows_every_header(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """Autotuning (tiles.tune): the space, static pruning, the static model, the cache, the launch's lookup, `tiles tune`.
 Cheap: the timed searches run on the reference interpreter at small shapes; one real compile prunes for sm_90a."""
 import json
+import re
 import time
 
 import numpy as np
@@ -110,6 +111,51 @@ def test_prune_compiles_for_real_and_drops_duplicates():
     assert cands[0].dropped is None and cands[0].static.blocks_per_unit >= 1 and cands[0].static.spill_bytes == 0
     assert cands[1].dropped.startswith("refused: TileError")
     assert cands[2].dropped.startswith("same code: as BM=64")
+
+
+@pytest.mark.parametrize("m", [16, 2048])
+def test_prune_with_top_compiles_only_what_the_ranking_needs(monkeypatch, m):
+    """The model's estimate before compiling bounds the one after (registers only lower the resident blocks): the
+    best `top` come out as compiling every candidate ranks them, a spilling one never among them, with fewer
+    compiles; what was not compiled is dropped as ranked out."""
+    shapes = [Shaped((m, 4096), "bf16"), Shaped((m, 4096), "bf16"), Shaped((4096, 4096), "bf16")]
+    compiled = []
+
+    def fake(kfn, a, t, sass=True, **c):   # an f32 accumulator of BM x BN over 128 x workers threads
+        compiled.append(c)
+        regs = c["BM"] * c["BN"] // (128 * c["workers"])
+        return toolchains.Static(t, "fake", 128, shared_bytes=1024, spill_bytes=64 if regs > 128 else 0,
+                                 blocks_per_unit=1 if regs >= 64 else 2)
+    monkeypatch.setattr(toolchains, "static", fake)
+    dev = tune.model_device("sm_90a")
+    full = tune.candidates(gemm, "sm_90a", shapes, {})
+    tune.prune(gemm, "sm_90a", shapes, full, {}, device=dev)
+    every = len(compiled)
+    compiled.clear()
+    lazy = tune.candidates(gemm, "sm_90a", shapes, {})
+    tune.prune(gemm, "sm_90a", shapes, lazy, {}, top=4, device=dev, jobs=2)
+    want = [c.config for c in tune.rank(gemm, "sm_90a", shapes, full, {}, dev)[:4]]
+    got = tune.rank(gemm, "sm_90a", shapes, lazy, {}, dev)
+    assert [c.config for c in got[:4]] == want and len(compiled) < every
+    assert lazy[0].default and lazy[0].static is not None   # the baseline always compiles
+    assert not any(c.static.spill_bytes for c in got)
+    assert {c.dropped.split(":")[0] for c in lazy if c.dropped} <= {"refused", "same code", "spills", "ranked out"}
+    assert all(c.static is None for c in lazy if c.dropped and c.dropped.startswith("ranked out"))
+
+
+def test_a_certain_spill_is_known_before_compiling():
+    """sm_90a: a 256 x 256 f32 accumulator over one consumer warpgroup is 512 registers a thread (the cap: 255);
+    over two, 256 (above their cap after setmaxnreg); the shipped default's 128 x 256 over two fits. The source is
+    generated, nothing compiled."""
+    shapes = [Shaped((4096, 4096), "bf16")] * 3
+    big = dict(BM=256, BN=256, BK=64, stages=3)
+    assert "need 512 registers a thread, over the cap of 255" in toolchains.spills_surely(gemm, shapes, "sm_90a", **big,
+                                                                                          workers=1)
+    two = re.search(r"need 256 registers a thread, over the cap of (\d+)",
+                    toolchains.spills_surely(gemm, shapes, "sm_90a", **big, workers=2))
+    assert two and int(two.group(1)) < 256
+    assert toolchains.spills_surely(gemm, shapes, "sm_90a") is None
+    assert toolchains.spills_surely(gemm, shapes, "gfx950", **big, workers=1) is None   # known on CUDA only
 
 
 # ---------------------------------------------------------------- the static model

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import printer, targets
+from .types import RT
 
 
 class NoToolchain(RuntimeError):
@@ -129,15 +130,38 @@ def cannot_compile(target: str) -> str | None:
 _STATIC: dict = {}   # (traced kernel, target) -> Static: shapes that trace to the same kernel share one compile
 
 
-def static(kfn, args, target: str, **consts) -> Static:
+def static(kfn, args, target: str, *, sass: bool = True, **consts) -> Static:
     """Compile kfn for target (configured for it, traced for these arguments; where a call launches several
-    kernels, the one that is kfn: KernelFn.main_step) and read its resources."""
+    kernels, the one that is kfn: KernelFn.main_step) and read its resources. With sass=False (the tuner's
+    pruning) a CUDA kernel's SASS is not disassembled: its matrix instructions and code size stay unknown, and the
+    disassembly (a second of a few here) is not paid."""
     _, args, consts = kfn.main_step(args, target, **consts)
     k = kfn.trace(args, target, **consts)   # traces are cached, so equal traces are the same object
+    backend = targets.target(target).backend
     if (id(k), target) not in _STATIC:
-        fn = {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[targets.target(target).backend]
+        fn = {"cuda": _cuda_static, "hip": _hip_static, "metal": _metal_static}[backend]
         _STATIC[id(k), target] = fn(k, target)
-    return _STATIC[id(k), target]
+    st = _STATIC[id(k), target]
+    if sass and backend == "cuda" and st.code_bytes is None and not st.note.startswith("no SASS"):
+        _cuda_sass(st, k, target)
+    return st
+
+
+def spills_surely(kfn, args, target: str, **consts) -> str | None:
+    """Why kfn spills on target, known before compiling, or None: on CUDA, where its register tiles alone need
+    more 32-bit registers a thread (over the warps its schedule gives them) than a thread may have (255, or the
+    schedule's cap: setmaxnreg, max_registers). Addresses, indices and the compiler's temporaries come on top;
+    only tiles whose lives do not overlap could share registers (none did in the 194 sm_90a candidates of
+    docs/examples.md's kernels and gemm that it was checked against: every one it names spilled)."""
+    if targets.target(target).backend != "cuda":
+        return None
+    _, args, consts = kfn.main_step(args, target, **consts)
+    k = kfn.trace(args, target, **consts)
+    s = _cuda_generate(k, target).schedule
+    words = sum(t.rows * t.cols * t.dtype.itemsize for t in k.tiles if isinstance(t, RT) and t.name not in s.sliced)
+    need = words / 4 / (32 * s.warps)
+    cap = min(255, s.consumer_regs if s.warp_specialized else s.max_registers or 255)
+    return f"register tiles need {need:.0f} registers a thread, over the cap of {cap}" if need > cap else None
 
 
 def _cuda_generate(k, target):
@@ -150,7 +174,7 @@ def _cuda_compile(k, target):
     if tc.available(compiler):
         raise NoToolchain(f"no CUDA compiler here: {tc.available('nvrtc')}")
     gen = _cuda_generate(k, target)
-    return gen, tc.compile(gen.source, target, compiler=compiler)
+    return gen, tc.cached_compile(gen.source, target, compiler=compiler)
 
 
 def _cuda_static(k, target) -> Static:
@@ -164,15 +188,19 @@ def _cuda_static(k, target) -> Static:
                     gen.schedule.smem_bytes + res.shared_static,
                     f"{res.spill_stores}+{res.spill_loads} B" if res.spills else "0", spill_bytes=res.spills)
         _occupancy(st, target, gen.schedule.threads // 32, res.registers)
+    return st
+
+
+def _cuda_sass(st: Static, k, target) -> None:
+    """st's code size and main-loop matrix instructions, from the SASS of its (cached) cubin."""
     try:
-        sass = c.sass()
+        sass = _cuda_compile(k, target)[1].sass()
     except RuntimeError as e:
         st.note = f"no SASS: {e}"
-        return st
+        return
     insts = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/\s", ln)]
     st.code_bytes = 16 * len(insts)   # every Volta+ instruction is 16 bytes
     st.mma = _loop_mma(sass, _sass_loops(sass), r"\b((?:HMMA|HGMMA|IMMA|QGMMA)[\w.]*)")
-    return st
 
 
 def _occupancy(st: Static, target: str, warps: int, regs: int) -> None:

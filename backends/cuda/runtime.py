@@ -278,7 +278,7 @@ def cached_cubin(source: str, target: str, driver: str, ptx: bool = False) -> Pa
     key = diskcache.key(source, toolchain.headers_digest(), opts, toolchain.versions(), driver)
 
     def build() -> bytes:
-        image = toolchain.compile(source, target, ptx=ptx).cubin
+        image = toolchain.cached_compile(source, target, ptx=ptx).cubin
         (cache_dir() / f"{key}.cu").write_text(source)   # beside it, for `tiles inspect` and people
         return image
 

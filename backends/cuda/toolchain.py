@@ -8,6 +8,7 @@ which the driver compiles for whatever device loads it (sm_80 code on a Hopper G
 """
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
@@ -20,11 +21,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tiles import diskcache
 from tiles.compiler import CompileError, CompilerCrash, run  # noqa: F401 - CompilerCrash: this module's API
 
 HEADERS = Path(__file__).parent / "include"
 TARGETS = ("sm_80", "sm_90a")
 TIMEOUT_S = 300
+WORKER = Path(__file__).with_name("nvrtc_worker.py")   # the child: NVRTC's bindings, not the tiles package
 
 
 @dataclass
@@ -166,8 +169,23 @@ def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple =
         return Compiled(target, compiler, image, log, parse_resources(log) or cubin_resources(image))
 
 
+def cached_compile(source: str, target: str, *, compiler: str = "nvrtc", ptx: bool = False) -> Compiled:
+    """compile(), once per (source, header library, options, compiler versions) on disk ($TILES_CACHE/cuda): the
+    tuner's pruning, its timed launches (runtime.cached_cubin) and `tiles inspect` share one compile of a source.
+    A refused source is not kept: it raises each time."""
+    key = diskcache.key(source, headers_digest(), options(target, compiler, ptx), versions(), compiler)
+
+    def build() -> bytes:
+        c = compile(source, target, compiler=compiler, ptx=ptx)
+        return json.dumps({"log": c.log, "image": base64.b64encode(c.cubin).decode()}).encode()
+    kept = json.loads(diskcache.cached(diskcache.folder("cuda") / f"{key}.compiled", build).read_bytes())
+    image = base64.b64decode(kept["image"])
+    return Compiled(target, compiler, image, kept["log"], {} if ptx else parse_resources(kept["log"]) or
+                    cubin_resources(image))
+
+
 def _worker_cmd() -> list[str]:
-    return [sys.executable, "-m", __name__]
+    return [sys.executable, str(WORKER)]
 
 
 def _source_context(log: str, source: str, name: str) -> str:
@@ -241,31 +259,3 @@ def disassemble(cubin: bytes) -> str:
     if p.returncode != 0:
         raise RuntimeError(f"cuobjdump failed: {p.stderr.strip()}")
     return p.stdout
-
-
-# ---- the NVRTC worker (runs in the child) ----------------------------------------------------------------------
-
-def _nvrtc_main(src_path: str, out_path: str, opts_json: str, kind: str = "cubin") -> int:
-    from cuda.bindings import nvrtc
-
-    src = Path(src_path).read_bytes()
-    opts = [o.encode() for o in json.loads(opts_json)]
-    err, prog = nvrtc.nvrtcCreateProgram(src, Path(src_path).name.encode(), 0, [], [])
-    (rc,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-    log = b" " * n
-    nvrtc.nvrtcGetProgramLog(prog, log)
-    sys.stdout.write(log.rstrip(b"\x00 ").decode(errors="replace"))
-    if rc != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        return 1
-    size, get = (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if kind == "ptx" else \
-        (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
-    _, n = size(prog)
-    image = b" " * n
-    get(prog, image)
-    Path(out_path).write_bytes(image)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_nvrtc_main(*sys.argv[1:5]))

@@ -61,12 +61,19 @@ def _ident(cfg: dict) -> tuple:
 
 
 def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_blocks: int = 1,
-          jobs: int | None = None, progress=None) -> None:
+          jobs: int | None = None, progress=None, top: int | None = None, device=None, launches: int = 1) -> None:
     """Mark the candidates that cannot be worth timing, from what the offline toolchain says (`dropped` is
     "KIND: detail"): the verifier or the backend refuses it ("refused"), it generates the source of an earlier
     candidate ("same code"), it does not compile, it spills, its shared memory/LDS/threadgroup memory exceeds the
-    target's, or fewer than min_blocks blocks fit a unit ("occupancy"). Compiles run in parallel, each in its own
-    child process."""
+    target's, or fewer than min_blocks blocks fit a unit ("occupancy"). A spill certain before compiling
+    (toolchains.spills_surely: the register tiles alone exceed a thread's registers) is not compiled. Compiles run
+    in parallel (one per core), each in its own child process.
+
+    With `top`, only what the model's ranking needs is compiled: the model's estimate before compiling (shared
+    memory alone bounds the resident blocks; registers can only lower that, and the estimate never falls with
+    fewer resident blocks) is a lower bound of the one after, so candidates compile in the order of that bound
+    until `top` survivors rank ahead of every bound left; the rest are dropped uncompiled ("ranked out"). The
+    configured default always compiles."""
     from .. import toolchains as tc
     from ..dsl import TileError
     shaped = shapes_of(args)
@@ -83,34 +90,71 @@ def prune(kfn, target: str, args, cands: list[Candidate], fixed: dict, *, min_bl
             c.dropped = f"same code: as {sources[source].label()}"
             continue
         sources[source] = c
+        why = tc.spills_surely(kfn, shaped, target, **{**fixed, **c.config})
+        if why:
+            c.dropped = f"spills: {why} (not compiled)"
+            continue
         live.append(c)
-    jobs = jobs or max(1, os.cpu_count() or 1)
+    order = {id(c): i for i, c in enumerate(cands)}
+    bound = {id(c): (estimate(kfn, target, shaped, c, fixed, None, device, launches)[0], order[id(c)])
+             for c in live} if top else {}
+    queue = sorted(live, key=lambda c: (not c.default, bound.get(id(c), order[id(c)])))
+    limit = targets.target(target).shared_bytes
+    kept: list = []   # (estimate, order) of the compiled survivors
+
+    def done() -> bool:   # the best `top` are known: compiled, and ahead of every bound not compiled yet
+        if not queue:
+            return True
+        if not top or len(kept) < top:
+            return False
+        return sorted(kept)[top - 1] < min(bound[id(c)] for c in queue)
 
     def compile_one(c):
-        return tc.static(kfn, shaped, target, **{**fixed, **c.config})
+        return tc.static(kfn, shaped, target, sass=False, **{**fixed, **c.config})
+    jobs = jobs or cores()
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:   # each compile is a child process: threads wait
-        futures = {pool.submit(compile_one, c): c for c in live}
-        for f in concurrent.futures.as_completed(futures):
-            c = futures[f]
-            try:
-                c.static = f.result()
-            except tc.NoToolchain as e:
-                c.static, c.terms["not compiled"] = None, str(e)
-            except Exception as e:  # noqa: BLE001 - a compile failure prunes this candidate, not the search
-                c.dropped = f"does not compile: {_first_line(e)}"
-            if progress:
-                progress()
-    limit = targets.target(target).shared_bytes
-    for c in live:
-        st = c.static
-        if c.dropped or st is None:
-            continue
-        if st.spill_bytes:
-            c.dropped = f"spills: {st.spills}"
-        elif st.shared_bytes is not None and st.shared_bytes > limit:
-            c.dropped = f"shared memory: {st.shared_bytes / 1024:.1f} KB > {limit / 1024:.0f} KB"
-        elif st.blocks_per_unit is not None and st.blocks_per_unit < min_blocks:
-            c.dropped = f"occupancy: {st.occupancy}, below {min_blocks} block(s) per unit"
+        running: dict = {}
+        while True:
+            while len(running) < jobs and not done():
+                c = queue.pop(0)
+                running[pool.submit(compile_one, c)] = c
+            if not running:
+                break
+            finished, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for f in finished:
+                c = running.pop(f)
+                _judge(c, f, tc, limit, min_blocks)
+                if top and not c.dropped and c.static is not None:
+                    kept.append((estimate(kfn, target, shaped, c, fixed, c.static, device, launches)[0],
+                                 order[id(c)]))
+                if progress:
+                    progress()
+    for c in queue:
+        c.dropped = f"ranked out: not compiled, its bound {bound[id(c)][0] * 1e6:.1f} us is behind the best {top}"
+
+
+def _judge(c: Candidate, f, tc, limit: int, min_blocks: int) -> None:
+    """c's compile (future f): its Static, or why it is dropped."""
+    try:
+        c.static = f.result()
+    except tc.NoToolchain as e:
+        c.static, c.terms["not compiled"] = None, str(e)
+        return
+    except Exception as e:  # noqa: BLE001 - a compile failure prunes this candidate, not the search
+        c.dropped = f"does not compile: {_first_line(e)}"
+        return
+    st = c.static
+    if st.spill_bytes:
+        c.dropped = f"spills: {st.spills}"
+    elif st.shared_bytes is not None and st.shared_bytes > limit:
+        c.dropped = f"shared memory: {st.shared_bytes / 1024:.1f} KB > {limit / 1024:.0f} KB"
+    elif st.blocks_per_unit is not None and st.blocks_per_unit < min_blocks:
+        c.dropped = f"occupancy: {st.occupancy}, below {min_blocks} block(s) per unit"
+
+
+def cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count): one compile each."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else max(1, os.cpu_count() or 1)
 
 
 def _first_line(e: Exception) -> str:
@@ -118,23 +162,29 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {text.splitlines()[-1] if text else ''}"
 
 
+def estimate(kfn, target: str, shaped, c: Candidate, fixed: dict, static, device=None, launches: int = 1):
+    """The model's seconds for candidate c (static: its compiled kernel's, or None) and the main kernel's terms.
+    Where a call launches several kernels (KernelFn.steps) the estimate is their sum."""
+    total, terms = 0.0, {}
+    steps = kfn.steps(shaped, target, **{**fixed, **c.config})
+    for f, a, kw in steps:
+        main = f is kfn
+        s, t = model(f.trace(a, target, **kw), a, target, static if main else None, device, launches if main else 1)
+        total += s
+        if main:
+            terms = t
+    if len(steps) > 1:
+        terms["launches"] = len(steps)
+    return total, terms
+
+
 def rank(kfn, target: str, args, cands: list[Candidate], fixed: dict, device=None, launches: int = 1) -> list:
-    """The survivors, each with its model estimate, fastest first (ties: the order of the space). Where a call
-    launches several kernels (KernelFn.steps) the estimate is their sum, the terms the main kernel's."""
+    """The survivors, each with its model estimate, fastest first (ties: the order of the space)."""
     shaped = shapes_of(args)
     live = [c for c in cands if not c.dropped]
     for c in live:
-        c.model_s = 0.0
-        steps = kfn.steps(shaped, target, **{**fixed, **c.config})
-        for f, a, kw in steps:
-            main = f is kfn
-            s, terms = model(f.trace(a, target, **kw), a, target, c.static if main else None, device,
-                             launches if main else 1)
-            c.model_s += s
-            if main:
-                c.terms.update(terms)
-        if len(steps) > 1:
-            c.terms["launches"] = len(steps)
+        c.model_s, terms = estimate(kfn, target, shaped, c, fixed, c.static, device, launches)
+        c.terms.update(terms)
     return sorted(live, key=lambda c: c.model_s)
 
 
@@ -190,11 +240,13 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
     fixed = dict(overrides)
     cands = candidates(kfn, target, args, fixed)
     if target is not None:
-        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks)
-        ranked = rank(kfn, target, args, cands, fixed, _device_of(b, target))
+        device = _device_of(b, target)
+        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, top=top, device=device)
+        ranked = rank(kfn, target, args, cands, fixed, device)
     else:
         ranked = [c for c in cands if not c.dropped]
     chosen = _to_time(ranked, cands, top)
+    precompile(b, kfn, args, fixed, chosen)
     host = [b.numpy(a).copy() if hasattr(a, "shape") else a for a in args]
     sets = bench.input_sets(sum(a.nbytes for a in host if hasattr(a, "nbytes")))
 
@@ -230,6 +282,28 @@ def _to_time(ranked: list[Candidate], cands: list[Candidate], top: int) -> list[
     if default not in chosen and not default.dropped:
         chosen.append(default)
     return chosen
+
+
+def precompile(b, kfn, args, fixed: dict, chosen: list[Candidate], jobs: int | None = None) -> None:
+    """Compile the candidates' device code in parallel before timing (a backend that can: `precompile(k)`),
+    so that the first timed launch of each does not compile alone (pruning compiled each main kernel once already:
+    what it adds is a plan's other kernels, or a device whose shared memory plans differently). A failure is left
+    to the timed launch."""
+    pre = getattr(b, "precompile", None)
+    if pre is None or not chosen:
+        return
+    shaped = shapes_of(args)
+    kernels = [f.trace(a, b.target, **kw) for c in chosen
+               for f, a, kw in kfn.steps(shaped, b.target, **{**fixed, **c.config})]
+
+    def one(k):
+        try:
+            pre(k)
+        except Exception:  # noqa: BLE001
+            pass
+    one(kernels[0])   # alone: it sets up what the backend's compiles share (CUDA: its runtime)
+    with concurrent.futures.ThreadPoolExecutor(jobs or cores()) as pool:
+        list(pool.map(one, kernels[1:]))
 
 
 def clock_for(b):

@@ -2,15 +2,11 @@
 each candidate checked once against the float64 reference; or ranked by the static model alone."""
 from __future__ import annotations
 
-import concurrent.futures
-import os
-
 import numpy as np
 
 from .model import model_device
-from .search import (Candidate, Result, _device_of, _ident, _to_time, candidates, clock_for, finish, prune, rank,
-                     time_candidates)
-from .space import shapes_of
+from .search import (Result, _device_of, _ident, _to_time, candidates, clock_for, finish, precompile, prune,
+                     rank, time_candidates)
 
 
 def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int = 8, device: str | None = None,
@@ -38,9 +34,10 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
         ranked = list(cands)
     else:
         tick = progress(len(cands)) if progress else None
-        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, progress=tick)
-        ranked = rank(kfn, target, args, cands, fixed, model_device(target, device) if b is None or device else
-                      _device_of(b, target), launches)
+        dev = model_device(target, device) if b is None or device else _device_of(b, target)
+        prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, progress=tick, top=top, device=dev,
+              launches=launches)
+        ranked = rank(kfn, target, args, cands, fixed, dev, launches)
     if b is None:
         if not ranked:
             raise RuntimeError(f"tuning {kfn.__name__} for {target}: every candidate was pruned: " +
@@ -64,26 +61,6 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
     time_candidates(chosen, run, lambda cfg: check_once(w, s, kfn, b, cfg, rng), progress=tick)
     del sets
     return finish(kfn, b, args, fixed, cands, ranked, text, save)
-
-
-def precompile(b, kfn, args, fixed: dict, chosen: list[Candidate], jobs: int | None = None) -> None:
-    """Compile the candidates' device code in parallel before timing (a backend that can: `precompile(k)`),
-    so that the first timed launch of each does not compile alone. A failure is left to the timed launch."""
-    pre = getattr(b, "precompile", None)
-    if pre is None or not chosen:
-        return
-    shaped = shapes_of(args)
-    kernels = [f.trace(a, b.target, **kw) for c in chosen
-               for f, a, kw in kfn.steps(shaped, b.target, **{**fixed, **c.config})]
-
-    def one(k):
-        try:
-            pre(k)
-        except Exception:  # noqa: BLE001
-            pass
-    one(kernels[0])   # alone: it sets up what the backend's compiles share (CUDA: its runtime)
-    with concurrent.futures.ThreadPoolExecutor(jobs or max(1, os.cpu_count() or 1)) as pool:
-        list(pool.map(one, kernels[1:]))
 
 
 _CHECKED: dict = {}   # (kernel, backend, configuration, flags) -> None or why its output was wrong
