@@ -207,6 +207,10 @@ def test_blocks_per_sm_refusals():
         generate(trace("attention", blocks_per_sm=2))   # 128-row Q, 2 stages of 128-row K and V: 162 KB a block
     with pytest.raises(TileError, match="blocks_per_sm is for the warp-specialized schedule"):
         schedules.plan(trace("gemm", BM=64, BN=64, workers=1, blocks_per_sm=2), "sm_90a", SMEM, "warp")
+    # 128x64 S, P and 128x128 O over 8 consumer warps: 112 registers a thread, where two blocks of 384 threads
+    # start with 80 (ptxas: "C7602 Insufficient registers (80) to compile instruction")
+    with pytest.raises(TileError, match="a thread starts with 80 registers.*register tiles alone take 112"):
+        generate(trace("attention", BM=128, BN=64, workers=2, blocks_per_sm=2))
     with pytest.raises(TileError, match="blocks_per_sm must be an int from 1 to 4"):
         generate(trace("gemm", blocks_per_sm=0))
 

@@ -395,6 +395,13 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     if blocks > 1 and not tma:
         raise TileError(f"{k.name}: blocks_per_sm is for the warp-specialized schedule (here: the warp schedule"
                         f"{', because ' + note if note else ''}); the warp schedule takes max_registers", k.loc)
+    if blocks > 1:   # ptxas fits every instruction in the launch count (C7602 where a wgmma's operands do not fit)
+        launch = REGISTER_FILE // blocks // (32 * warps + 128) // 8 * 8
+        need = sum(t.rows * t.cols * t.dtype.itemsize for t in k.tiles if isinstance(t, RT)) // 4 // (32 * warps)
+        if need > launch:
+            raise TileError(f"{k.name}: with {blocks} blocks an SM a thread starts with {launch} registers, the count "
+                            f"ptxas must fit every instruction in, and the register tiles alone take {need} a "
+                            f"consumer thread; use fewer blocks an SM or smaller tiles", k.loc)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
