@@ -265,11 +265,17 @@ def test_resources_from_the_cubin_where_the_log_has_no_report(monkeypatch):
         (real.resources["k"].registers, 0, 0) and c.resources["k"].registers > 0
 
 
-def test_disk_cache_compiles_once(tmp_path, monkeypatch):
+@pytest.fixture
+def compiles(tmp_path, monkeypatch) -> list:
+    """Every real compile from here on, with the disk cache in a fresh folder."""
     monkeypatch.setenv("TILES_CACHE", str(tmp_path))
-    calls = []
-    real = toolchain.compile
+    calls, real = [], toolchain.compile
     monkeypatch.setattr(toolchain, "compile", lambda *a, **k: calls.append(a) or real(*a, **k))
+    return calls
+
+
+def test_disk_cache_compiles_once(compiles, monkeypatch):
+    calls = compiles
     src = '#include <tiles_cuda/tiles.cuh>\nextern "C" __global__ void k(float* x) { x[0] = 1.f; }\n'
     p1 = runtime.cached_cubin(src, "sm_80", driver="13000")
     p2 = runtime.cached_cubin(src, "sm_80", driver="13000")
@@ -281,12 +287,9 @@ def test_disk_cache_compiles_once(tmp_path, monkeypatch):
     assert runtime.cached_cubin(src, "sm_80", driver="13000") not in (p1, p3) and len(calls) == 2
 
 
-def test_compile_cache_is_shared_by_the_static_report_and_the_runtime(tmp_path, monkeypatch):
+def test_compile_cache_is_shared_by_the_static_report_and_the_runtime(compiles):
     """The tuner's pruning (toolchains.static) compiles a candidate once; its timed launch loads that cubin."""
-    monkeypatch.setenv("TILES_CACHE", str(tmp_path))
-    calls = []
-    real = toolchain.compile
-    monkeypatch.setattr(toolchain, "compile", lambda *a, **k: calls.append(a) or real(*a, **k))
+    calls = compiles
     src = '#include <tiles_cuda/tiles.cuh>\nextern "C" __global__ void k(float* x) { x[0] = 2.f; }\n'
     c = toolchain.cached_compile(src, "sm_90a")
     again = toolchain.cached_compile(src, "sm_90a")
