@@ -8,6 +8,8 @@
 #              1x4096x4096, and a sweep of BN and SPLIT at 1x4096x{4096,14336}: where the time against cuBLAS goes
 #   attn-tests the GPU property tests of the kernels and attention (forward, backward, the sm_90a schedule) only
 #   blocks     blocks_per_sm=2, turns, sum_parts: their GPU tests, then attention (short N, D64, D128) and skinny GEMMs
+#   flex       issue 20: generated (deferred) against the hand kernel, cuDNN and FlexAttention, B4 H32 N8192 D128/D64
+#   bwd        issue 20: the backward against cuDNN's (D128, causal, D64, GQA), with its own time limit
 #   examples   issue 18: docs/examples.md's kernels tuned (tune=True) against torch.compile (scripts/gpu_examples.py)
 #   attn-table issue 20: the forward (deferred P V now the default) on every row of the issue's table, persistent or
 #              not, and the backward at D128 / D64, against cuDNN SDPA
@@ -82,6 +84,10 @@ for s in "$@"; do
         done
         echo "== skinny gemm"; timeout 70 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 \
             1x4096x14336 16x4096x14336 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=1,4 blocks_per_sm=1,2 2>&1 | r ;;
+    flex) echo "== flex"; timeout 150 python3 scripts/gpu_attn_profile.py build >/dev/null 2>&1
+        timeout 200 python3 scripts/gpu_attn_profile.py time 4x32x8192x128 4x32x8192x64 --json "$OUT/flex.json" 2>&1 | tail -12 ;;
+    bwd) echo "== bwd"; timeout 200 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes \
+            4x32x8192x128 4x32x8192x128,causal 16x16x4096x64 --json "$OUT/attn_bwd.json" 2>&1 | grep -v "^\s*$" | tail -8 ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
