@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import printer, targets
-from .types import RT
 
 
 class NoToolchain(RuntimeError):
@@ -158,8 +157,7 @@ def spills_surely(kfn, args, target: str, **consts) -> str | None:
     _, args, consts = kfn.main_step(args, target, **consts)
     k = kfn.trace(args, target, **consts)
     s = _cuda_generate(k, target).schedule
-    words = sum(t.rows * t.cols * t.dtype.itemsize for t in k.tiles if isinstance(t, RT) and t.name not in s.sliced)
-    need = words / 4 / (32 * s.warps)
+    need = _vendor_module(target, "schedules").tile_registers(k, s.warps, skip=s.sliced)
     cap = min(255, s.consumer_regs if s.warp_specialized else s.max_registers or 255)
     return f"register tiles need {need:.0f} registers a thread, over the cap of {cap}" if need > cap else None
 

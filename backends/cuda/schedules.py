@@ -121,6 +121,12 @@ class Schedule:
         return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
 
 
+def tile_registers(k: ir.Kernel, warps: int, skip=()) -> float:
+    """32-bit registers a thread that the register tiles (but those named in skip) take, split over `warps`."""
+    return sum(t.rows * t.cols * t.dtype.itemsize for t in k.tiles if isinstance(t, RT) and t.name not in skip) \
+        / 4 / (32 * warps)
+
+
 def row_tiles(k: ir.Kernel, skip=()) -> list[int]:
     """Row counts that the warps split: register tiles (but those in skip) and row-axis register vectors."""
     return [t.rows for t in k.tiles if isinstance(t, RT) and t not in skip] + \
@@ -397,7 +403,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                         f"{', because ' + note if note else ''}); the warp schedule takes max_registers", k.loc)
     if blocks > 1:   # ptxas fits every instruction in the launch count (C7602 where a wgmma's operands do not fit)
         launch = REGISTER_FILE // blocks // (32 * warps + 128) // 8 * 8
-        need = sum(t.rows * t.cols * t.dtype.itemsize for t in k.tiles if isinstance(t, RT)) // 4 // (32 * warps)
+        need = int(tile_registers(k, warps))
         if need > launch:
             raise TileError(f"{k.name}: with {blocks} blocks an SM a thread starts with {launch} registers, the count "
                             f"ptxas must fit every instruction in, and the register tiles alone take {need} a "

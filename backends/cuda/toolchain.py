@@ -163,10 +163,13 @@ def compile(source: str, target: str, *, compiler: str = "nvrtc", extra: tuple =
         rc, log = run(cmd, f"{compiler} compiling {name} for {target}", timeout)
         if rc != 0 or not out.is_file():
             raise CompileError(f"{compiler} failed on {name} for {target}:\n{_source_context(log, source, name)}")
-        image = out.read_bytes()
-        if ptx:
-            return Compiled(target, compiler, image.rstrip(b"\0") + b"\0", log, {})
-        return Compiled(target, compiler, image, log, parse_resources(log) or cubin_resources(image))
+        return _compiled(target, compiler, out.read_bytes(), log, ptx)
+
+
+def _compiled(target: str, compiler: str, image: bytes, log: str, ptx: bool) -> Compiled:
+    if ptx:   # no ptxas ran: no resources
+        return Compiled(target, compiler, image.rstrip(b"\0") + b"\0", log, {})
+    return Compiled(target, compiler, image, log, parse_resources(log) or cubin_resources(image))
 
 
 def cached_compile(source: str, target: str, *, compiler: str = "nvrtc", ptx: bool = False) -> Compiled:
@@ -179,9 +182,7 @@ def cached_compile(source: str, target: str, *, compiler: str = "nvrtc", ptx: bo
         c = compile(source, target, compiler=compiler, ptx=ptx)
         return json.dumps({"log": c.log, "image": base64.b64encode(c.cubin).decode()}).encode()
     kept = json.loads(diskcache.cached(diskcache.folder("cuda") / f"{key}.compiled", build).read_bytes())
-    image = base64.b64decode(kept["image"])
-    return Compiled(target, compiler, image, kept["log"], {} if ptx else parse_resources(kept["log"]) or
-                    cubin_resources(image))
+    return _compiled(target, compiler, base64.b64decode(kept["image"]), kept["log"], ptx)
 
 
 def _worker_cmd() -> list[str]:
@@ -229,15 +230,10 @@ def cubin_resources(cubin: bytes) -> dict[str, Resources]:
     with the front end's warnings and none of ptxas's lines. LOCAL (local memory a thread) beyond the stack
     frame is counted as spill stores; ptxas's own split of stores and loads is not in the cubin. {} where
     cuobjdump is missing."""
-    cuobjdump = _tool("cuobjdump")
-    if cuobjdump is None:
+    if _tool("cuobjdump") is None:
         return {}
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        p = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True)
     res = {}
-    for name, body in re.findall(r"Function ([\w$]+):\s*\n(.*)", p.stdout):
+    for name, body in re.findall(r"Function ([\w$]+):\s*\n(.*)", _cuobjdump(cubin, "--dump-resource-usage").stdout):
         n = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", body)}
         res[name] = Resources(registers=n.get("REG", 0), stack_frame=n.get("STACK", 0),
                               spill_stores=max(0, n.get("LOCAL", 0) - n.get("STACK", 0)))
@@ -245,9 +241,16 @@ def cubin_resources(cubin: bytes) -> dict[str, Resources]:
 
 
 def disassemble(cubin: bytes) -> str:
-    cuobjdump = _tool("cuobjdump")
-    if cuobjdump is None:
+    if _tool("cuobjdump") is None:
         raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    p = _cuobjdump(cubin, "-sass")
+    if p.returncode != 0:
+        raise RuntimeError(f"cuobjdump failed: {p.stderr.strip()}")
+    return p.stdout
+
+
+def _cuobjdump(cubin: bytes, flag: str) -> subprocess.CompletedProcess:
+    """cuobjdump FLAG on the cubin (nvdisasm, which -sass runs, found beside its wheel)."""
     env = dict(os.environ)
     nvdisasm = _tool("nvdisasm")
     if nvdisasm:
@@ -255,7 +258,4 @@ def disassemble(cubin: bytes) -> str:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        p = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        raise RuntimeError(f"cuobjdump failed: {p.stderr.strip()}")
-    return p.stdout
+        return subprocess.run([_tool("cuobjdump"), flag, f.name], capture_output=True, text=True, env=env)
