@@ -34,12 +34,19 @@ def shape(text: str) -> tuple[int, int, int, int]:
 # The hand kernel's knobs timed beside it (attention.cuh): without the consumers' turns, and at D 128 with the
 # generated kernel's 128-row K/V blocks instead of 176.
 HAND_VARIANTS = {"hand": [], "hand, no turns": ["TILES_ATTN_PINGPONG=0"], "hand, BKV 128": ["TILES_ATTN_BKV_D128=128"]}
+# The generated kernel's options timed beside its default: the consumers' turns (turns=True, which the hand kernel's
+# D 64 gains +12% from and the generated one does not), and the persistent grid.
+GEN_VARIANTS = {"gen": {}, "gen-turns": dict(turns=True), "gen-persistent": dict(persistent=True)}
 
 
 def kernels(which: str, defines=()):
     from tiles.backends.cuda import bench
 
-    return bench.Sm90Kernels(defines=list(defines)) if which == "hand" else bench.GeneratedKernels("default")
+    if which == "hand":
+        return bench.Sm90Kernels(defines=list(defines))
+    gen = bench.GeneratedKernels("default")
+    gen.options = {**gen.options, **GEN_VARIANTS[which]}
+    return gen
 
 
 def build(a) -> int:
@@ -101,7 +108,7 @@ def time(a) -> int:
     from tiles.backends.cuda.bench import median_ms, rel_err
 
     hands = {name: kernels("hand", defs) for name, defs in HAND_VARIANTS.items()}
-    gen = kernels("gen")
+    gens = {("generated" if name == "gen" else f"generated, {name[4:]}"): kernels(name) for name in GEN_VARIANTS}
     rows = []
     for text in a.shapes:
         b, h, n, d = shape(text)
@@ -118,7 +125,7 @@ def time(a) -> int:
                 fn(*ins[i["i"] % sets])
             return run
 
-        cands = {"generated": lambda q, k, v: gen.attention(q, k, v, a.causal, out, lse)}
+        cands = {name: lambda q, k, v, gen=gen: gen.attention(q, k, v, a.causal, out, lse) for name, gen in gens.items()}
         for name, hand in hands.items():
             if "BKV" not in name or (d == 128 and not a.causal):
                 cands[name] = lambda q, k, v, hand=hand: hand.attention(q, k, v, a.causal, out, lse)
@@ -258,7 +265,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("launch")
-    p.add_argument("kernel", choices=("gen", "hand"))
+    p.add_argument("kernel", choices=("hand", *GEN_VARIANTS))
     p.add_argument("shape", help="BxHxNxD")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--warm", action="store_true", help="compile and run once on a small shape first")

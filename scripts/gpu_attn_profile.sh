@@ -2,7 +2,8 @@
 # Attention forward on the H200, generated sm_90a kernel against the hand one (issue 20), from the repo root:
 #   OUT=/tmp/attn bash scripts/gpu_attn_profile.sh
 # 1. install, compile both kernels once outside ncu (the cubin and the nvcc-built library are cached on disk);
-# 2. ncu on one launch each of generated D128, hand D128, generated D64, hand D64 at B4 H32 N8192 (non-causal);
+# 2. ncu on one launch each of PROFILES (default generated D128, hand D128, generated D64, hand D64) at B4 H32 N8192
+#    (non-causal), e.g. PROFILES="gen:64 gen-turns:64 hand:64";
 # 3. timing: generated, hand (also without its consumer turns, and at BKV 128), cuDNN SDPA, FlexAttention at the same shapes (and causal, if time is left);
 # 4. $OUT/summary.txt: the ncu sections side by side, raw pipe / stall metrics, warp samples by SASS opcode and
 #    the hottest instructions; then the timing table.
@@ -30,25 +31,27 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$LOG" 2>&1 || {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee -a "$LOG"
 ncu --version | tail -1 | tee -a "$LOG"
 
+# PROFILES: kernel:D pairs (kernel: gen, gen-turns, gen-persistent, hand), one ncu report each
+PROFILES=${PROFILES:-gen:128 hand:128 gen:64 hand:64}
 step "build hand" 150 $PY build &   # nvcc, every variant the timing takes, in parallel with the NVRTC compiles
-step "warm gen D128" 90 $PY launch gen 1x2x256x128 --warm
-step "warm gen D64" 90 $PY launch gen 1x2x256x64 --warm
+for kd in $PROFILES; do   # each generated variant compiled (NVRTC, cached on disk) before ncu runs it
+    [ "${kd%%:*}" = hand ] || step "warm ${kd}" 90 $PY launch "${kd%%:*}" "1x2x256x${kd##*:}" --warm &
+done
 wait
 step "warm hand" 60 $PY launch hand 1x2x256x64 --warm
 
 SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats
   --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats
   --section SourceCounters"
-for d in 128 64; do
-    for k in gen hand; do
-        name=$([ $k = gen ] && echo attention_fwd || echo attn_fwd_kernel)
-        # the generated kernel is extern "C" attention_fwd; the hand one attn_fwd_kernel<D, BKV, CAUSAL>
-        step "ncu $k D$d" 75 ncu --clock-control none --kernel-name "regex:$name" --launch-count 1 \
-            --import-source no $SECTIONS -f -o "$OUT/ncu_$k$d" $PY launch $k 4x32x8192x$d
-    done
+REPS=""
+for kd in $PROFILES; do
+    k=${kd%%:*}; d=${kd##*:}
+    name=$([ $k = hand ] && echo attn_fwd_kernel || echo attention_fwd)
+    # the generated kernel is extern "C" tiles_kernel_attention_fwd; the hand one attn_fwd_kernel<D, BKV, CAUSAL>
+    step "ncu $k D$d" 75 ncu --clock-control none --kernel-name "regex:$name" --launch-count 1 \
+        --import-source no $SECTIONS -f -o "$OUT/ncu_$k$d" $PY launch $k 4x32x8192x$d
+    REPS="$REPS $OUT/ncu_$k$d.ncu-rep"
 done
-
-REPS="$OUT/ncu_gen128.ncu-rep $OUT/ncu_hand128.ncu-rep $OUT/ncu_gen64.ncu-rep $OUT/ncu_hand64.ncu-rep"
 {
     echo "# attention forward, generated vs hand, $(date -u) on $(nvidia-smi --query-gpu=name --format=csv,noheader)"
     timeout 60 $PY compare $REPS 2>&1
@@ -58,9 +61,10 @@ timings() {  # timings NAME: the rows of step NAME from the log
     echo; echo "# $1 (do_bench medians, one process; x = the other kernel's time / this one's)"
     sed -n "/== $1 (/,/== $1: rc/p" "$LOG" | grep -v "^== "
 }
-step "timing" 150 $PY time 4x32x8192x128 4x32x8192x64 --json "$OUT/timing.json"
+TIMES=${TIMES:-4x32x8192x128 4x32x8192x64}
+step "timing" 150 $PY time $TIMES --json "$OUT/timing.json"
 timings timing >>"$OUT/summary.txt"
-if step "timing causal" 100 $PY time 4x32x8192x128 4x32x8192x64 --causal --json "$OUT/timing_causal.json"; then
+if step "timing causal" 100 $PY time $TIMES --causal --json "$OUT/timing_causal.json"; then
     timings "timing causal" >>"$OUT/summary.txt"
 fi
 head -c 20000 "$OUT/summary.txt"
