@@ -236,8 +236,15 @@ def compare(a) -> int:
     # source page: where the warps' samples fall, by SASS opcode, and the hottest instructions
     for name, rep in zip(names, a.reports):
         rows = ncu_csv(rep, "--page", "source", "--print-source", "sass")
-        if not rows:
+        # the page opens with the kernel's name on a line of its own: the table starts at its header row
+        start = next((i for i, r in enumerate(rows) if "Source" in r), None)
+        if start is None:
+            print(f"\n{name}: no SASS table on the source page ({rows[0][:6] if rows else 'empty'})")
             continue
+        rows = rows[start:]
+        if a.sass_csv:   # every instruction with its samples and stall reasons, to read where no ncu is
+            with open(f"{a.sass_csv}/{name}_sass.csv", "w", newline="") as f:
+                csv.writer(f).writerows(rows)
         head = rows[0]
         src = next((j for j, c in enumerate(head) if c == "Source"), None)
         smp = next((j for j, c in enumerate(head) if c.startswith("Warp Stall Sampling (All")), None)
@@ -277,6 +284,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("compare")
     p.add_argument("reports", nargs="+")
     p.add_argument("--top", type=int, default=25, help="hottest SASS instructions listed per report")
+    p.add_argument("--sass-csv", metavar="DIR", help="also write each report's SASS source page as DIR/NAME_sass.csv")
     a = ap.parse_args(argv)
     return {"launch": launch, "build": build, "time": time, "compare": compare}[a.cmd](a)
 

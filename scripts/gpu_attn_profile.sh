@@ -54,7 +54,7 @@ for kd in $PROFILES; do
 done
 {
     echo "# attention forward, generated vs hand, $(date -u) on $(nvidia-smi --query-gpu=name --format=csv,noheader)"
-    timeout 60 $PY compare $REPS 2>&1
+    timeout 90 $PY compare $REPS --sass-csv "$OUT" 2>&1
 } >"$OUT/summary.txt"
 # a timing cut short by its limit keeps the rows it printed (one per kernel, as it goes)
 timings() {  # timings NAME: the rows of step NAME from the log
