@@ -149,7 +149,7 @@ class _Emitter:
         mbarriers are set up meanwhile) and before the first global memory access. Under the warp-specialized
         schedule that is before the roles split, and every thread waits: the producer's TMA loads read global
         memory, and so do the consumers' own loads (tiles not pipelined) and stores (which must not overtake the
-        grid before's reads); what the consumers would do first waits on the producer's loads anyway."""
+        reads of the grid before); what the consumers would do first waits on the producer's loads anyway."""
         if self.s.pdl:
             self.w("tc::wait_prior_grids();   // the grids before this one are done and their writes visible")
             self.w("tc::launch_dependents();  // the next grid may be scheduled now: its wait waits for this one")

@@ -116,8 +116,8 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 // wait_prior_grids: griddepcontrol.wait returns once the grids this one depends on have completed and their memory
 // operations are performed and visible to it (at once where the launch was not programmatic). Reads and writes
 // both wait: a write must not overtake a read of the grid before. And no thread may skip it, not even one that
-// would exit early: a grid whose blocks all exit without waiting completes before the grid it depends on, and
-// the grid after it, which waits for this one alone, would run ahead of that one.
+// would exit early: a grid whose blocks all exit without waiting could complete before the grid it depends on,
+// and the grid after it, which waits for this one alone, would run ahead of that one.
 __device__ __forceinline__ void wait_prior_grids() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
