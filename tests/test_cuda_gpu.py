@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles.backend import get
+from tiles.dtypes import bf16
 from tiles.dsl import TileError
 from tiles.kernels.attention import attention_fwd
 from tiles.kernels.gemm import gemm
@@ -122,22 +123,24 @@ SPLIT = dict(BM=64, BN=128, BK=64, stages=4, workers=1, SPLIT=4)   # gemm, then 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="programmatic launches are for sm_90a code")
 def test_programmatic_launches_see_what_the_launch_before_wrote():
-    """Every launch of sm_90a code is programmatic (runtime.Launch): a chain of dependent launches with no
-    synchronization between them, each reading what the one before wrote and overwriting what the one before read
-    (two buffers in turn), split pairs after torch's copies and torch's copies after them: each against float64."""
+    """Every launch of sm_90a code is programmatic (runtime.Launch): a chain of split pairs with nothing between
+    them and no synchronization, each gemm reading what the sum_parts before it wrote and writing where the gemm
+    before it read (two buffers in turn, and the workspace), then one after a torch kernel: against float64,
+    each step rounded to bf16 as the kernels round it."""
     n = 512
-    ws = [to_torch(random_array((n, n), "bf16").astype(np.float32) / 16, "bf16") for _ in range(6)]
+    ws = [to_torch(random_array((n, n), "bf16", scale=n ** -0.5), "bf16") for _ in range(6)]
     x = to_torch(random_array((1, n), "bf16"), "bf16")
-    a, b, outs = x.clone(), torch.empty_like(x), []
+    a, b = x.clone(), torch.empty_like(x)
     for w in ws:
-        gemm(b, a, w, **SPLIT)   # reads what the last sum_parts wrote; writes what the last gemm read
-        outs.append(b.clone())
+        gemm(b, a, w, **SPLIT)
         a, b = b, a
+    out = torch.empty_like(x)
+    gemm(out, a.clone(), ws[0], **SPLIT)
     torch.cuda.synchronize()
-    prev = up(x)
-    for w, out in zip(ws, outs):
-        assert_close(up(out), prev @ up(w), "bf16")
-        prev = up(out)
+    ref = up(x)
+    for w in ws + ws[:1]:
+        ref = bf16.round(ref @ up(w))
+    assert_close(up(out), ref, "bf16")
     rt = cuda.runtime
     assert all(launch.programmatic == rt.programmatic for _, launch in rt.launches.values())
 
