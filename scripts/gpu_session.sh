@@ -14,6 +14,8 @@
 #   attn-table issue 20: the forward (deferred P V now the default) on every row of the issue's table, persistent or
 #              not, and the backward at D128 / D64, against cuDNN SDPA
 #   skinny-profile  issue 18: ncu reports (warp samples by SASS) of the split-K GEMM and sum_parts at 1x4096x14336
+#   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
+#              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-session}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -88,6 +90,20 @@ for s in "$@"; do
         timeout 200 python3 scripts/gpu_attn_profile.py time 4x32x8192x128 4x32x8192x64 --json "$OUT/flex.json" 2>&1 | tail -12 ;;
     bwd) echo "== bwd"; timeout 200 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes \
             4x32x8192x128 4x32x8192x128,causal 16x16x4096x64 --json "$OUT/attn_bwd.json" 2>&1 | grep -v "^\s*$" | tail -8 ;;
+    pdl)   # docs/backends/cuda.md, "Programmatic dependent launch": what each line should show
+        t="python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80"
+        { timeout 150 $t tests/test_cuda_gpu.py tests/test_torch_ops.py; timeout 100 $t tests/test_kernels.py -k gemm; } \
+            >"$OUT/pdl.log" 2>&1
+        echo "== pdl tests"; grep -E "FAILED|ERROR|passed|failed" "$OUT/pdl.log" | tail -8
+        r() { grep -E "^(gemm|rmsnorm|layernorm) " | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
+        for p in 0 1 0 1; do
+            echo "== TILES_PDL=$p"; c="python3 -m tiles compare"
+            TILES_PDL=$p timeout 45 $c gemm --backends cuda --no-compile --shapes 1x4096x4096 1x4096x14336 \
+                --set BM=64 BN=128 BK=64 stages=5 workers=1 SPLIT=4 2>&1 | r
+            TILES_PDL=$p timeout 45 $c gemm --backends cuda --no-compile --shapes 4096x4096x4096 2>&1 | r
+            TILES_PDL=$p timeout 30 $c rmsnorm --backends cuda --no-compile --shapes 4096x4096 2>&1 | r
+        done
+        for p in 0 1; do TILES_PDL=$p timeout 60 python3 scripts/gpu_pdl.py; done ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac

@@ -5,6 +5,7 @@ import ctypes
 import functools
 import re
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -170,6 +171,34 @@ def test_sm90a_wgmma_option_puts_hgmma_in_the_main_loop(kernel):
     res = c.resources[gen.name]
     assert res.spills == 0 and res.stack_frame == 0, res
     assert "C7511" not in c.log     # ptxas would say so if it serialized the wgmma sequence
+
+
+# SASS of griddepcontrol: .wait is ACQBULK, .launch_dependents PREEXIT; what touches global memory
+GLOBAL_ACCESS = re.compile(r"\b(LDG|STG|LDGSTS|RED|ATOMG|UTMALDG|UTMASTG|UTMAREDG|UBLKCP)\b")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_sm90a_code_waits_for_the_grid_before_it_ahead_of_any_global_access(target):
+    """Programmatic dependent launch (runtime.Launch): both steps of a split of K, the warp-specialized gemm (the
+    producer's TMA loads, the consumers' stores) and sum_parts (the warp schedule), wait for the grids before them
+    and let the next be scheduled once, every thread, before any global memory access; sm_80 code does neither."""
+    from tiles.kernels.gemm import sum_parts
+    c, a, b = random_array((1, 256), "bf16"), random_array((1, 512), "bf16"), random_array((512, 256), "bf16")
+    steps = gemm.steps([c, a, b], target, BM=64, BN=128, BK=64, stages=5, workers=1 if target == "sm_90a" else 4,
+                       SPLIT=4)
+    assert [f for f, _, _ in steps] == [gemm, sum_parts]
+    for f, args, kw in steps:
+        gen, compiled = build(f, args, target, **kw)
+        sass = compiled.sass()
+        first_access = GLOBAL_ACCESS.search(sass).start()
+        assert gen.schedule.warp_specialized == (target == "sm_90a" and f is gemm)
+        if target == "sm_80":
+            assert not gen.schedule.pdl and "wait_prior_grids" not in gen.source and "ACQBULK" not in sass
+            continue
+        assert gen.schedule.pdl and sass.count("ACQBULK") == sass.count("PREEXIT") == 1, f.name
+        assert sass.index("ACQBULK") < first_access and sass.index("PREEXIT") < first_access, f.name
+        if gen.schedule.warp_specialized:   # before the roles split: the whole block waits
+            assert gen.source.index("tc::wait_prior_grids();") < gen.source.index("if (tc::is_producer())")
 
 
 @tl.kernel
@@ -360,6 +389,17 @@ class FakeDriver:
         self.calls.append(((f, gx, gy, gz, bx, by, bz, smem, stream, extra), values))
         return self.result
 
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        """Reads the launch configuration where cuda.h puts it, byte by byte: CUlaunchConfig's seven unsigned ints
+        (grid, block, shared memory bytes), then at byte 32 the stream, 40 the attributes, 48 their count; each
+        CUlaunchAttribute 72 bytes, its id first and its value at byte 8."""
+        *dims, stream, attrs, count = struct.unpack("<7I4xQQI4x", ctypes.string_at(ctypes.addressof(config._obj), 56))
+        attributes = [struct.unpack("<i4xi60x", ctypes.string_at(attrs + 72 * i, 72)) for i in range(count)]
+        table = (ctypes.c_uint64 * len(self.sizes)).from_address(params)
+        values = [ctypes.string_at(table[i], n) for i, n in enumerate(self.sizes)]
+        self.calls.append(((f, *dims, stream, extra), attributes, values))
+        return self.result
+
     def cuGetErrorName(self, err, out):
         out._obj.value = b"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
         return 0
@@ -377,6 +417,75 @@ def test_launch_packs_parameters_once_for_the_driver(monkeypatch):
     (call1, values1), (call2, values2) = fake.calls
     assert call1 == (0xF00, 3, 2, 1, 128, 1, 1, 4096, 0x57, None) and call2[8] == 0x58
     assert values1 == values2 == [p.tobytes() for p in params] + [tmap.tobytes()]
+
+
+def test_programmatic_launch_hands_the_driver_the_documented_structs(monkeypatch):
+    """cuLaunchKernelEx: the same grid, block, shared memory and packed parameters as cuLaunchKernel, the stream,
+    and one attribute, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (6) with value 1."""
+    args = gemm_args()
+    params = runtime.pack(gemm.trace(args, "sm_90a"), args)
+    launch = runtime.Launch(0xF00, (3, 2), (384,), 4096, params, programmatic=True)
+    fake = FakeDriver([p.dtype.itemsize for p in params])
+    monkeypatch.setattr(runtime, "driver", lambda: fake)
+    assert launch(stream=0x57) == launch(stream=0x58) == launch(stream=0x57) == 0
+    assert [call for call, _, _ in fake.calls] == [(0xF00, 3, 2, 1, 384, 1, 1, 4096, s, None)
+                                                   for s in (0x57, 0x58, 0x57)]
+    assert all(attributes == [(6, 1)] for _, attributes, _ in fake.calls)
+    assert all(values == [p.tobytes() for p in params] for _, _, values in fake.calls)
+    assert sorted(launch.configs) == [0x57, 0x58]   # one configuration per stream, made once
+
+
+def test_launch_structs_have_the_documented_layout(tmp_path):
+    """CUlaunchConfig and CUlaunchAttribute (cuda.h, CUDA 12.0 on): sizes and offsets as documented, and as a C
+    compiler lays out the header's own structs where a compiler and cuda.h are here."""
+    config, attribute = runtime.LaunchConfig, runtime.LaunchAttribute
+    offsets = {name: getattr(config, name).offset for name, _ in config._fields_}
+    want = dict(gridDimX=0, gridDimY=4, gridDimZ=8, blockDimX=12, blockDimY=16, blockDimZ=20, sharedMemBytes=24,
+                hStream=32, attrs=40, numAttrs=48)
+    assert offsets == want and ctypes.sizeof(config) == 56
+    assert (ctypes.sizeof(attribute), attribute.id.offset, attribute.value.offset) == (72, 0, 8)
+    assert ctypes.sizeof(runtime.LaunchAttributeValue) == 64 and ctypes.alignment(attribute) == 8
+    assert bytes(runtime.PROGRAMMATIC)[:12] == bytes([6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0])
+    cc = shutil.which("cc") or shutil.which("gcc")
+    header = toolchain.cuda_include() / "cuda.h"
+    if cc is None or not header.is_file():
+        pytest.skip("no C compiler or cuda.h to check the layout against")
+    fields = ", ".join(f'(int)offsetof(CUlaunchConfig, {n})' for n in want)
+    (tmp_path / "layout.c").write_text(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\nint main(void) {\n"
+        f'  int v[] = {{{fields}, (int)sizeof(CUlaunchConfig), (int)sizeof(CUlaunchAttribute),\n'
+        "    (int)offsetof(CUlaunchAttribute, value), (int)sizeof(CUlaunchAttributeValue),\n"
+        "    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};\n"
+        '  for (int i = 0; i < (int)(sizeof v / sizeof v[0]); ++i) printf("%d ", v[i]);\n  return 0;\n}\n')
+    subprocess.run([cc, f"-I{header.parent}", "-o", str(tmp_path / "layout"), str(tmp_path / "layout.c")],
+                   check=True, capture_output=True)
+    got = [int(x) for x in subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True).stdout.split()]
+    assert got == list(want.values()) + [56, 72, 8, 64, runtime.PROGRAMMATIC_STREAM_SERIALIZATION]
+
+
+@pytest.mark.parametrize("capability,driver,env,want", [
+    ((9, 0), 13000, None, True), ((9, 0), 13000, "0", False), ((9, 0), 13000, "1", True),
+    ((8, 6), 13000, None, False), ((9, 0), 12020, None, False), ((10, 0), 12080, None, True)])
+def test_programmatic_launches_on_hopper_unless_turned_off(capability, driver, env, want, monkeypatch):
+    """From sm_90 on (griddepcontrol), under a driver whose stream capture keeps them (12.3 on); TILES_PDL=0: none."""
+    if env is None:
+        monkeypatch.delenv("TILES_PDL", raising=False)
+    else:
+        monkeypatch.setenv("TILES_PDL", env)
+    assert runtime.programmatic_launches(capability, driver) == want
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_launch_is_programmatic_where_its_code_waits(target, monkeypatch):
+    """On a Hopper device, sm_90a code (the 'cuda' backend) launches programmatically; sm_80 code ('cuda:sm_80',
+    as PTX the driver compiles) has no griddepcontrol.wait, and launches as an ordinary launch."""
+    rt = object.__new__(runtime.Runtime)
+    rt.target, rt.max_smem, rt.sms, rt.tensor_maps, rt.programmatic = target, 227 * 1024, 132, {}, True
+    rt.prepare = lambda k, device, schedule=None: (rt.generate(k, schedule), 0xF00)
+    rt.tensor_map = lambda spec, address: np.zeros(1, runtime.TENSOR_MAP)
+    args = gemm_args()
+    launch = rt.plan_launch(gemm.trace(args, target), args, device=0)
+    assert launch.programmatic == (target == "sm_90a")
 
 
 def test_launch_errors_name_the_driver_error(monkeypatch):

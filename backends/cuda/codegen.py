@@ -138,9 +138,21 @@ class _Emitter:
                 self.warp_specialized()
             else:
                 self.declare_regs()
+                self.grid_dependency()
                 w()
                 self.stmts(k.body)
         return w.text()
+
+    def grid_dependency(self):
+        """sm_90a: programmatic dependent launch (runtime.Launch; tc::wait_prior_grids says why it is safe),
+        written where the prologue ends (it touches only parameters, shared memory and registers: the ring's
+        mbarriers are set up meanwhile) and before the first global memory access. Under the warp-specialized
+        schedule that is before the roles split, and every thread waits: the producer's TMA loads read global
+        memory, and so do the consumers' own loads (tiles not pipelined) and stores (which must not overtake the
+        reads of the grid before); what the consumers would do first waits on the producer's loads anyway."""
+        if self.s.pdl:
+            self.w("tc::wait_prior_grids();   // the grids before this one are done and their writes visible")
+            self.w("tc::launch_dependents();  // the next grid may be scheduled now: its wait waits for this one")
 
     def warp_specialized(self):
         """Producer warpgroup: the pipelined loads as TMA. Consumers: everything else, as the warp schedule."""
@@ -170,6 +182,7 @@ class _Emitter:
             w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
             w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
+        self.grid_dependency()
         w()
         if self.s.persistent:
             sizes = [expr(g) for g in self.k.grid]

@@ -6,12 +6,14 @@ header library's contents, the compile options, and the compiler and driver vers
 arrays, torch CUDA tensors or any __cuda_array_interface__ object, on the caller's current stream (torch's
 when a torch tensor is passed).
 Every argument is checked before the launch (check_launch), so bad input never reaches the GPU. Cubins are loaded
-and launched through the driver API (ctypes): a repeated launch is one cuLaunchKernel on parameters packed once.
+and launched through the driver API (ctypes): a repeated launch is one cuLaunchKernel on parameters packed once, or
+on Hopper one cuLaunchKernelEx, programmatic (Launch): the kernel may start while the one before it finishes.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +138,7 @@ def driver() -> ctypes.CDLL:
     lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
     u32, ptr, out = ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
     for name, args in {"cuLaunchKernel": [ptr, u32, u32, u32, u32, u32, u32, u32, ptr, ptr, ptr],
+                       "cuLaunchKernelEx": [ptr, ptr, ptr, ptr],
                        "cuModuleLoadData": [out, ctypes.c_char_p],
                        "cuModuleGetFunction": [out, ptr, ctypes.c_char_p],
                        "cuFuncSetAttribute": [ptr, ctypes.c_int, ctypes.c_int],
@@ -167,15 +170,50 @@ def load_function(cubin: bytes, name: str, smem_bytes: int) -> int:
     return fn.value
 
 
+# Programmatic dependent launch: cuLaunchKernelEx given one launch attribute. The structs as cuda.h lays them out
+# (CUDA 12.0 on; tests/test_cuda_compile.py checks the sizes and offsets, against the header where one is here).
+PROGRAMMATIC_STREAM_SERIALIZATION = 6   # CUlaunchAttributeID CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+PDL_DRIVER = 12030   # the driver from which stream capture keeps a programmatic launch (a programmatic graph edge)
+
+
+class LaunchAttributeValue(ctypes.Union):
+    """CUlaunchAttributeValue: 64 bytes, 8-byte aligned (some members hold pointers)."""
+    _fields_ = [("pad", ctypes.c_uint64 * 8), ("programmaticStreamSerializationAllowed", ctypes.c_int)]
+
+
+class LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: a CUlaunchAttributeID (a 4-byte enum), padding to 8 bytes, the value."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", LaunchAttributeValue)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+# the one attribute of every programmatic launch (the driver reads it during the call)
+PROGRAMMATIC = LaunchAttribute(PROGRAMMATIC_STREAM_SERIALIZATION,
+                               value=LaunchAttributeValue(programmaticStreamSerializationAllowed=1))
+
+
 class Launch:
     """A planned launch: the function, its grid and block, and its parameters packed once into host memory.
 
     cuLaunchKernel takes an array of pointers, one per parameter, and copies each parameter's bytes from where
     its pointer points (the sizes come from the cubin). Packing them once makes a repeated launch one driver call:
     cupy's kernel call converted every parameter again on each launch (a tiny GEMM on the H200: 27.7 us per
-    launch through cupy, 13.3 us through this; .ci/launch_cost.py)."""
+    launch through cupy, 13.3 us through this; .ci/launch_cost.py).
 
-    def __init__(self, function: int, grid, block, smem: int, params: list):
+    programmatic: cuLaunchKernelEx with programmatic stream serialization, for code that waits for the grids before
+    it (Schedule.pdl): the grid may be scheduled once the kernel before it in the stream lets it (all its blocks
+    ran griddepcontrol.launch_dependents, which tiles kernels do first thing) and runs its prologue meanwhile;
+    its griddepcontrol.wait then holds it until that kernel has completed and its memory is visible. After a
+    kernel that never lets it (torch's, cuBLAS's), it starts as an ordinary launch would."""
+
+    def __init__(self, function: int, grid, block, smem: int, params: list, programmatic: bool = False):
         values = [np.ascontiguousarray(p).view(np.uint8).reshape(-1) for p in params]
         offsets = np.cumsum([0] + [-(-v.size // 8) * 8 for v in values])   # each value 8-byte aligned
         self.buffer = np.zeros(int(offsets[-1]), np.uint8)
@@ -184,10 +222,17 @@ class Launch:
         self.pointers = (self.buffer.ctypes.data + offsets[:-1]).astype(np.uint64)
         grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
         self.args = (function, *grid, *block, smem)
+        self.programmatic = programmatic
+        self.configs: dict = {}   # stream -> its LaunchConfig, never changed once made (threads share a Launch)
 
     def __call__(self, stream: int) -> int:
         """Queues the launch on `stream`; returns the driver's status (0: queued)."""
-        return driver().cuLaunchKernel(*self.args, stream, self.pointers.ctypes.data, None)
+        if not self.programmatic:
+            return driver().cuLaunchKernel(*self.args, stream, self.pointers.ctypes.data, None)
+        config = self.configs.get(stream)
+        if config is None:
+            config = self.configs[stream] = LaunchConfig(*self.args[1:], stream, ctypes.pointer(PROGRAMMATIC), 1)
+        return driver().cuLaunchKernelEx(ctypes.byref(config), self.args[0], self.pointers.ctypes.data, None)
 
 
 # ---- TMA tensor maps (the warp-specialized schedule) ---------------------------------------------------------
@@ -318,6 +363,13 @@ def probe() -> tuple[str | None, str | None]:
     return (None, why) if why else (tgt, None)
 
 
+def programmatic_launches(capability: tuple[int, int], driver: int) -> bool:
+    """Whether a launch of code that waits for the grids before it (Schedule.pdl: sm_90a's) is programmatic
+    (Launch): on a device with griddepcontrol (sm_90 on), under a driver whose stream capture keeps it, unless
+    TILES_PDL=0 (read when the runtime starts: time both in one session, one process each)."""
+    return capability[0] >= 9 and driver >= PDL_DRIVER and os.environ.get("TILES_PDL", "1") != "0"
+
+
 class DeviceArray:
     """A device buffer of any tiles dtype (cupy has no bf16/fp8): raw bytes in cupy, the dtype beside them."""
 
@@ -365,6 +417,7 @@ class Runtime:
         if self.ptx:
             self.max_smem = min(self.max_smem, targets.target(target).shared_bytes)
         self.sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self.programmatic = programmatic_launches((int(cc[:-1]), int(cc[-1])), int(self.driver))
         self.functions: dict = {}   # (source, device) -> CUfunction
         self.tensor_maps: dict = {}
         self.launches: dict = {}   # (kernel, constants, device, launch signatures) -> (traced kernel, Launch)
@@ -414,7 +467,8 @@ class Runtime:
         if err == INVALID_CONTEXT:   # a host thread that has not used the device yet: make its context current
             self.cupy.cuda.runtime.free(0)
             err = launch(stream)
-        check(err, "cuLaunchKernel")
+        check(err, "cuLaunchKernelEx (programmatic; TILES_PDL=0 launches without)" if launch.programmatic
+              else "cuLaunchKernel")
         return k
 
     def plan_launch(self, k: ir.Kernel, args, device: int) -> Launch:
@@ -431,7 +485,8 @@ class Runtime:
         grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
         if gen.schedule.persistent:   # one block per SM (or blocks_per_sm) walks every tile of tl.grid
             grid = (min(int(np.prod(grid)), self.sms * gen.schedule.blocks),)
-        return Launch(fn, grid, (gen.schedule.threads,), gen.schedule.smem_bytes, pack(k, args) + maps)
+        return Launch(fn, grid, (gen.schedule.threads,), gen.schedule.smem_bytes, pack(k, args) + maps,
+                      programmatic=self.programmatic and gen.schedule.pdl)
 
     def tensor_map(self, spec: TensorMapSpec, address: int) -> np.ndarray:
         """Encoded once per (spec, address): a benchmark's repeated launches do not pay the driver call."""

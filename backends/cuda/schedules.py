@@ -88,6 +88,8 @@ class Schedule:
     exp2_poly: int = 0       # rewrites: 1 in N of a scaled softmax's exponentials on the FMA pipe (0: none)
     blocks: int = 1          # warp-specialized: blocks an SM holds (option blocks_per_sm), so that one block's
     #                          prologue and epilogue run under another's main loop; registers and shared memory split
+    pdl: bool = False        # sm_90a: the kernel waits for the grids before it (tc::wait_prior_grids) and lets the
+    #                          next be scheduled early: the runtime may launch it programmatically (runtime.py)
 
     @property
     def warp_specialized(self) -> bool:
@@ -419,7 +421,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     deferred=bool(tma and k.options.get("deferred", True)),
                     turns=bool(tma and k.options.get("deferred", True) and k.options.get("turns", False)
                                and warps == 8),
-                    exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0, blocks=blocks)
+                    exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0, blocks=blocks,
+                    pdl=target == "sm_90a")
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:

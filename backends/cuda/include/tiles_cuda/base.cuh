@@ -110,6 +110,30 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// Programmatic dependent launch (sm_90; runtime.py launches sm_90a code so on Hopper): the grid may be scheduled
+// while the one before it in the stream still runs. Every sm_90a kernel calls both, every thread, before its first
+// global memory access (codegen.py); elsewhere they are no-ops, and no sm_80 source calls them.
+// wait_prior_grids: griddepcontrol.wait returns once the grids this one depends on have completed and their memory
+// operations are performed and visible to it (at once where the launch was not programmatic). Reads and writes
+// both wait: a write must not overtake a read of the grid before. And no thread may skip it, not even one that
+// would exit early: a grid whose blocks all exit without waiting could complete before the grid it depends on,
+// and the grid after it, which waits for this one alone, would run ahead of that one.
+__device__ __forceinline__ void wait_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+// launch_dependents: griddepcontrol.launch_dependents lets the next programmatic grid be scheduled once every block
+// of this one has issued it (or exited), so that its launch and prologue run under this grid's last blocks. Safe
+// however early: it promises nothing about this grid's memory; the dependent's wait_prior_grids still waits for
+// this grid's completion and memory flush. Once every block has issued it, every block of this grid is resident,
+// so the dependent's blocks take only room this grid no longer needs.
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 }  // namespace tc
 
 // The scalar helpers generated expressions call (tiles/cgen.py): operands are non-negative.
