@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -125,14 +126,19 @@ def main() -> int:
             per_set = sum(t.numel() * t.element_size() for t in first)
             sets = [first] + [ins() for _ in range(bench.input_sets(per_set) - 1)]
             compiled = torch.compile(eager)
+            clock = time.perf_counter()
             run(*first, tune=True)                     # the search, at this shape's bucket, before any timing
+            searched = time.perf_counter() - clock
             out, want = run(*first), ref(*first)
             err = float((out.double() - want).norm() / want.norm())
             good = err <= tolerance("bf16") * 2        # two roundings: the output, and the bf16 intermediate
             ok &= good
             t_def = timed(lambda *s: run(*s, tune=False), sets)
             t_tuned = timed(run, sets)
+            clock = time.perf_counter()
             t_torch = timed(compiled, sets)
+            print(f"  ({name} {label}: search {searched:.1f} s, torch.compile and its timing "
+                  f"{time.perf_counter() - clock:.1f} s)", file=sys.stderr, flush=True)
             row = dict(kernel=name, shape=label, default_us=t_def * 1e6, tuned_us=t_tuned * 1e6,
                        compile_us=t_torch * 1e6, ratio=t_torch / t_tuned, rel_err=err, ok=good,
                        tflops=flops / t_tuned / 1e12 if flops else None)
