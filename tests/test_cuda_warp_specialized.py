@@ -74,7 +74,8 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     s = gen.schedule
     assert s.warp_specialized and s.threads == 32 * s.warps + 128 and s.persistent == persistent
     # persistent: both roles walk the same tiles, the ring's cursor carrying on from one tile to the next
-    assert gen.source.count("for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {") == 2 * persistent
+    assert gen.source.count("for (int round = 0, tile = tc::persistent_tile(0); tile < tiles; "
+                            "tile = tc::persistent_tile(++round)) {") == 2 * persistent
     assert gen.name in c.resources, f"no ptxas report for {gen.name} in the log:\n{c.log}"
     res = c.resources[gen.name]
     assert res.spills == 0 and res.stack_frame == 0, res

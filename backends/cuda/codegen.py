@@ -248,12 +248,14 @@ class _Emitter:
     @contextlib.contextmanager
     def tiles(self):
         """The persistent grid's walk over tl.grid's tiles (2-D grids in groups of GROUP_ROWS along x, others x
-        fastest), or the block's one tile."""
+        fastest; the blocks take each round's tiles in reverse every other round, tc::persistent_tile), or the
+        block's one tile."""
         w = self.w
         if not self.s.persistent:
             yield
             return
-        with w.block("for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {"):
+        with w.block("for (int round = 0, tile = tc::persistent_tile(0); tile < tiles; "
+                     "tile = tc::persistent_tile(++round)) {"):
             if len(self.k.grid) == 2:   # GEMM-shaped: groups of rows, so that concurrent tiles share operands in L2
                 w(f"const tc::tile2 at = tc::grouped_order(tile, grid[0], grid[1], {schedules.GROUP_ROWS});")
                 w("const int block_x = at.x, block_y = at.y;")
