@@ -14,6 +14,7 @@
 #   attn-table issue 20: the forward (deferred P V now the default) on every row of the issue's table, persistent or
 #              not, and the backward at D128 / D64, against cuDNN SDPA
 #   skinny-profile  issue 18: ncu reports (warp samples by SASS) of the split-K GEMM and sum_parts at 1x4096x14336
+#   stages     issue 18: the skinny GEMMs at 4/6/8 stages, split or not; the tuned split pairs with TILES_PDL=0/1
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -104,6 +105,16 @@ for s in "$@"; do
             TILES_PDL=$p timeout 30 $c rmsnorm --backends cuda --no-compile --shapes 4096x4096 2>&1 | r
         done
         for p in 0 1; do TILES_PDL=$p timeout 60 python3 scripts/gpu_pdl.py; done ;;
+    stages)   # issue 18: deeper pipelines on the skinny GEMMs (more bytes in flight an SM), then the tuned split
+              # pairs with programmatic launch off and on (TILES_PDL=0/1)
+        r() { grep -E "^gemm " | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
+        echo "== stages"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 \
+            1x14336x4096 1x4096x14336 16x14336x4096 --set BM=64 BN=128 BK=64 workers=1 stages=4,6,8 SPLIT=1,4 2>&1 | r
+        for p in 0 1; do
+            echo "== TILES_PDL=$p"; TILES_PDL=$p timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile \
+                --shapes 1x4096x4096 1x4096x14336 64x4096x4096 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=4 \
+                blocks_per_sm=2 2>&1 | r
+        done ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
