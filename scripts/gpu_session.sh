@@ -15,6 +15,7 @@
 #              not, and the backward at D128 / D64, against cuDNN SDPA
 #   skinny-profile  issue 18: ncu reports (warp samples by SASS) of the split-K GEMM and sum_parts at 1x4096x14336
 #   stages     issue 18: the skinny GEMMs at 4/6/8 stages, split or not; the tuned split pairs with TILES_PDL=0/1
+#   examples-profile  issue 18: a cProfile of scripts/gpu_examples.py's first case ($OUT/examples.prof)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -115,6 +116,10 @@ for s in "$@"; do
                 --shapes 1x4096x4096 1x4096x14336 64x4096x4096 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=4 \
                 blocks_per_sm=2 2>&1 | r
         done ;;
+    examples-profile)   # where the examples' time goes on the device (the search, torch.compile): a cProfile
+                        # of the first case, written even when the limit interrupts it (SIGINT)
+        echo "== examples-profile"; timeout -s INT ${EXAMPLES_S:-150} python3 -m cProfile -o "$OUT/examples.prof" \
+            scripts/gpu_examples.py --only linear_silu 2>&1 | tail -6 ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
