@@ -116,7 +116,7 @@ class _Emitter:
         w(f"constexpr int STAGES = {self.s.stages};")
         if ws:
             w(f"constexpr unsigned STAGE_BYTES = {self.s.stage_bytes};  // TMA bytes that fill one stage")
-            w(f"constexpr int PRODUCER_REGS = {self.s.producer_regs}, CONSUMER_REGS = {self.s.consumer_regs};")
+            w(f"constexpr int PRODUCER_REGS = {schedules.PRODUCER_REGS}, CONSUMER_REGS = {self.s.consumer_regs};")
         if self.resident:
             w(f"constexpr int RESIDENT_SLOTS = {self.s.resident_slots};  // of each shared tile the producer loads "
               f"outside the pipeline loops")

@@ -33,9 +33,11 @@ SMEM_ALIGN = 1024  # every shared tile and vector starts on a 1024-byte boundary
 
 REGISTER_FILE = 65536     # 32-bit registers per SM, split evenly over the warp-specialized blocks an SM holds
 SM_SHARED = 228 * 1024    # shared memory per SM, of which the runtime reserves 1 KB per block
-PRODUCER_REGS = 40        # what a TMA-issuing warpgroup keeps (setmaxnreg.dec) when it walks a persistent grid,
-PRODUCER_REGS_MIN = 24    # and otherwise (setmaxnreg's floor): 8 more per consumer thread with two consumer
-                          # warpgroups (240, as FlashAttention-3 gives them), which attention backward needs
+PRODUCER_REGS = 24        # what the TMA-issuing warpgroup keeps (setmaxnreg.dec's floor), persistent or not:
+                          # 240 per consumer thread with two consumer warpgroups (as FlashAttention-3 gives them),
+                          # which attention backward needs. A persistent producer kept 40 until 12-02 (CUTLASS's
+                          # count), yet ptxas fits its walk in 24 (the highest register it uses after the
+                          # setmaxnreg: R11 in the attention forward, R13 in the GEMM; no spills, no C7508)
 MAX_CONSUMER_REGS = 256   # setmaxnreg's ceiling. Never below the launch-time count (the register file over
                           # the block's threads): setmaxnreg.inc may not shrink a warp's registers
 TMA_SWIZZLE = {128: "SWIZZLE_128B", 64: "SWIZZLE_64B", 32: "SWIZZLE_32B"}
@@ -116,13 +118,9 @@ class Schedule:
         return 32 * self.warps + (128 if self.warp_specialized else 0)
 
     @property
-    def producer_regs(self) -> int:
-        return PRODUCER_REGS if self.persistent else PRODUCER_REGS_MIN
-
-    @property
     def consumer_regs(self) -> int:
         """Registers per consumer thread after setmaxnreg: what the producer gives up, in steps of 8."""
-        spare = REGISTER_FILE // self.blocks - 128 * self.producer_regs
+        spare = REGISTER_FILE // self.blocks - 128 * PRODUCER_REGS
         return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
 
 
