@@ -86,7 +86,7 @@ class _Emitter:
         # shared tiles loaded outside the pipeline loops by the producer's TMA, a ring each (schedules.resident_loads)
         self.resident = [op for op in schedules.resident_loads(k) if schedules.tma_map(op) in sched.resident]
         # those whose load repeats in a block (a persistent grid's tiles, a tl.range loop): their slots go back
-        self.refilled = [op.dst for op in self.resident if sched.persistent or not any(op is s for s in k.body)]
+        self.refilled = [op.dst for op in self.resident if schedules.repeats(k, op, sched.persistent)]
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 

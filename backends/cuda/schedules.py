@@ -279,6 +279,11 @@ def resident_loads(k: ir.Kernel) -> list[ir.Op]:
     return out
 
 
+def repeats(k: ir.Kernel, load: ir.Op, persistent: bool) -> bool:
+    """Whether a resident load runs more than once a block: on a persistent grid's tiles, or in a tl.range loop."""
+    return persistent or not any(load is s for s in k.body)
+
+
 @dataclass(frozen=True)
 class Deferred:
     """A pipeline body shaped like attention's, split so that its last mma runs behind the next step's first
@@ -440,9 +445,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     slots = 0
     if resident and smem + SMEM_ALIGN <= max_smem:   # their mbarriers; then a second slot each where it helps and fits
         smem += SMEM_ALIGN
-        top = {id(s) for s in k.body}
         extra = sum(aligned(op.dst.rows * op.dst.cols * op.dst.dtype.itemsize) for op in resident)
-        slots = 2 if (persistent or any(id(op) not in top for op in resident)) and smem + extra <= max_smem else 1
+        slots = 2 if any(repeats(k, op, persistent) for op in resident) and smem + extra <= max_smem else 1
         smem += (slots - 1) * extra
     else:
         resident = []
