@@ -153,8 +153,13 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         (persistent and kernel in ("gemm", "bmm"))
     assert ("tc::store_tma(&C_tma, acc_staging, acc, {0, block_z, block_x, block_y});" in gen.source) == \
         (persistent and kernel == "bmm")
-    assert gen.source.count("tc::load_tma(") == len(s.tma) * (gen.source.count("tc::produce<") + rings) and \
-        "tc::load_async" not in gen.source
+    # and the tiles loaded outside the pipeline loops, by the producer too (resident_loads): attention's Q, its
+    # backward's K (and V at D 128, where V is a shared tile)
+    assert [m.map for m in s.resident] == (["q_tma"] if rings else ["k_tma", "v_tma"] if kernel == "attention_bwd"
+                                           else ["k_tma"] if kernel == "attention_bwd_d64" else [])
+    assert gen.source.count("tc::load_tma(") == len(s.tma) * (gen.source.count("tc::produce<") + rings) + \
+        len(s.resident) and "tc::load_async" not in gen.source
+    assert not any(f"tc::load({m.map[:-len('_tma')]}, " in gen.source for m in s.resident)
 
 
 def producer_sass(sass: str) -> str:
@@ -195,7 +200,7 @@ def test_blocks_per_sm_splits_registers_and_shared_memory(kernel, small):
     gen = generate(trace(kernel, blocks_per_sm=2, **small))
     s = gen.schedule
     assert s.blocks == 2 and "__launch_bounds__(NUM_WARPS * 32 + 128, 2)" in gen.source
-    assert 128 * s.producer_regs + 32 * s.warps * s.consumer_regs <= 65536 // 2
+    assert 128 * schedules.PRODUCER_REGS + 32 * s.warps * s.consumer_regs <= 65536 // 2
     assert 65536 // 2 // s.threads // 8 * 8 <= s.consumer_regs and 2 * (s.smem_bytes + 1024) <= schedules.SM_SHARED
     assert s.stages >= 2
     c = toolchain.compile(gen.source, "sm_90a")
@@ -221,14 +226,13 @@ def test_register_split_and_ring_bytes():
     # 3 of the 4 stages the configuration asks for
     s = generate(trace("gemm")).schedule
     assert (s.warps, s.stages, s.stage_bytes) == (8, 3, (128 * 64 + 64 * 256) * 2)
-    assert s.consumer_regs == 232
+    assert s.consumer_regs == 240
     for warps in (4, 8, 12, 16):   # 1-4 consumer warpgroups
         r = replace(s, warps=warps)
         # setmaxnreg.inc may only grow a warp's registers past what ptxas gave it at launch (at most the
         # register file over the block's threads), and the two roles together must fit the register file
         assert 65536 // r.threads // 8 * 8 <= r.consumer_regs <= 256 and r.consumer_regs % 8 == 0
-        assert 128 * r.producer_regs + 32 * warps * r.consumer_regs <= 65536
-        assert 128 * replace(r, persistent=False).producer_regs + 32 * warps * r.consumer_regs <= 65536
+        assert 128 * schedules.PRODUCER_REGS + 32 * warps * r.consumer_regs <= 65536
     # stages + staging tile + alignment slack + the mbarrier ring
     assert s.smem_bytes == 3 * (16384 + 32768) + 128 * 256 * 2 + 2 * 1024 <= SMEM
     assert (s.store.map, s.store.gl, s.store.rows, s.store.panel_cols, s.store_src) == ("C_tma", "C", 64, 64, "acc")
@@ -308,8 +312,11 @@ def test_dq_reduce_map_and_where_it_does_not_apply(d):
     s = schedules.plan(k, "sm_90a", SMEM)
     args = bwd_args(d)
     maps = runtime.tensor_map_specs(k, s, args, pointer=lambda x: 0)
-    assert [m.map for m in s.maps] == ["q_tma", "dout_tma", "DQacc_tma"]
-    dq = maps[2][0]
+    assert [m.map for m in s.maps] == ["q_tma", "dout_tma", "k_tma"] + ["v_tma"] * (d == 128) + ["DQacc_tma"]
+    dq = maps[-1][0]
+    # below: the staging tiles alone (K and V through TMA take a ring's 1 KB of mbarriers, and go first where short)
+    k = attention_bwd.trace(bwd_args(d), "sm_90a", D=d, resident=False, **WS)
+    s = schedules.plan(k, "sm_90a", SMEM)
     assert (dq.dtype, dq.dims, dq.strides, dq.box, dq.swizzle) == (
         "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", (d, 256, 2, 1), (4 * d, 4 * d * 256, 4 * d * 256 * 2), (32, 16, 1, 1),
         "CU_TENSOR_MAP_SWIZZLE_128B")
@@ -401,3 +408,82 @@ def test_deferred_option_batches_s_and_the_previous_p_v(kernel, turns):
         assert not re.search(r"SYNCS\.PHASECHK|SHFL", consumer[sync:first])
         # the barrier ids stay in registers: the thread index is not read again in front of the turn
         assert "SR_TID" not in consumer[:sync]
+
+
+@tl.kernel
+def row_panels(C, A, B, *, BM=64, BN=64, K=64, per_block=0):
+    """C = A B for A of K columns, a row block of A held in shared memory against every column block of B (the
+    pipeline loop), as attention holds Q against K; per_block > 0: each block takes that many row blocks in turn
+    (a tl.range loop)."""
+    g = tl.grid(tl.cdiv(A.rows, BM * max(per_block, 1)))
+    tl.check_eq(A.cols, K)
+    a = tl.shared(A.dtype, BM, K, name="a")
+    b = tl.shared(B.dtype, K, BN, name="b")
+    acc = tl.regs(tl.f32, BM, BN, name="acc")
+
+    def panel(row):
+        tl.load(a, A, (row, 0))
+        for j in tl.pipeline(tl.cdiv(B.cols, BN), name="j"):
+            tl.load(b, B, (0, j))
+            tl.zero(acc)
+            tl.mma_AB(acc, a, b, acc)
+            tl.store(C, acc, (row, j))
+
+    if per_block:
+        for r in tl.range(per_block, name="r"):
+            panel(g * per_block + r)
+    else:
+        panel(g)
+
+
+def row_panels_args():
+    return [np.zeros((256, 256), np.float32), random_array((256, 64), "bf16"), random_array((64, 256), "bf16")]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("extra,slots", [({}, 1), (dict(per_block=2), 2), (dict(persistent=True), 2)])
+def test_out_of_loop_shared_load_is_the_producers_tma(extra, slots):
+    """A shared tile loaded outside the pipeline loops (attention's Q) comes through the producer's TMA into a ring
+    of its own, issued ahead of the pipelined loads after it: the consumers wait on its slot's full mbarrier before
+    its first reader instead of loading it between two block barriers, and where the load repeats in a block (a
+    tl.range loop, a persistent grid) free the slot after its last reader, the next slot's load in flight."""
+    k = row_panels.trace(row_panels_args(), "sm_90a", workers=1, **WS, **extra)
+    gen = generate(k)
+    s = gen.schedule
+    assert [m.map for m in s.resident] == ["a_tma"] and s.resident_slots == slots
+    assert f"constexpr int RESIDENT_SLOTS = {slots};" in gen.source
+    producer, consumer = gen.source.split("} else {", 1)
+    load = producer.index("tc::load_tma(a_slots[a_cursor.slot], &a_tma, tc::refill(a_ring, a_cursor, 8192), {")
+    assert load < producer.index("tc::produce<STAGES, STAGE_BYTES>(ring, cursor,")
+    assert "tc::load(a, A" not in consumer and "tc::sync();" not in consumer
+    assert consumer.index("auto& a = a_slots[a_cursor.slot];") < consumer.index("tc::stage_wait(a_ring, a_cursor);") \
+        < consumer.index("tc::consume<STAGES>(ring, cursor,")
+    release = "tc::stage_release(a_ring, a_cursor.slot);  // its last reader is done\n"
+    assert (release in consumer) == (slots == 2)   # loaded once a block, the slot is never refilled
+    # the runtime's tensor maps: the pipelined tile's, then the resident one's (box: its one 128-byte panel)
+    specs = runtime.tensor_map_specs(k, s, row_panels_args(), pointer=lambda x: 0)
+    assert [spec.box for spec, _ in specs] == [(64, 64, 1, 1), (64, 64, 1, 1)] and specs[1][0].dims == (64, 256, 1, 1)
+    c = toolchain.compile(gen.source, "sm_90a")
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0 and "C751" not in c.log, (res, c.log)
+    sass = c.sass()
+    consumer_sass = sass[sass.index("USETMAXREG.TRY_ALLOC"):]
+    assert "UTMALDG" in producer_sass(sass) and "UTMALDG" not in consumer_sass
+    assert not re.search(r"\bLDG", consumer_sass)   # the consumers read no global: C's stores only
+
+
+def test_out_of_loop_shared_load_falls_back_where_tma_cannot_take_it():
+    """Where TMA cannot fill the tile (a box of more than 256 rows), the option asks otherwise, or shared memory
+    is short, the consumers load it as before, between two barriers; a second slot is given up first."""
+    args = row_panels_args()
+    for extra in (dict(BM=512), dict(resident=False)):
+        gen = generate(row_panels.trace(args, "sm_90a", workers=1, **WS, **extra))
+        assert gen.schedule.warp_specialized and not gen.schedule.resident and "a_tma" not in gen.source
+        assert "tc::load(a, A, {0, 0, block_x, 0});\n        tc::sync();" in gen.source
+    k = row_panels.trace(args, "sm_90a", workers=1, per_block=2, **WS)
+    two = schedules.plan(k, "sm_90a", SMEM)
+    one = schedules.plan(k, "sm_90a", two.smem_bytes - 1)
+    none = schedules.plan(k, "sm_90a", one.smem_bytes - 1)
+    assert (two.resident_slots, one.resident_slots, none.resident_slots) == (2, 1, 0) and not none.resident
+    assert two.smem_bytes - one.smem_bytes == 64 * 64 * 2 and one.smem_bytes - none.smem_bytes == 1024
+    assert "tc::load(a, A, {0, 0, ((block_x * 2) + r), 0});" in codegen.generate(k, none).source

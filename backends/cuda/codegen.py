@@ -80,9 +80,13 @@ class _Emitter:
         self.partial = rewrites.partial_sums(k.body) if sched.rewrites else {}
         self.unit = rewrites.unit_factors(k.body) if sched.rewrites else set()   # rescales a warp may skip
         self.partial_now = []   # the vectors the loop being written keeps as per-lane partial sums
-        self.ring_reads = {}   # per-tile rings (Schedule.rings): tile -> the body's statements that read it, while
-        #                        they remain to be written; and the tiles whose slot the body has waited for
+        self.ring_reads = {}   # per-tile rings (Schedule.rings, and the resident tiles'): tile -> the statements
+        #                        that read it, while they remain to be written; and the tiles whose slot was waited for
         self.ring_waited = set()
+        # shared tiles loaded outside the pipeline loops by the producer's TMA, a ring each (schedules.resident_loads)
+        self.resident = [op for op in schedules.resident_loads(k) if schedules.tma_map(op) in sched.resident]
+        # those whose load repeats in a block (a persistent grid's tiles, a tl.range loop): their slots go back
+        self.refilled = [op.dst for op in self.resident if schedules.repeats(k, op, sched.persistent)]
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -112,7 +116,10 @@ class _Emitter:
         w(f"constexpr int STAGES = {self.s.stages};")
         if ws:
             w(f"constexpr unsigned STAGE_BYTES = {self.s.stage_bytes};  // TMA bytes that fill one stage")
-            w(f"constexpr int PRODUCER_REGS = {self.s.producer_regs}, CONSUMER_REGS = {self.s.consumer_regs};")
+            w(f"constexpr int PRODUCER_REGS = {schedules.PRODUCER_REGS}, CONSUMER_REGS = {self.s.consumer_regs};")
+        if self.resident:
+            w(f"constexpr int RESIDENT_SLOTS = {self.s.resident_slots};  // of each shared tile the producer loads "
+              f"outside the pipeline loops")
         w()
         params = []
         for p in k.params:
@@ -181,6 +188,14 @@ class _Emitter:
         else:
             w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
             w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
+        if self.resident:
+            n = len(self.resident)
+            w(f"auto* resident = smem.alloc<tc::stage_ring<RESIDENT_SLOTS>>({n});  // full/empty mbarriers per slot, "
+              f"a ring per tile loaded outside the pipeline loops")
+            for i, op in enumerate(self.resident):
+                w(f"auto& {op.dst.name}_ring = resident[{i}];")
+            w(f"if (threadIdx.x == 0) {f'for (int r = 0; r < {n}; ++r) resident[r]' if n > 1 else 'resident[0]'}"
+              f".init(NUM_WARPS);")
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
         self.grid_dependency()
         w()
@@ -191,12 +206,12 @@ class _Emitter:
         with w.block("if (tc::is_producer()) {", "} else {"):
             w("tc::regs_release<PRODUCER_REGS>();")
             with w.block("if (tc::is_producer_leader()) {"):
-                w("tc::stage_cursor<STAGES> cursor;")
+                self.cursors()
                 with self.tiles():
                     self.produce(self.k.body)
         w.depth += 1
         w("tc::regs_acquire<CONSUMER_REGS>();")
-        w("tc::stage_cursor<STAGES> cursor;")
+        self.cursors()
         self.declare_regs()
         self.barrier_pending = True   # the block just synchronized
         with self.tiles():
@@ -208,12 +223,25 @@ class _Emitter:
         w.depth -= 1
         w("}")
 
+    def cursors(self):
+        """Each role's place in the rings: one cursor for the pipelined tiles, one per resident tile."""
+        self.w("tc::stage_cursor<STAGES> cursor;")
+        for op in self.resident:
+            self.w(f"tc::stage_cursor<RESIDENT_SLOTS> {op.dst.name}_cursor;")
+
     def produce(self, body):
         """The producer walks the consumers' loop nest, keeping only what leads to a pipeline loop, and issues
         each pipeline iteration's loads as TMA into the next ring slot: the slot and its phase carry on from one
-        pipeline loop to the next, exactly as the consumers' cursor does."""
+        pipeline loop to the next, exactly as the consumers' cursor does. A resident tile's load goes into its
+        own ring's next slot where the walk meets it, ahead of the pipelined loads after it."""
         w = self.w
         for lp in body:
+            if any(lp is op for op in self.resident):
+                t = lp.dst.name
+                w(f"tc::load_tma({t}_slots[{t}_cursor.slot], &{t}_tma, tc::refill({t}_ring, {t}_cursor, "
+                  f"{schedules.tma_map(lp).bytes}), {self.idx(lp)});")
+                w(f"{t}_cursor.advance();")
+                continue
             if not isinstance(lp, ir.Loop) or not any(x.kind == "pipeline" for x in [lp, *schedules.loops(lp.body)]):
                 continue
             v = lp.var.name
@@ -281,9 +309,13 @@ class _Emitter:
         if shared:
             w("extern __shared__ unsigned char smem_base[];")
             w("tc::smem_allocator smem(smem_base);")
+        resident = [op.dst for op in self.resident]
         for t in shared:
             if t in self.piped:
                 w(f"auto* {t.name}_stages = smem.alloc<{tile_type(t)}>(STAGES);  // one per pipeline stage")
+            elif any(t is r for r in resident):
+                w(f"auto* {t.name}_slots = smem.alloc<{tile_type(t)}>(RESIDENT_SLOTS);  // the producer's TMA fills "
+                  f"them in turn")
             else:
                 w(f"auto& {t.name} = *smem.alloc<{tile_type(t)}>();")
         for t, gl in {op.dst: op.srcs[0] for op in self.ring_vectors}.items():
@@ -347,6 +379,10 @@ class _Emitter:
                 self.ring_release(pending, [op for op, _ in group])
                 i += len(group)
                 continue
+            elif any(s is op for op in self.resident):   # the producer loads it: this tile's slot, read from here on
+                t = s.dst
+                self.w(f"auto& {t.name} = {t.name}_slots[{t.name}_cursor.slot];  // the producer's TMA fills it")
+                self.ring_reads[t] = [u for u, _ in units[i + 1:] if _reads(u, t)]
             else:
                 self.op(s, fresh)
             self.ring_release(pending, [s])
@@ -360,20 +396,27 @@ class _Emitter:
             self.scaled.get(id(s), ("",))[0] not in ("drop", "done")
 
     def ring_wait(self, stmts):
-        """Per-tile rings: before the first statement that reads a pipelined tile, wait for its slot's bytes."""
+        """Per-tile rings: before the first statement that reads a tile, wait for its slot's bytes."""
         for t, readers in self.ring_reads.items():
             if t not in self.ring_waited and any(r is s for r in readers for s in stmts):
-                self.w(f"tc::stage_wait({t.name}_ring, cursor);")
+                resident = any(t is op.dst for op in self.resident)
+                self.w(f"tc::stage_wait({t.name}_ring, {t.name + '_' if resident else ''}cursor);")
                 self.ring_waited.add(t)
 
     def ring_release(self, pending, written=()):
         """Per-tile rings: once the last statement reading a tile is written and no mma in flight reads it, every
-        warp frees the tile's slot."""
+        warp frees the tile's slot (a resident tile's cursor then moves on to its next slot; one loaded once a block
+        keeps it)."""
         for t, readers in list(self.ring_reads.items()):
             readers[:] = [r for r in readers if not any(r is s for s in written)]
             if not readers and not any(x is t for op in pending for x in op.srcs):
-                self.w(f"tc::stage_release({t.name}_ring, stage);  // its last reader is done: refill it")
+                if any(t is x for x in self.refilled):
+                    self.w(f"tc::stage_release({t.name}_ring, {t.name}_cursor.slot);  // its last reader is done")
+                    self.w(f"{t.name}_cursor.advance();")
+                elif not any(t is op.dst for op in self.resident):
+                    self.w(f"tc::stage_release({t.name}_ring, stage);  // its last reader is done: refill it")
                 del self.ring_reads[t]
+                self.ring_waited.discard(t)
 
     def loop(self, lp: ir.Loop):
         w, v = self.w, lp.var.name
@@ -411,13 +454,11 @@ class _Emitter:
                 w(f"auto& {t.name} = {t.name}_stages[stage];")
             self.barrier_pending = True  # the pipeline's barrier precedes every compute step
             self.in_flight = bool(accumulators)
-            self.ring_reads = {t: [op for op in rest if isinstance(op, ir.Op) and self.written(op)
-                                   and any(x is t for x in op.srcs)]
-                               for t in {op.dst: None for op in loads} if t.name in self.s.rings}
-            self.ring_waited = set()
+            self.ring_reads.update({t: [op for op in rest if isinstance(op, ir.Op) and self.written(op)
+                                        and any(x is t for x in op.srcs)]
+                                    for t in {op.dst: None for op in loads} if t.name in self.s.rings})
             self.stmts(rest)
             self.in_flight = False
-            self.ring_reads = {}
         w.depth -= 1
         for t in accumulators or ():
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")
@@ -520,6 +561,11 @@ class _Emitter:
         self.barrier_pending = False
         if writes_shared:
             self.sync()  # the new contents are visible to every warp
+
+
+def _reads(s, t) -> bool:
+    """Whether statement s (a loop: any op in it) reads tile t."""
+    return any(x is t for op in schedules.ops([s]) for x in op.srcs)
 
 
 def _needs(s: ir.Op, m: ir.Op) -> bool:

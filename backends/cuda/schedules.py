@@ -33,9 +33,11 @@ SMEM_ALIGN = 1024  # every shared tile and vector starts on a 1024-byte boundary
 
 REGISTER_FILE = 65536     # 32-bit registers per SM, split evenly over the warp-specialized blocks an SM holds
 SM_SHARED = 228 * 1024    # shared memory per SM, of which the runtime reserves 1 KB per block
-PRODUCER_REGS = 40        # what a TMA-issuing warpgroup keeps (setmaxnreg.dec) when it walks a persistent grid,
-PRODUCER_REGS_MIN = 24    # and otherwise (setmaxnreg's floor): 8 more per consumer thread with two consumer
-                          # warpgroups (240, as FlashAttention-3 gives them), which attention backward needs
+PRODUCER_REGS = 24        # what the TMA-issuing warpgroup keeps (setmaxnreg.dec's floor), persistent or not:
+                          # 240 per consumer thread with two consumer warpgroups (as FlashAttention-3 gives them),
+                          # which attention backward needs. A persistent producer kept 40 until 12-02 (CUTLASS's
+                          # count), yet ptxas fits its walk in 24 (the highest register it uses after the
+                          # setmaxnreg: R11 in the attention forward, R13 in the GEMM; no spills, no C7508)
 MAX_CONSUMER_REGS = 256   # setmaxnreg's ceiling. Never below the launch-time count (the register file over
                           # the block's threads): setmaxnreg.inc may not shrink a warp's registers
 TMA_SWIZZLE = {128: "SWIZZLE_128B", 64: "SWIZZLE_64B", 32: "SWIZZLE_32B"}
@@ -90,6 +92,11 @@ class Schedule:
     #                          prologue and epilogue run under another's main loop; registers and shared memory split
     pdl: bool = False        # sm_90a: the kernel waits for the grids before it (tc::wait_prior_grids) and lets the
     #                          next be scheduled early: the runtime may launch it programmatically (runtime.py)
+    resident: tuple[TmaMap, ...] = ()   # warp-specialized: the loads outside the pipeline loops that the producer
+    #                                     issues as TMA (resident_loads; option resident, on by default)
+    resident_slots: int = 0  # each resident tile's ring: 2 slots where its load repeats in a block (a persistent
+    #                          grid, a tl.range loop) and shared memory allows, so that the next one lands while
+    #                          this one is read; else 1
 
     @property
     def warp_specialized(self) -> bool:
@@ -106,20 +113,16 @@ class Schedule:
     @property
     def maps(self) -> tuple[TmaMap, ...]:
         """Every tensor map parameter, in parameter order."""
-        return self.tma + tuple(m for m in (self.store, self.reduce) if m)
+        return self.tma + self.resident + tuple(m for m in (self.store, self.reduce) if m)
 
     @property
     def threads(self) -> int:
         return 32 * self.warps + (128 if self.warp_specialized else 0)
 
     @property
-    def producer_regs(self) -> int:
-        return PRODUCER_REGS if self.persistent else PRODUCER_REGS_MIN
-
-    @property
     def consumer_regs(self) -> int:
         """Registers per consumer thread after setmaxnreg: what the producer gives up, in steps of 8."""
-        spare = REGISTER_FILE // self.blocks - 128 * self.producer_regs
+        spare = REGISTER_FILE // self.blocks - 128 * PRODUCER_REGS
         return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
 
 
@@ -246,6 +249,43 @@ def tile_rings(k: ir.Kernel) -> list:
     return tiles
 
 
+def resident_loads(k: ir.Kernel) -> list[ir.Op]:
+    """GL->ST loads outside every pipeline loop that the warp-specialized producer issues as TMA, each tile into a
+    ring of its own (Schedule.resident_slots slots): attention's Q, attention backward's K and V. The consumers
+    loaded them themselves before (a DRAM round trip between two block barriers ahead of the tile's main loop,
+    while only the pipelined tiles ran ahead); now they wait on the slot's full mbarrier before the first statement
+    that reads the tile and free the slot after the last, and the producer issues the load ahead of the pipelined
+    loads that follow it (a persistent block: the next tile's Q while this tile's loop runs). Taken: the tile's only
+    write, from a global of its dtype, in a statement list the producer walks (the kernel's body, or that of a
+    tl.range loop leading to a pipeline loop), read only by statements after it in that list (where the slot's
+    reference is in scope), a tile TMA can fill (tma_misfit). Others stay the consumers' loads."""
+    piped = pipelined_tiles(k)
+    every = list(ops(k.body))
+    out = []
+
+    def walk(stmts):
+        for i, s in enumerate(stmts):
+            if isinstance(s, ir.Loop):
+                if s.kind == "range" and any(lp.kind == "pipeline" for lp in loops(s.body)):
+                    walk(s.body)
+                continue
+            t = s.dst
+            if s.name != "load" or not isinstance(t, ST) or not isinstance(s.srcs[0], GL) or t in piped \
+                    or s.srcs[0].dtype != t.dtype or tma_misfit(t):
+                continue
+            later = {id(op) for op in ops(stmts[i + 1:])}
+            if all(op is s or (op.dst is not t and (id(op) in later or not any(x is t for x in op.srcs)))
+                   for op in every):
+                out.append(s)
+    walk(k.body)
+    return out
+
+
+def repeats(k: ir.Kernel, load: ir.Op, persistent: bool) -> bool:
+    """Whether a resident load runs more than once a block: on a persistent grid's tiles, or in a tl.range loop."""
+    return persistent or not any(load is s for s in k.body)
+
+
 @dataclass(frozen=True)
 class Deferred:
     """A pipeline body shaped like attention's, split so that its last mma runs behind the next step's first
@@ -301,17 +341,25 @@ def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
     sources = {}
     for op in _pipeline_loads(k):
         t = op.dst
-        if t.dtype.itemsize not in (1, 2) or t.rows > 256:
-            return f"TMA here fills 1- or 2-byte tiles of at most 256 rows; {t.name} is {t.type_str()}"
-        if t.cols * t.dtype.itemsize % 32:   # st's rule (types.cuh): no swizzle mode, which TMA's box needs
-            return f"TMA's swizzle modes need rows of a multiple of 32 bytes; {t.name} is {t.type_str()}"
+        why = tma_misfit(t)
+        if why:
+            return why
         if sources.setdefault(t, op.srcs[0]) is not op.srcs[0]:   # one tensor map per pipelined tile
             return f"its pipelined tile {t.name} is loaded from two globals"
     return None
 
 
+def tma_misfit(t: ST) -> str | None:
+    """Why TMA cannot fill shared tile t here (None: it can)."""
+    if t.dtype.itemsize not in (1, 2) or t.rows > 256:
+        return f"TMA here fills 1- or 2-byte tiles of at most 256 rows; {t.name} is {t.type_str()}"
+    if t.cols * t.dtype.itemsize % 32:   # st's rule (types.cuh): no swizzle mode, which TMA's box needs
+        return f"TMA's swizzle modes need rows of a multiple of 32 bytes; {t.name} is {t.type_str()}"
+    return None
+
+
 def tma_map(op: ir.Op) -> TmaMap:
-    """The tensor map of a pipelined load (one per pipelined tile: ws_misfit)."""
+    """The tensor map of a pipelined load (one per pipelined tile: ws_misfit) or of a resident one."""
     t = op.dst
     row_bytes = t.cols * t.dtype.itemsize
     swz = next(b for b in (128, 64, 32) if row_bytes % b == 0)   # st's rule (types.cuh)
@@ -395,6 +443,15 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     staging = next((n for n in (2, 1) if reduce and smem + n * aligned(reduce[2]) <= max_smem), 0)
     smem += staging * aligned(reduce[2]) if staging else 0
     reduce = reduce if staging else None
+    resident = resident_loads(k) if tma and k.options.get("resident", True) else []
+    slots = 0
+    if resident and smem + SMEM_ALIGN <= max_smem:   # their mbarriers; then a second slot each where it helps and fits
+        smem += SMEM_ALIGN
+        extra = sum(aligned(op.dst.rows * op.dst.cols * op.dst.dtype.itemsize) for op in resident)
+        slots = 2 if any(repeats(k, op, persistent) for op in resident) and smem + extra <= max_smem else 1
+        smem += (slots - 1) * extra
+    else:
+        resident = []
     if smem > max_smem:
         raise TileError(f"{k.name} needs {smem} bytes of shared memory on {target} "
                         f"({stages} pipeline stages), more than the {max_smem} a block can have"
@@ -422,7 +479,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     turns=bool(tma and k.options.get("deferred", True) and k.options.get("turns", False)
                                and warps == 8),
                     exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0, blocks=blocks,
-                    pdl=target == "sm_90a")
+                    pdl=target == "sm_90a",
+                    resident=tuple(tma_map(op) for op in resident), resident_slots=slots)
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
