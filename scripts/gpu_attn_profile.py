@@ -6,7 +6,14 @@ the pieces scripts/gpu_attn_profile.sh runs.
     python scripts/gpu_attn_profile.py build                        # the hand libraries, every variant
     python scripts/gpu_attn_profile.py time 4x32x8192x128 4x32x8192x64 [--causal] [--json FILE]
     python scripts/gpu_attn_profile.py compare A.ncu-rep B.ncu-rep ...   # ncu reports side by side
+    python scripts/gpu_attn_profile.py loop SUMMARY A_sass.csv ...   # the main loop's stalls, from compare's output
 
+`loop` (also part of `compare`) turns the SASS page's warp samples into cycles a warp spends at each instruction
+of the main loop per iteration: each SMSP samples one of its warps at a fixed interval, so samples x (SM active
+cycles x active warps per SM x SMs / all samples) / executions. The main loop is the instructions of the execution
+count that holds the most samples (a branched-around part, like a mask of the last block, drops out); each wait
+(wgmma, mbarrier, named barrier) is listed on its own, the rest by opcode. A BAR.SYNC.DEFER_BLOCKING's wait shows
+as barrier stalls of an instruction a few after it (the column `barrier` of that opcode's row).
 `launch` makes the inputs, launches the kernel once and checks its output against cuDNN's (relative Frobenius
 error), so under `ncu --kernel-name regex:attention_fwd|attn_fwd_kernel --launch-count 1` exactly one launch
 matches: the generated kernel is `attention_fwd` (extern "C"), the hand one `attn_fwd_kernel<D, BKV, CAUSAL>`
@@ -234,7 +241,7 @@ def compare(a) -> int:
             if any((num(v) or 0) != 0 for v in vals.values())]
     print("\n== raw metrics (non-zero somewhere)\n" + table(names, keep))
     # source page: where the warps' samples fall, by SASS opcode, and the hottest instructions
-    for name, rep in zip(names, a.reports):
+    for i, (name, rep) in enumerate(zip(names, a.reports)):
         rows = ncu_csv(rep, "--page", "source", "--print-source", "sass")
         # the page opens with the kernel's name on a line of its own: the table starts at its header row
         start = next((i for i, r in enumerate(rows) if "Source" in r), None)
@@ -265,6 +272,67 @@ def compare(a) -> int:
             why = sorted(((num(r[j]) or 0, head[j]) for j in stalls), reverse=True)[:2]
             print(f"   {100 * (num(r[smp]) or 0) / total:5.1f}%  {r[addr] if addr is not None else ''}  "
                   f"{r[src].strip()[:60]:<60}  " + ", ".join(f"{h} {v:.0f}" for v, h in why if v))
+        found = [next((num(v[i]) for (_, m), v in details.items() if m == label and i in v), None)
+                 for label in ("SM Active Cycles [cycle]", "Achieved Active Warps Per SM [warp]", "# SMs [SM]")]
+        if None not in found and "Instructions Executed" in head:
+            loop_cycles(name, rows, math.prod(found))
+    return 0
+
+
+WAITS = re.compile(r"WARPGROUP\.DEPBAR|BAR\.(SYNC|ARV)|SYNCS\.PHASECHK")
+REASONS = ("wait", "barrier", "mio", "long_sb", "short_sb", "dispatch", "not_selected", "selected", "math")
+
+
+def loop_cycles(name: str, rows: list[list[str]], warp_cycles: float) -> None:
+    """Print the main loop's cycles per warp and iteration (see `loop`); warp_cycles: SM active cycles x active
+    warps per SM x SMs."""
+    head, body = rows[0], rows[1:]
+    col = {c: j for j, c in enumerate(head)}
+    smp, exe, src = col["Warp Stall Sampling (All Samples)"], col["Instructions Executed"], col["Source"]
+    total = sum(num(r[smp]) or 0 for r in body) or 1
+    held = Counter()
+    for r in body:
+        held[num(r[exe])] += num(r[smp]) or 0
+    n = max((c for c in held if c), key=held.__getitem__)   # the main loop's count: the most samples
+    k = warp_cycles / total / n
+    main = [r for r in body if num(r[exe]) == n]
+    groups, order, wait = defaultdict(lambda: defaultdict(float)), [], (None, -9)
+    for i, r in enumerate(main):
+        text = re.sub(r"^@!?U?P\w+\s+", "", r[src].strip())
+        # a try_wait's branch, a few instructions on, waits for its result: that time is the wait's own
+        after_wait = text.startswith("BRA") and r[src].strip().startswith("@!P") and i - wait[1] <= 3
+        key = f"{r[col['Address']][-5:]} {text[:44]}" if WAITS.match(text) else \
+            (wait[0] if after_wait else text.split(" ")[0])
+        if text.startswith("SYNCS.PHASECHK"):
+            wait = (key, i)
+        if key not in groups:
+            order.append(key)
+        g = groups[key]
+        g["n"] += 1 if not after_wait else 0
+        g["cycles"] += (num(r[smp]) or 0) * k
+        for why in REASONS:
+            if f"stall_{why}" in col:
+                g[why] += (num(r[col[f"stall_{why}"]]) or 0) * k
+    print(f"\n== {name}: main loop, {len(main)} instructions run {n:.0f} times; cycles a warp spends per iteration")
+    print(f"  {'':<52} {'n':>4} {'cycles':>7}  " + " ".join(f"{w:>8}" for w in REASONS))
+    for key in sorted(order, key=lambda x: -groups[x]["cycles"]):
+        g = groups[key]
+        print(f"  {key:<52} {g['n']:>4.0f} {g['cycles']:>7.1f}  " + " ".join(f"{g[w]:>8.1f}" for w in REASONS))
+    print(f"  {'all':<52} {len(main):>4} {sum(g['cycles'] for g in groups.values()):>7.1f}")
+
+
+def loop(a) -> int:
+    summary = open(a.summary).read().splitlines()
+    names = summary[1].split()
+
+    def metric(label):   # one value per report, the line's last columns
+        return [num(x) for x in next(ln for ln in summary if ln.startswith(label)).split()[-len(names):]]
+    warp_cycles = [c * w * s for c, w, s in zip(metric("SM Active Cycles"), metric("Achieved Active Warps Per SM"),
+                                                 metric("# SMs"))]
+    for path in a.csvs:
+        name = path.split("/")[-1].removesuffix("_sass.csv")
+        with open(path, newline="") as f:
+            loop_cycles(name, list(csv.reader(f)), warp_cycles[names.index(name)])
     return 0
 
 
@@ -285,8 +353,11 @@ def main(argv=None) -> int:
     p.add_argument("reports", nargs="+")
     p.add_argument("--top", type=int, default=25, help="hottest SASS instructions listed per report")
     p.add_argument("--sass-csv", metavar="DIR", help="also write each report's SASS source page as DIR/NAME_sass.csv")
+    p = sub.add_parser("loop", help="the main loop's cycles per warp and iteration, from compare's summary and CSVs")
+    p.add_argument("summary")
+    p.add_argument("csvs", nargs="+")
     a = ap.parse_args(argv)
-    return {"launch": launch, "build": build, "time": time, "compare": compare}[a.cmd](a)
+    return {"launch": launch, "build": build, "time": time, "compare": compare, "loop": loop}[a.cmd](a)
 
 
 if __name__ == "__main__":
