@@ -14,6 +14,8 @@
 #   attn-table issue 20: the forward (deferred P V now the default) on every row of the issue's table, persistent or
 #              not, and the backward at D128 / D64, against cuDNN SDPA
 #   skinny-profile  issue 18: ncu reports (warp samples by SASS) of the split-K GEMM and sum_parts at 1x4096x14336
+#   verify     12-02 evening's merges: GPU tests (gemm, attention, split, programmatic, persistent), then attention
+#              forward (persistent or not) and backward against cuDNN
 #   stages     issue 18: the skinny GEMMs at 4/6/8 stages, split or not; the tuned split pairs with TILES_PDL=0/1
 #   examples-profile  issue 18: a cProfile of scripts/gpu_examples.py's first case ($OUT/examples.prof)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
@@ -106,13 +108,26 @@ for s in "$@"; do
             TILES_PDL=$p timeout 30 $c rmsnorm --backends cuda --no-compile --shapes 4096x4096 2>&1 | r
         done
         for p in 0 1; do TILES_PDL=$p timeout 60 python3 scripts/gpu_pdl.py; done ;;
+    verify)   # 12-02 evening's merged changes (programmatic launch, resident tiles, the persistent walk's reversal,
+              # the deferred softmax's order): their GPU tests, then attention forward and backward against cuDNN
+        timeout 170 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_cuda_gpu.py \
+            tests/test_cuda_sm90_gpu.py tests/test_kernels.py tests/test_kernel_attention_bwd.py tests/test_torch_ops.py \
+            -k "gemm or matmul or attention or split or programmatic or persistent or warp_specialized or graph" \
+            >"$OUT/verify.log" 2>&1
+        echo "== verify tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/verify.log" | tail -12
+        r() { grep -E "^attention" | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
+        echo "== attention"; timeout 130 python3 -m tiles compare attention --backends cuda --no-compile --shapes \
+            4x32x8192x128 4x32x8192x128,causal 16x16x4096x64 16x16x4096x64,causal 8x16x2048x128,causal \
+            --set persistent=False,True --json "$OUT/attn.json" 2>&1 | r
+        echo "== attention_bwd"; timeout 70 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
+            --shapes 4x32x8192x128 16x16x4096x64 --json "$OUT/attn_bwd.json" 2>&1 | r ;;
     stages)   # issue 18: deeper pipelines on the skinny GEMMs (more bytes in flight an SM), then the tuned split
               # pairs with programmatic launch off and on (TILES_PDL=0/1)
         r() { grep -E "^gemm " | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
-        echo "== stages"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 \
+        echo "== stages"; timeout 100 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 \
             1x14336x4096 1x4096x14336 16x14336x4096 --set BM=64 BN=128 BK=64 workers=1 stages=4,6,8 SPLIT=1,4 2>&1 | r
         for p in 0 1; do
-            echo "== TILES_PDL=$p"; TILES_PDL=$p timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile \
+            echo "== TILES_PDL=$p"; TILES_PDL=$p timeout 45 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes 1x4096x4096 1x4096x14336 64x4096x4096 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=4 \
                 blocks_per_sm=2 2>&1 | r
         done ;;
