@@ -143,12 +143,7 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
                 gen.source and (f"tc::stage_release({t}_ring, stage);" in gen.source or s.deferred and t == "v")
         assert ("tc::consume_deferred<STAGES, false>(cursor, " in gen.source) == s.deferred
         body = gen.source[gen.source.index("tc::stage_wait(k_ring"):]
-        # V's slot: waited for before its reader, P V; deferred, where the next step's P V reads it, before the
-        # softmax (consume_deferred in codegen.py says why)
-        order = ["tc::stage_release(k_ring", "tc::exp2", "tc::stage_wait(v_ring"]
-        if s.deferred:
-            order[1:] = order[:0:-1]
-        assert sorted(order, key=body.index) == order
+        assert body.index("tc::stage_release(k_ring") < body.index("tc::exp2") < body.index("tc::stage_wait(v_ring")
         assert consumer.count("SYNCS.ARRIVE") == 2 and producer.count("SYNCS.PHASECHK") >= 2
     if gemm_like:   # wait for all but the newest group: the tensor cores never idle between steps
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in consumer and "tc::mma_fence(acc);" in gen.source
@@ -392,10 +387,7 @@ def test_deferred_option_batches_s_and_the_previous_p_v(kernel, turns):
     kernel's are (ptxas puts the wait for P V a few instructions after the one for S_j, as it does there); with
     turns=True the two consumer warpgroups issue their batches in turns (BAR.SYNC before, BAR.ARV after), each
     turn opening with P V, whose operands are ready: K's wait and S's descriptors (a SHFL) come after its
-    HGMMAs, not between the barrier and the tensor cores' first work; the barrier ids are computed once. In both,
-    the softmax is scheduled as the hand kernel's: a row's max runs under the previous row's exponentials, and P's
-    conversion to bf16 among them (ncu at D64: a run of 32 F2FP after the rescale's branch, and every row max
-    before the first exponential, cost 8% of the loop's cycles)."""
+    HGMMAs, not between the barrier and the tensor cores' first work; the barrier ids are computed once."""
     gen = generate(trace(kernel, deferred=True, turns=turns))
     c = toolchain.compile(gen.source, "sm_90a")
     res = c.resources[gen.name]
@@ -409,9 +401,6 @@ def test_deferred_option_batches_s_and_the_previous_p_v(kernel, turns):
     assert consumer[first_wait:].startswith(f"WARPGROUP.DEPBAR.LE gsb0, {'0x0' if turns else '0x1'}")
     assert consumer.count("SYNCS.ARRIVE") == 2
     assert (consumer.count("BAR.SYNC"), consumer.count("BAR.ARV")) == ((1, 1) if turns else (0, 0))
-    softmax = re.findall(r"\b(MUFU\.EX2|F2FP|FMNMX)\b", consumer)
-    first_exp, last_exp = softmax.index("MUFU.EX2"), len(softmax) - 1 - softmax[::-1].index("MUFU.EX2")
-    assert softmax[first_exp:].count("FMNMX") >= 8 and softmax[last_exp:].count("F2FP") <= 4, softmax
     if turns:
         sync, first = consumer.index("BAR.SYNC"), consumer.index("HGMMA")
         assert sync < first and consumer.rindex("HGMMA") < consumer.index("BAR.ARV") < first_wait

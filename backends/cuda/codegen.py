@@ -333,7 +333,6 @@ class _Emitter:
     # ---- statements -----------------------------------------------------------------------------------------
 
     def stmts(self, body):
-        body = rewrites.sink(body, self.unit)   # a skippable rescale goes last: the branch ends ptxas's block
         units, skip = [], None   # (statement, fresh)
         for s, after in zip(body, list(body[1:]) + [None]):
             if s is skip:
@@ -469,24 +468,22 @@ class _Emitter:
     def consume_deferred(self, lp: ir.Loop, split: schedules.Deferred):
         """The attention-shaped body as four lambdas (schedules.Deferred), its last mma behind the next step's
         first: first and last issue without waiting; early runs once first's group is done (its tile's slot freed
-        first, then last's tile of this step waited for, which the next step's last reads), late once last's is.
-        The wait goes before early's work, not after late's: there ptxas sank P's conversion below its spin loop
-        and ran the row max of every row before the first exponential (ncu at D64, docs/backends/cuda.md)."""
+        first), late once last's is (it waits for last's tile of this step, which the next step's last reads)."""
         w, v = self.w, lp.var.name
         a, b = split.first[1].srcs[1], split.last.srcs[1]   # the tiles of the two rings
         w(f"tc::consume_deferred<STAGES, {'true' if self.s.turns else 'false'}>(cursor, {expr(lp.count)}, "
           f"{b.name}_ring,{'  // the two consumer warpgroups issue in turns' if self.s.turns else ''}")
         w.depth += 1
-        parts = [(f"the first mma of iteration {v}", split.first, [f"tc::stage_wait({a.name}_ring, cursor);"], a,
-                  "},"),
-                 (f"the last mma of iteration {v} (stage: that iteration's)", (split.last,), [], b, "},"),
+        parts = [(f"the first mma of iteration {v}", split.first, [f"tc::stage_wait({a.name}_ring, cursor);"], [],
+                  a, "},"),
+                 (f"the last mma of iteration {v} (stage: that iteration's)", (split.last,), [], [], b, "},"),
                  (f"once the first is done: what needs neither the last's accumulator nor its A, on iteration {v}",
                   split.early, [f"tc::mma_fence({split.first[1].dst.name});",
-                                f"tc::stage_release({a.name}_ring, stage);",
-                                f"tc::stage_wait({b.name}_ring, cursor);"], None, "},"),
+                                f"tc::stage_release({a.name}_ring, stage);"], [], None, "},"),
                  (f"once the last mma of iteration {v} - 1 is done: the rest of iteration {v}", split.late,
-                  [f"tc::mma_fence({split.last.dst.name});"], None, "});")]
-        for what, ops, head, tile, close in parts:
+                  [f"tc::mma_fence({split.last.dst.name});"], [f"tc::stage_wait({b.name}_ring, cursor);"], None,
+                  "});")]
+        for what, ops, head, tail, tile, close in parts:
             with w.block(f"[&](int {v}, int stage) {{  // {what}", close):
                 if tile is not None:
                     w(f"auto& {tile.name} = {tile.name}_stages[stage];")
@@ -496,6 +493,8 @@ class _Emitter:
                 self.in_flight = tile is not None   # the two mma lambdas issue and do not wait
                 self.stmts(list(ops))
                 self.in_flight = False
+                for line in tail:
+                    w(line)
         w.depth -= 1
         w(f"tc::mma_fence({split.last.dst.name});  // its last mma group is done: it may be read")
         self.barrier_pending = False

@@ -16,10 +16,7 @@ each gives the same values up to f32 rounding, with fewer instructions in a loop
   accumulated onto a (`row_max(b, x, a)`): y is exactly 1 in every row whose max held, which past the first few
   blocks of an online softmax is most rows. A warp whose factors are all 1 skips the multiply (`x * 1 == x`, so
   the values are the same whatever y is; the rule only picks where skipping is likely): attention's rescale of O,
-  D floats a thread, every block. The skip is a branch, and ptxas schedules within a basic block only: the
-  statements after the multiply that touch none of its operands move above it (`sink`), so that they can
-  interleave with the work before it (attention: P's conversion to bf16 among the exponentials, as the hand
-  kernel has it, instead of 32 F2FP in a row after the rescale).
+  D floats a thread, every block.
 """
 from __future__ import annotations
 
@@ -136,17 +133,3 @@ def _last_writer(body, v):
         elif s.dst is v:
             return s
     return None
-
-
-def sink(body, ids) -> list:
-    """body with each op whose id is in ids moved below the plain ops after it that share no operand with it."""
-    out = list(body)
-    for i in reversed(range(len(out))):
-        s = out[i]
-        if isinstance(s, ir.Loop) or id(s) not in ids:
-            continue
-        j, own = i + 1, (s.dst, *s.srcs)
-        while j < len(out) and isinstance(out[j], ir.Op) and not any(_touches(out[j], x) for x in own):
-            j += 1
-        out.insert(j - 1, out.pop(i))
-    return out

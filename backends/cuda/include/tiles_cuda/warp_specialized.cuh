@@ -233,8 +233,8 @@ __device__ __forceinline__ void stage_release(stage_ring<STAGES>& ring, int slot
 
 // Consumers, with a ring per tile, for an attention-shaped body (schedules.Deferred; option deferred=True): step
 // j issues first(j) (S_j = Q K_j^T) and last(j-1) (O += P_{j-1} V_{j-1}) as one batch, waits for S_j only, runs
-// early(j) (wait for V_j, S_j's softmax) while P V may still run, then waits for that too, frees last's slot of
-// step j-1 and runs late(j) (write P_j, rescale O). The first step is peeled, so that no path through the loop
+// early(j) (S_j's softmax) while P V may still run, then waits for that too, frees last's slot of step j-1 and
+// runs late(j) (rescale O, write P_j, wait for V_j). The first step is peeled, so that no path through the loop
 // ends with a group in flight (ptxas serializes the wgmma otherwise). The caller fences last's accumulator.
 // TURNS (option turns=True, two consumer warpgroups): they take turns issuing their batches (named barriers 4 and
 // 5; 1 is the consumers' barrier, 2 and 3 store_tma's), so that one's softmax runs while the other's batch does;
@@ -260,7 +260,7 @@ __device__ inline void consume_deferred(stage_cursor<STAGES>& cur, int n, stage_
     for (int j = 1; j < n; ++j, cur.advance()) {
         turn_wait();
         if constexpr (TURNS) {
-            // the turn opens with the mma whose operands are ready (last's slot was waited for in early(j - 1)),
+            // the turn opens with the mma whose operands are ready (last's slot was waited for in late(j - 1)),
             // so that first's slot wait and descriptors (attention: K's mbarrier, Q's rows from the broadcast
             // warpgroup id, a SHFL that cannot rise above the barrier) are paid while the tensor cores already
             // run, not while the other warpgroup waits for the turn. S_j now completes after P V, so both are
