@@ -31,7 +31,7 @@ TUNE = {
     "default": dict(BM=[32, 64], BN=[32, 64]),
     "sm_80": dict(BM=[64, 128], BN=[32, 64, 128], stages=[2, 3], workers=[4, 8]),
     "sm_90a": dict(BM=[64, 128, 192], BN=[64, 128, 176], stages=[2, 3], workers=[1, 2, 3], blocks_per_sm=[1, 2],
-               exp2_poly=[0, 8]),
+               exp2_poly=[0, 8], persistent=[False, True]),
     "gfx942": dict(BM=[64, 128, 256], BN=[32, 64, 128], schedule=["pingpong", "interleave"], workers=[4, 8]),
     "gfx950": dict(BM=[64, 128, 256], BN=[32, 64, 128], schedule=["pingpong", "interleave"], workers=[4, 8]),
     "apple": dict(BM=[16, 32, 64], BN=[16, 32, 64]),
