@@ -43,14 +43,16 @@ def shape(text: str) -> tuple[int, int, int, int]:
 HAND_VARIANTS = {"hand": [], "hand, no turns": ["TILES_ATTN_PINGPONG=0"], "hand, BKV 128": ["TILES_ATTN_BKV_D128=128"]}
 # The generated kernel's options timed beside its default: the consumers' turns (turns=True, which the hand kernel's
 # D 64 gains +12% from and the generated one does not), and the persistent grid.
+# The hand kernels `launch` takes (one launch, what ncu profiles): with and without its consumers' turns
+HAND_LAUNCHES = {"hand": [], "hand-noturns": HAND_VARIANTS["hand, no turns"]}
 GEN_VARIANTS = {"gen": {}, "gen-turns": dict(turns=True), "gen-persistent": dict(persistent=True)}
 
 
 def kernels(which: str, defines=()):
     from tiles.backends.cuda import bench
 
-    if which == "hand":
-        return bench.Sm90Kernels(defines=list(defines))
+    if which in HAND_LAUNCHES:
+        return bench.Sm90Kernels(defines=list(defines) or HAND_LAUNCHES[which])
     gen = bench.GeneratedKernels("default")
     gen.options = {**gen.options, **GEN_VARIANTS[which]}
     return gen
@@ -340,7 +342,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("launch")
-    p.add_argument("kernel", choices=("hand", *GEN_VARIANTS))
+    p.add_argument("kernel", choices=(*HAND_LAUNCHES, *GEN_VARIANTS))
     p.add_argument("shape", help="BxHxNxD")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--warm", action="store_true", help="compile and run once on a small shape first")

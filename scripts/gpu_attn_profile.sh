@@ -31,11 +31,11 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >>"$LOG" 2>&1 || {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee -a "$LOG"
 ncu --version | tail -1 | tee -a "$LOG"
 
-# PROFILES: kernel:D pairs (kernel: gen, gen-turns, gen-persistent, hand), one ncu report each
+# PROFILES: kernel:D pairs (kernel: gen, gen-turns, gen-persistent, hand, hand-noturns), one ncu report each
 PROFILES=${PROFILES:-gen:128 hand:128 gen:64 hand:64}
 step "build hand" 150 $PY build &   # nvcc, every variant the timing takes, in parallel with the NVRTC compiles
 for kd in $PROFILES; do   # each generated variant compiled (NVRTC, cached on disk) before ncu runs it
-    [ "${kd%%:*}" = hand ] || step "warm ${kd}" 90 $PY launch "${kd%%:*}" "1x2x256x${kd##*:}" --warm &
+    case ${kd%%:*} in hand*) continue ;; esac; step "warm ${kd}" 90 $PY launch "${kd%%:*}" "1x2x256x${kd##*:}" --warm &
 done
 wait
 step "warm hand" 60 $PY launch hand 1x2x256x64 --warm
@@ -46,7 +46,7 @@ SECTIONS="--section SpeedOfLight --section WarpStateStats --section SchedulerSta
 REPS=""
 for kd in $PROFILES; do
     k=${kd%%:*}; d=${kd##*:}
-    name=$([ $k = hand ] && echo attn_fwd_kernel || echo attention_fwd)
+    name=$(case $k in hand*) echo attn_fwd_kernel ;; *) echo attention_fwd ;; esac)
     # the generated kernel is extern "C" tiles_kernel_attention_fwd; the hand one attn_fwd_kernel<D, BKV, CAUSAL>
     step "ncu $k D$d" 75 ncu --clock-control none --kernel-name "regex:$name" --launch-count 1 \
         --import-source no $SECTIONS -f -o "$OUT/ncu_$k$d" $PY launch $k 4x32x8192x$d
