@@ -20,22 +20,23 @@ LAUNCH_S = 3.0e-6        # one launch
 MATRIX_SUSTAINED = 0.8   # the share of the table's matrix peak (quoted at the boost clock) a matrix-bound kernel keeps
 #                          up: on the H200 (12-02 17:45 UTC) the matrix-bound 128x256 tiles ran at 1.16-1.37x the
 #                          model's time at 1.0 from 2048 rows up (cuBLAS at 16384x28672x8192: 0.71 of it), while the
-#                          L2-bound 128x128 ones ran at 0.94-1.09x theirs; fitted 0.75-0.85 on half the grid (below)
+#                          L2-bound 128x128 ones ran at 0.94-1.12x theirs; 0.75-0.85 fit as well on half the grid
+#                          (scripts/model_fit.py, docs/tuning.md)
 TRANSCENDENTAL = 4       # exp/exp2/log/log2 cost this many vector operations
 # Workers issuing matrix instructions that a block needs to keep its unit's matrix cores at their peak, where one is
 # not enough: on sm_90a a consumer warpgroup waits on its stage's barrier and its wgmma fence between steps, so one
 # warpgroup a block leaves them idle meanwhile (on the H200 every winner with 128-row tiles has two; the model's
 # 128-row picks with one lost 1.84x and 1.88x at 512x4096x4096 and 512x4096x14336). A block's, not a unit's:
 # two resident blocks of one warpgroup each do not stand in for it (128x128 tiles, one warpgroup, two blocks an
-# SM: 1.75-1.96x the time of two warpgroups one block an SM at every shape of 512 rows and more, 12-02 17:45 UTC)
+# SM: 1.63-1.96x the time of two warpgroups one block an SM at every shape of 512 rows and more, 12-02 17:45 UTC)
 MATRIX_ISSUERS = {"sm_90a": 2}
 # Targets where a tile's zero fill beyond the array's edge costs what loading those bytes from DRAM would. sm_90a
 # loads tiles by TMA, which fills a box's rows past the edge with zeros: on the H200 at M = 1 and 16 (a 64-row A
 # tile holding 1 or 16 rows) every memory-bound candidate timed at about (the arrays' bytes + the blocks' zero-filled
-# bytes) / DRAM's rate (1x28672x8192: 64x256 tiles 119 us against 122 so modelled, 64x128 two an SM 157 against 146,
-# 128x256 157 against 147), and 64x64 tiles, which fill the most, lost 1.3-2x there; at M = 64, nothing to fill,
-# 64x64 and 64x128 tiled timed the same. Not charged elsewhere: sm_80's cp.async with a zero source size and AMD's
-# buffer loads past their range fetch nothing (not timed here).
+# bytes) / DRAM's rate (1x28672x8192: 64x256 tiles 119 us against 126.5 so modelled, 64x128 two an SM 157 against
+# 151, 128x256 157 against 151), and 64x64 tiles, which fill the most, lost 1.3-2x there; at M = 64, nothing to
+# fill, 64x64 and 64x128 tiles timed the same. Not charged elsewhere: sm_80's cp.async with a zero source size and
+# AMD's buffer loads past their range fetch nothing (assumed; not timed here).
 FILL_FROM_DRAM = {"sm_90a"}
 
 
