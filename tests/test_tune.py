@@ -194,13 +194,33 @@ def test_static_model_reasons_about_skinny_m(acc):
 
 def test_static_model_wants_two_warpgroups_issuing_on_sm90a():
     """A 128-row tile with one consumer warpgroup leaves the tensor cores idle while it waits between steps: at
-    512x4096x4096 the model's first choice has two (on the H200 its one-warpgroup pick lost 1.84x); 64-row tiles,
-    two of them resident per SM, are not held back."""
+    512x4096x4096 the model's first choice has two (on the H200 its one-warpgroup pick lost 1.84x). Two such
+    blocks resident on an SM do not stand in for the second warpgroup (H200, 12-02 17:45 UTC: 1.63-1.96x the
+    two-warpgroup tile's time at every shape of 512 rows and more), so they are stretched as one is."""
     ranked, _ = model_choice(512, 4096, 4096, "sm_90a")
     assert ranked[0].config["BM"] == 128 and ranked[0].config["workers"] == 2
     tile = dict(BM=128, BN=128, BK=64, stages=4, SPLIT=1, blocks_per_sm=1)   # 128 blocks: one a unit
     one, two = (next(c for c in ranked if c.config == {**tile, "workers": w}) for w in (1, 2))
     assert one.terms["matrix_s"] == pytest.approx(2 * two.terms["matrix_s"])
+    shapes = [Shaped((2048, 4096), "bf16"), Shaped((2048, 4096), "bf16"), Shaped((4096, 4096), "bf16")]
+    pair = toolchains.Static("sm_90a", "fake", 256, shared_bytes=98 * 1024, blocks_per_unit=2)
+    alone = toolchains.Static("sm_90a", "fake", 384, shared_bytes=130 * 1024, blocks_per_unit=1)
+    _, t1 = tune.model(gemm.trace(shapes, "sm_90a", **{**tile, "workers": 1, "stages": 3}), shapes, "sm_90a", pair)
+    _, t2 = tune.model(gemm.trace(shapes, "sm_90a", **{**tile, "workers": 2}), shapes, "sm_90a", alone)
+    assert t1["matrix_s"] == pytest.approx(2 * t2["matrix_s"])
+
+
+def test_static_model_charges_sm90a_zero_fill_as_dram_bytes():
+    """TMA fills the rows of A's 64-row tile beyond a decode step's one row with zeros, and on the H200 that cost
+    what reading them would: at 1x14336x4096, 64x64 tiles two an SM (54.3 us) lost to 64x128 one an SM (41.2 us),
+    which fill half as much; at M = 64 (no fill) the two tied, and so do they in the model."""
+    def memory(m, bn, resident):
+        shapes = [Shaped((m, 14336), "bf16"), Shaped((m, 4096), "bf16"), Shaped((4096, 14336), "bf16")]
+        k = gemm.trace(shapes, "sm_90a", BM=64, BN=bn, BK=64, stages=5, workers=1, blocks_per_sm=resident)
+        static = toolchains.Static("sm_90a", "fake", 256, shared_bytes=90 * 1024, blocks_per_unit=resident)
+        return tune.model(k, shapes, "sm_90a", static)[1]["memory_s"]
+    assert memory(1, 64, 2) > 1.2 * memory(1, 128, 1)
+    assert memory(64, 64, 2) == pytest.approx(memory(64, 128, 1))
 
 
 # ---------------------------------------------------------------- the cache

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import ir, targets
-from ..types import GL
+from ..types import GL, ST
 
 # Assumptions of the model (docs/tuning.md), to be calibrated against the timed runs:
 LATENCY_S = 1.5e-6       # a global load's latency under load: a unit's bandwidth is at most its bytes in flight / it.
@@ -17,12 +17,27 @@ UNIT_SHARE = 3.0         # one SM/CU can draw up to this many times its fair sha
 L2_FACTOR = 2.5          # the L2 (Infinity Cache) serves the blocks' repeated reads this many times faster than DRAM
 BLOCK_S = 1.5e-6         # a block's fixed cost (prologue, pipeline fill, epilogue) per wave of resident blocks
 LAUNCH_S = 3.0e-6        # one launch
+MATRIX_SUSTAINED = 0.8   # the share of the table's matrix peak (quoted at the boost clock) a matrix-bound kernel keeps
+#                          up: on the H200 (12-02 17:45 UTC) the matrix-bound 128x256 tiles ran at 1.16-1.37x the
+#                          model's time at 1.0 from 2048 rows up (cuBLAS at 16384x28672x8192: 0.71 of it), while the
+#                          L2-bound 128x128 ones ran at 0.94-1.12x theirs; 0.75-0.85 fit as well on half the grid
+#                          (scripts/model_fit.py, docs/tuning.md)
 TRANSCENDENTAL = 4       # exp/exp2/log/log2 cost this many vector operations
-# Workers issuing matrix instructions that a unit needs to keep its matrix cores at their peak, where one is not
-# enough: on sm_90a a consumer warpgroup waits on its stage's barrier and its wgmma fence between steps, so one
-# warpgroup a unit leaves them idle meanwhile (on the H200 every winner with 128-row tiles has two; the model's
-# 128-row picks with one lost 1.84x and 1.88x at 512x4096x4096 and 512x4096x14336)
+# Workers issuing matrix instructions that a block needs to keep its unit's matrix cores at their peak, where one is
+# not enough: on sm_90a a consumer warpgroup waits on its stage's barrier and its wgmma fence between steps, so one
+# warpgroup a block leaves them idle meanwhile (on the H200 every winner with 128-row tiles has two; the model's
+# 128-row picks with one lost 1.84x and 1.88x at 512x4096x4096 and 512x4096x14336). A block's, not a unit's:
+# two resident blocks of one warpgroup each do not stand in for it (128x128 tiles, one warpgroup, two blocks an
+# SM: 1.63-1.96x the time of two warpgroups one block an SM at every shape of 512 rows and more, 12-02 17:45 UTC)
 MATRIX_ISSUERS = {"sm_90a": 2}
+# Targets where a tile's zero fill beyond the array's edge costs what loading those bytes from DRAM would. sm_90a
+# loads tiles by TMA, which fills a box's rows past the edge with zeros: on the H200 at M = 1 and 16 (a 64-row A
+# tile holding 1 or 16 rows) every memory-bound candidate timed at about (the arrays' bytes + the blocks' zero-filled
+# bytes) / DRAM's rate (1x28672x8192: 64x256 tiles 119 us against 126.5 so modelled, 64x128 two an SM 157 against
+# 151, 128x256 157 against 151), and 64x64 tiles, which fill the most, lost 1.3-2x there; at M = 64, nothing to
+# fill, 64x64 and 64x128 tiles timed the same. Not charged elsewhere: sm_80's cp.async with a zero source size and
+# AMD's buffer loads past their range fetch nothing (assumed; not timed here).
+FILL_FROM_DRAM = {"sm_90a"}
 
 
 # A representative device per target for the model where none is present (`--device` picks another)
@@ -48,7 +63,7 @@ def work(k: ir.Kernel, args) -> dict:
     grid = [max(1, int(ir.evaluate(g, env))) for g in k.grid] or [1]
     blocks = int(np.prod(grid))
     samples = sorted({0, grid[0] // 2, grid[0] - 1})
-    total = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0}
+    total = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0, "fill": 0.0}
     for b0 in samples:
         benv = {**env, **{("block", i): 0 for i in range(len(grid))}, ("block", 0): b0}
         _work(k.body, benv, 1.0, total, False)
@@ -67,7 +82,7 @@ def _work(stmts, env, mult, acc, in_pipeline):
             n = max(0, int(ir.evaluate(s.count, env)))
             inner = {**env, ir.key(s.var): 0}
             if s.kind == "pipeline":   # one step's loads are what the pipeline keeps in flight
-                step = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0}
+                step = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0, "fill": 0.0}
                 _work(s.body, inner, 1.0, step, True)
                 acc["step_bytes"] = max(acc["step_bytes"], step["bytes"])
             _work(s.body, inner, mult * n, acc, in_pipeline or s.kind == "pipeline")
@@ -78,22 +93,38 @@ def _work(stmts, env, mult, acc, in_pipeline):
             depth = a.shape[0] if s.attrs.get("trans_a") else a.shape[1]
             acc["flops"] += mult * 2.0 * dst.shape[0] * dst.shape[1] * depth
         elif s.name == "load" and isinstance(srcs[0], GL):
-            acc["bytes"] += mult * np.prod(dst.shape) * srcs[0].dtype.itemsize
+            inside = _inside(dst, srcs[0], env)
+            acc["bytes"] += mult * inside * srcs[0].dtype.itemsize
+            if isinstance(dst, ST):   # a shared tile, where sm_90a loads by TMA (FILL_FROM_DRAM)
+                acc["fill"] += mult * (np.prod(dst.shape) - inside) * srcs[0].dtype.itemsize
         elif s.name in ("store", "atomic_add") and isinstance(dst, GL):
-            acc["bytes"] += mult * np.prod(srcs[0].shape) * dst.dtype.itemsize * (2 if s.name == "atomic_add" else 1)
+            twice = 2 if s.name == "atomic_add" else 1
+            acc["bytes"] += mult * _inside(srcs[0], dst, env) * dst.dtype.itemsize * twice
         elif dst is not None and hasattr(dst, "shape") and not isinstance(dst, GL) and s.name not in ("load", "store"):
             weight = TRANSCENDENTAL if s.name in ("exp", "exp2", "log", "log2") else 1
             acc["vector"] += mult * weight * np.prod(dst.shape)
+
+
+def _inside(tile, g: GL, env) -> float:
+    """The elements of a tile inside the array, where the array is narrower than the tile (a decode step's one
+    row of A in a 64-row tile): no load fetches and no store writes beyond the edge (what a load fills there
+    instead: `fill`, FILL_FROM_DRAM)."""
+    if len(tile.shape) != 2:
+        return float(np.prod(tile.shape))
+    rows, cols = (int(ir.evaluate(d, env)) if not isinstance(d, int) else d for d in (g.rows, g.cols))
+    return float(min(tile.shape[0], rows) * min(tile.shape[1], cols))
 
 
 def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device | None = None,
           launches: int = 1) -> tuple[float, dict]:
     """Estimated seconds of one launch and the terms behind it (docs/tuning.md, "The static model"):
 
-      matrix   = ceil(blocks / units) x FLOPs per block / (matrix peak / units)   (blocks quantized over units),
-                 stretched where fewer workers issue matrix instructions per unit than it needs (MATRIX_ISSUERS)
+      matrix   = ceil(blocks / units) x FLOPs per block / (MATRIX_SUSTAINED x matrix peak / units)   (blocks
+                 quantized over units), stretched where fewer workers issue matrix instructions per block than it
+                 needs (MATRIX_ISSUERS)
       vector   = the same with vector operations against the vector (f32) rate
-      memory   = the largest of: the arrays' bytes from DRAM, every block's bytes through the L2 (L2_FACTOR x
+      memory   = the largest of: the arrays' bytes (and, on FILL_FROM_DRAM targets, every block's zero fill beyond
+                 the arrays' edges) from DRAM, every block's bytes through the L2 (L2_FACTOR x
                  DRAM's rate), both at the share of the bandwidth the busy units can draw (UNIT_SHARE x theirs,
                  at most all of it); and per unit, its blocks' bytes at what its resident blocks keep in flight
                  (stages x a pipeline step's loads) per LATENCY_S
@@ -110,17 +141,16 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
     bw = dev.mem_bw_tbs * 1e12
     per_unit = math.ceil(blocks / units)
     loop = _loop_limit(static)
-    # the matrix cores at their peak, stretched where the main loop's own count says another unit (LDS, issue)
+    # the matrix cores at their sustained rate, stretched where the main loop's own count says another unit (LDS, issue)
     # needs more clocks per MFMA than they do (AMD: backends/hip/loopreport.py)
     matrix = per_unit * w["flops"] * units / peak * (loop["loop_stretch"] if loop else 1.0)
-    issuers = (k.options.get("workers") or 1) * max(1, min(resident, per_unit))
-    matrix *= max(1.0, MATRIX_ISSUERS.get(target, 1) / issuers)
+    matrix *= max(1.0, MATRIX_ISSUERS.get(target, 1) / (k.options.get("workers") or 1)) / MATRIX_SUSTAINED
     vector = per_unit * w["vector"] * units / vec
     in_flight = max(1, k.options.get("stages") or 2) * w["step_bytes"] or w["bytes"]
     share = bw * min(1.0, min(blocks, units) * UNIT_SHARE / units)
     latency_bw = max(1, min(resident, per_unit)) * in_flight / LATENCY_S
-    memory = max(w["unique_bytes"] / share, blocks * w["bytes"] / (L2_FACTOR * share),
-                 per_unit * w["bytes"] / latency_bw)
+    dram = w["unique_bytes"] + (blocks * w["fill"] if target in FILL_FROM_DRAM else 0.0)
+    memory = max(dram / share, blocks * w["bytes"] / (L2_FACTOR * share), per_unit * w["bytes"] / latency_bw)
     waves = math.ceil(blocks / (units * resident))
     fixed = waves * BLOCK_S + launches * LAUNCH_S
     terms = {"matrix_s": matrix, "vector_s": vector, "memory_s": memory, "fixed_s": fixed, "blocks": blocks,
