@@ -16,7 +16,7 @@
 #   skinny-profile  issue 18: ncu reports (warp samples by SASS) of the split-K GEMM and sum_parts at 1x4096x14336
 #   verify     12-02 evening's merges: GPU tests (gemm, attention, split, programmatic, persistent), then attention
 #              forward (persistent or not) and backward against cuDNN
-#   stages     issue 18: the skinny GEMMs at 4/6/8 stages, split or not; the tuned split pairs with TILES_PDL=0/1
+#   stages     issue 18: the skinny GEMMs at 4 and 8 stages (the split pairs with TILES_PDL=0/1: step pdl)
 #   examples-profile  issue 18: a cProfile of scripts/gpu_examples.py's first case ($OUT/examples.prof)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
@@ -26,6 +26,10 @@ export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+r() {   # tiles compare's result rows, without its progress lines and the device's columns
+    grep -E "^(gemm|attention|attention_bwd|rmsnorm|layernorm) " | grep -v "max err" \
+        | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'
+}
 SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats"
 for s in "$@"; do
     case "$s" in
@@ -82,7 +86,6 @@ for s in "$@"; do
             -k "warp_specialized or persistent or blocks_per_sm or deferred or gemm or matmul or split" >"$OUT/blocks.log" 2>&1
         echo "== blocks tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/blocks.log" | tail -8
         a="python3 -m tiles compare attention --backends cuda --no-compile"
-        r() { grep -E "^(attention|gemm) " | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
         echo "== turns"; timeout 60 $a --shapes 16x16x4096x64 16x16x4096x64,causal 4x32x8192x128 --set turns=False,True 2>&1 | r
         echo "== blocks_per_sm"
         for cfg in "BM=64 BN=64 workers=1 blocks_per_sm=1,2" "BM=64 BN=128 workers=1 blocks_per_sm=2"; do
@@ -99,7 +102,6 @@ for s in "$@"; do
         { timeout 150 $t tests/test_cuda_gpu.py tests/test_torch_ops.py; timeout 100 $t tests/test_kernels.py -k gemm; } \
             >"$OUT/pdl.log" 2>&1
         echo "== pdl tests"; grep -E "FAILED|ERROR|passed|failed" "$OUT/pdl.log" | tail -8
-        r() { grep -E "^(gemm|rmsnorm|layernorm) " | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
         for p in 0 1 0 1; do
             echo "== TILES_PDL=$p"; c="python3 -m tiles compare"
             TILES_PDL=$p timeout 45 $c gemm --backends cuda --no-compile --shapes 1x4096x4096 1x4096x14336 \
@@ -115,22 +117,14 @@ for s in "$@"; do
             -k "gemm or matmul or attention or split or programmatic or persistent or warp_specialized or graph" \
             >"$OUT/verify.log" 2>&1
         echo "== verify tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/verify.log" | tail -12
-        r() { grep -E "^attention" | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
         echo "== attention"; timeout 130 python3 -m tiles compare attention --backends cuda --no-compile --shapes \
             4x32x8192x128 4x32x8192x128,causal 16x16x4096x64 16x16x4096x64,causal 8x16x2048x128,causal \
             --set persistent=False,True --json "$OUT/attn.json" 2>&1 | r
         echo "== attention_bwd"; timeout 70 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
             --shapes 4x32x8192x128 16x16x4096x64 --json "$OUT/attn_bwd.json" 2>&1 | r ;;
-    stages)   # issue 18: deeper pipelines on the skinny GEMMs (more bytes in flight an SM), then the tuned split
-              # pairs with programmatic launch off and on (TILES_PDL=0/1)
-        r() { grep -E "^gemm " | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'; }
-        echo "== stages"; timeout 100 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 \
-            1x14336x4096 1x4096x14336 16x14336x4096 --set BM=64 BN=128 BK=64 workers=1 stages=4,6,8 SPLIT=1,4 2>&1 | r
-        for p in 0 1; do
-            echo "== TILES_PDL=$p"; TILES_PDL=$p timeout 45 python3 -m tiles compare gemm --backends cuda --no-compile \
-                --shapes 1x4096x4096 1x4096x14336 64x4096x4096 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=4 \
-                blocks_per_sm=2 2>&1 | r
-        done ;;
+    stages)   # issue 18: deeper pipelines on the skinny GEMMs (more bytes in flight an SM)
+        echo "== stages"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x14336x4096 \
+            16x14336x4096 1x4096x4096 --set BM=64 BN=128 BK=64 workers=1 stages=4,8 2>&1 | r ;;
     examples-profile)   # where the examples' time goes on the device (the search, torch.compile): a cProfile
                         # of the first case, written even when the limit interrupts it (SIGINT)
         echo "== examples-profile"; timeout -s INT ${EXAMPLES_S:-150} python3 -m cProfile -o "$OUT/examples.prof" \

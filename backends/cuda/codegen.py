@@ -87,6 +87,7 @@ class _Emitter:
         self.resident = [op for op in schedules.resident_loads(k) if schedules.tma_map(op) in sched.resident]
         # those whose load repeats in a block (a persistent grid's tiles, a tl.range loop): their slots go back
         self.refilled = [op.dst for op in self.resident if schedules.repeats(k, op, sched.persistent)]
+        self.resident_tiles = [op.dst for op in self.resident]
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -309,11 +310,10 @@ class _Emitter:
         if shared:
             w("extern __shared__ unsigned char smem_base[];")
             w("tc::smem_allocator smem(smem_base);")
-        resident = [op.dst for op in self.resident]
         for t in shared:
             if t in self.piped:
                 w(f"auto* {t.name}_stages = smem.alloc<{tile_type(t)}>(STAGES);  // one per pipeline stage")
-            elif any(t is r for r in resident):
+            elif t in self.resident_tiles:
                 w(f"auto* {t.name}_slots = smem.alloc<{tile_type(t)}>(RESIDENT_SLOTS);  // the producer's TMA fills "
                   f"them in turn")
             else:
@@ -399,8 +399,8 @@ class _Emitter:
         """Per-tile rings: before the first statement that reads a tile, wait for its slot's bytes."""
         for t, readers in self.ring_reads.items():
             if t not in self.ring_waited and any(r is s for r in readers for s in stmts):
-                resident = any(t is op.dst for op in self.resident)
-                self.w(f"tc::stage_wait({t.name}_ring, {t.name + '_' if resident else ''}cursor);")
+                own = t in self.resident_tiles   # a resident tile's ring has a cursor of its own
+                self.w(f"tc::stage_wait({t.name}_ring, {t.name + '_' if own else ''}cursor);")
                 self.ring_waited.add(t)
 
     def ring_release(self, pending, written=()):
@@ -410,10 +410,10 @@ class _Emitter:
         for t, readers in list(self.ring_reads.items()):
             readers[:] = [r for r in readers if not any(r is s for s in written)]
             if not readers and not any(x is t for op in pending for x in op.srcs):
-                if any(t is x for x in self.refilled):
+                if t in self.refilled:
                     self.w(f"tc::stage_release({t.name}_ring, {t.name}_cursor.slot);  // its last reader is done")
                     self.w(f"{t.name}_cursor.advance();")
-                elif not any(t is op.dst for op in self.resident):
+                elif t not in self.resident_tiles:
                     self.w(f"tc::stage_release({t.name}_ring, stage);  // its last reader is done: refill it")
                 del self.ring_reads[t]
                 self.ring_waited.discard(t)
