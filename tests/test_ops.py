@@ -158,8 +158,12 @@ def test_logsumexp2(backend, axis, n, scale, empty):
     run(backend, merge_pairs, out, m, s, axis=axis)
     keep = np.arange(n) != empty % n
     top = up(m[0][keep]).max()
-    ref = top + np.log2(np.sum(up(s[0][keep]) * np.exp2(up(m[0][keep]) - top)))
-    assert_close(out[0], np.full(64, ref), "f32")
+    rest = np.log2(np.sum(up(s[0][keep]) * np.exp2(up(m[0][keep]) - top)))
+    ref = top + rest
+    # the f32 sum top + rest rounds relative to its terms: where they cancel (CI drew 0.0029 off terms near 1),
+    # the tolerance widens by the condition number (|top| + |rest|) / |ref|
+    tol = tolerance("f32") * max(1.0, (abs(top) + abs(rest)) / max(abs(ref), 1e-30))
+    assert_close(out[0], np.full(64, ref), "f32", tol=tol)
 
 
 def test_logsumexp2_refuses_vectors_of_another_shape():
