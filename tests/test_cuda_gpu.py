@@ -332,3 +332,22 @@ def test_persistent_grid_walks_more_tiles_than_the_gpu_has_sms(blocks):
     s = np.where(np.tril(np.ones((1100, 1100), dtype=bool)), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     assert_close(up(o), (p / p.sum(-1, keepdims=True)) @ up(v), "bf16", what="O")
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
+@pytest.mark.parametrize("cfg", [dict(), dict(SPLIT=4), dict(persistent=True), dict(stages=4, trans_b=True)])
+def test_decode_gemm_through_a_fitted_box_matches_float64(cfg):
+    """A decode step's A, shorter than its 64-row tile, loads through a box of its rows rounded up to 8
+    (schedules.box_rows), the slots' rows past it zeroed once per launch: one compiled kernel across M of 1 to 65
+    (boxes of 8 to 64 rows), each launch checked (a box that disagreed with the kernel's expected bytes would
+    hang the ring, not return), K long enough that every slot is refilled many times."""
+    small = dict(BM=64, BN=128, BK=64, stages=8, workers=1, schedule="warp_specialized")
+    trans_b = cfg.pop("trans_b", False)
+    w = random_array((1024, 2048) if trans_b else (2048, 1024), "bf16")
+    b = padded(w, "bf16")
+    for m in (1, 5, 8, 16, 20, 63, 65, 1):
+        a = padded(random_array((m, 2048), "bf16"), "bf16")
+        c = torch.full((m, 1024), float("nan"), device="cuda", dtype=torch.bfloat16)
+        gemm(c, a, b, trans_b=trans_b, **{**small, **cfg})
+        torch.cuda.synchronize()
+        assert_close(up(c), up(a) @ (up(b).T if trans_b else up(b)), "bf16", what=f"C at M={m}")

@@ -126,14 +126,14 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "tc::rt_cols<float, 64, " in gen.source
         producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
         assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src
-        assert producer_src.count("tc::produce<STAGES, STAGE_BYTES>(ring,") == (2 if "causal=True" in gen.source
+        assert producer_src.count("tc::produce<STAGES>(ring,") == (2 if "causal=True" in gen.source
                                                                                else 1)
     # readable: the roles and the ring (or rings) are written out
     gemm_like = kernel.startswith(("gemm", "bmm"))   # a body that only accumulates keeps mma groups in flight
     rings = kernel.startswith("attention") and not kernel.startswith("attention_bwd")
     for line in ("tc::regs_release<PRODUCER_REGS>();", "tc::regs_acquire<CONSUMER_REGS>();",
                  "__launch_bounds__(NUM_WARPS * 32 + 128, 1)") + (
-            ("tc::each_stage<STAGES>(cursor,",) if rings else ("tc::produce<STAGES, STAGE_BYTES>(ring,",
+            ("tc::each_stage<STAGES>(cursor,",) if rings else ("tc::produce<STAGES>(ring,",
              "tc::consume_overlapped<STAGES>(ring," if gemm_like else "tc::consume<STAGES>(ring,")):
         assert line in gen.source, line
     if rings:   # attention forward: K and V a ring each, K's slot freed once S = Q K^T is done (tile_rings)
@@ -453,8 +453,8 @@ def test_out_of_loop_shared_load_is_the_producers_tma(extra, slots):
     assert [m.map for m in s.resident] == ["a_tma"] and s.resident_slots == slots
     assert f"constexpr int RESIDENT_SLOTS = {slots};" in gen.source
     producer, consumer = gen.source.split("} else {", 1)
-    load = producer.index("tc::load_tma(a_slots[a_cursor.slot], &a_tma, tc::refill(a_ring, a_cursor, 8192), {")
-    assert load < producer.index("tc::produce<STAGES, STAGE_BYTES>(ring, cursor,")
+    load = producer.index("tc::load_tma(a_slots[a_cursor.slot], &a_tma, tc::refill(a_ring, a_cursor, a_bytes), {")
+    assert load < producer.index("tc::produce<STAGES>(ring, cursor,")
     assert "tc::load(a, A" not in consumer and "tc::sync();" not in consumer
     assert consumer.index("auto& a = a_slots[a_cursor.slot];") < consumer.index("tc::stage_wait(a_ring, a_cursor);") \
         < consumer.index("tc::consume<STAGES>(ring, cursor,")
@@ -487,3 +487,44 @@ def test_out_of_loop_shared_load_falls_back_where_tma_cannot_take_it():
     assert (two.resident_slots, one.resident_slots, none.resident_slots) == (2, 1, 0) and not none.resident
     assert two.smem_bytes - one.smem_bytes == 64 * 64 * 2 and one.smem_bytes - none.smem_bytes == 1024
     assert "tc::load(a, A, {0, 0, ((block_x * 2) + r), 0});" in codegen.generate(k, none).source
+
+
+# ---- fitted boxes: a global shorter than its tile ---------------------------------------------------------
+
+@needs_nvrtc
+def test_box_rows_agree_between_the_host_and_the_kernel():
+    """The host's box (schedules.box_rows: what cuTensorMapEncodeTiled is given) and the kernel's (tc::box_rows:
+    what each slot's mbarrier expects) must agree to the byte, or the ring waits forever: compared at compile
+    time for every tile height and every extent up to past the tallest tile."""
+    checks = "".join(f"static_assert(tc::box_rows<{r}>({e}) == {schedules.box_rows(r, e)});\n"
+                     for r in (16, 32, 64, 128, 192, 256) for e in range(1, 300))
+    toolchain.compile("#include <tiles_cuda/tiles.cuh>\n#include <tiles_cuda/warp_specialized.cuh>\n" + checks,
+                      "sm_90a")
+    assert [schedules.box_rows(64, e) for e in (1, 8, 9, 16, 20, 57, 64, 65, 4096)] == [8, 8, 16, 16, 24, 64, 64, 64,
+                                                                                           64]
+
+
+@pytest.mark.parametrize("m,rows", [(1, 8), (16, 16), (20, 24), (63, 64), (64, 64), (300, 64)])
+def test_decode_gemm_loads_a_box_fitted_to_its_rows(m, rows):
+    """A decode step's A (1 to 16 rows) in a 64-row tile: its map's box holds the rows rounded up to 8, B's and the
+    epilogue store's boxes are whole; the kernel announces each load's box bytes (tc::box_bytes, which the
+    agreement test above ties to the host's) and zeroes every slot's rows past the box before the rings start, so
+    a slot reads as the whole box would have filled it."""
+    shapes = [np.zeros((m, 512), dtypes.bf16.np), np.zeros((m, 256), dtypes.bf16.np),
+              np.zeros((256, 512), dtypes.bf16.np)]
+    def planned(**option):
+        k = gemm.trace(shapes, "sm_90a", BM=64, BN=128, BK=64, stages=4, workers=1, persistent=True, **option)
+        gen = generate(k)
+        s = gen.schedule
+        maps = runtime.tensor_map_specs(k, s, shapes, pointer=lambda x: 0)
+        return gen.source, {m.map: spec.box for m, (spec, _) in zip(s.maps, maps)}
+    src, boxes = planned()
+    assert boxes == {"a_tma": (64, rows, 1, 1), "b_tma": (64, 64, 1, 1), "C_tma": (64, 64, 1, 1)}
+    for t, g in (("a", "A"), ("b", "B")):
+        assert f"const unsigned {t}_bytes = tc::box_bytes({t}_stages, {g}.rows());" in src
+        assert src.index(f"tc::zero_past_box({t}_stages, STAGES, {g}.rows());") < src.index("__syncthreads();")
+    assert "tc::produce<STAGES>(ring, cursor, tiles_cdiv(A.cols(), 64), a_bytes + b_bytes," in src
+    # boxes=False: every box the tile's, its bytes a constant, nothing zeroed
+    src, boxes = planned(boxes=False)
+    assert boxes == {"a_tma": (64, 64, 1, 1), "b_tma": (64, 64, 1, 1), "C_tma": (64, 64, 1, 1)}
+    assert "const unsigned a_bytes = 8192, b_bytes = 16384;" in src and "zero_past_box" not in src

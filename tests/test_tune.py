@@ -210,16 +210,27 @@ def test_static_model_wants_two_warpgroups_issuing_on_sm90a():
     assert t1["matrix_s"] == pytest.approx(2 * t2["matrix_s"])
 
 
-def test_static_model_charges_sm90a_zero_fill_as_dram_bytes():
-    """TMA fills the rows of A's 64-row tile beyond a decode step's one row with zeros, and on the H200 that cost
-    what reading them would: at 1x14336x4096, 64x64 tiles two an SM (54.3 us) lost to 64x128 one an SM (41.2 us),
-    which fill half as much; at M = 64 (no fill) the two tied, and so do they in the model."""
-    def memory(m, bn, resident):
-        shapes = [Shaped((m, 14336), "bf16"), Shaped((m, 4096), "bf16"), Shaped((4096, 14336), "bf16")]
-        k = gemm.trace(shapes, "sm_90a", BM=64, BN=bn, BK=64, stages=5, workers=1, blocks_per_sm=resident)
+def test_static_model_charges_sm90a_zero_fill_of_the_fitted_box():
+    """TMA's zero fill beyond the array's edge cost what reading it would on the H200 (12-02: at 1x14336x4096,
+    64x64 tiles two an SM, 54.3 us, lost to 64x128 one an SM, 41.2 us, which fill half as much; at M = 64, no
+    fill, they tied). The runtime now fits A's box to the rows rounded up to 8 (schedules.box_rows): the model
+    charges 7 rows of fill a step at M = 1 (63 before), 4 at M = 20, none at M = 8 or 64, and on sm_90a only."""
+    from tiles.backends.cuda import schedules
+
+    def shapes(m):
+        return [Shaped((m, 14336), "bf16"), Shaped((m, 4096), "bf16"), Shaped((4096, 14336), "bf16")]
+
+    def traced(m, bn, resident=1):
+        return gemm.trace(shapes(m), "sm_90a", BM=64, BN=bn, BK=64, stages=5, workers=1, blocks_per_sm=resident)
+    for m, rows in ((1, 7), (8, 0), (20, 4), (64, 0)):
+        assert tune.work(traced(m, 128), shapes(m), schedules.box_rows)["fill"] == rows * 64 * 2 * (4096 // 64)
+        assert tune.work(traced(m, 128), shapes(m))["fill"] == (64 - m) * 64 * 2 * (4096 // 64)
+
+    def memory(m, bn, resident, target="sm_90a"):
         static = toolchains.Static("sm_90a", "fake", 256, shared_bytes=90 * 1024, blocks_per_unit=resident)
-        return tune.model(k, shapes, "sm_90a", static)[1]["memory_s"]
-    assert memory(1, 64, 2) > 1.2 * memory(1, 128, 1)
+        return tune.model(traced(m, bn, resident), shapes(m), target, static)[1]["memory_s"]
+    # the fill left at M = 1 is an eighth of the tile's: 64x64 tiles no longer lose a fifth to it (5% left)
+    assert memory(1, 64, 2) < 1.1 * memory(1, 128, 1)
     assert memory(64, 64, 2) == pytest.approx(memory(64, 128, 1))
 
 

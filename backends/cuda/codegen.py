@@ -116,7 +116,6 @@ class _Emitter:
         w(f"constexpr int NUM_WARPS = {self.s.warps};{'  // consumer warps' if ws else ''}")
         w(f"constexpr int STAGES = {self.s.stages};")
         if ws:
-            w(f"constexpr unsigned STAGE_BYTES = {self.s.stage_bytes};  // TMA bytes that fill one stage")
             w(f"constexpr int PRODUCER_REGS = {schedules.PRODUCER_REGS}, CONSUMER_REGS = {self.s.consumer_regs};")
         if self.resident:
             w(f"constexpr int RESIDENT_SLOTS = {self.s.resident_slots};  // of each shared tile the producer loads "
@@ -197,6 +196,7 @@ class _Emitter:
                 w(f"auto& {op.dst.name}_ring = resident[{i}];")
             w(f"if (threadIdx.x == 0) {f'for (int r = 0; r < {n}; ++r) resident[r]' if n > 1 else 'resident[0]'}"
               f".init(NUM_WARPS);")
+        self.boxes()
         w("__syncthreads();  // the whole block, producer included: the ring is ready")
         self.grid_dependency()
         w()
@@ -224,6 +224,23 @@ class _Emitter:
         w.depth -= 1
         w("}")
 
+    def boxes(self):
+        """What each TMA load announces: its box in bytes, fitted to its global's rows (option boxes: tc::box_rows,
+        the runtime encoding the same box), the rows past a fitted box, which TMA never writes, zeroed in every
+        slot; or the whole tile's."""
+        w = self.w
+        tiles = [(m, "_stages", "STAGES") for m in self.s.tma] + [(m, "_slots", "RESIDENT_SLOTS")
+                                                                 for m in self.s.resident]
+        if not self.s.boxes:
+            w("const unsigned " + ", ".join(f"{m.tile}_bytes = {m.bytes}" for m, _, _ in tiles) +
+              ";  // TMA bytes of each tile's box")
+            return
+        w("// TMA boxes fitted to their globals' rows: a global shorter than its tile loads its rows rounded up to 8,")
+        w("// the rest of the tile is zeroed here once")
+        for m, slots, n in tiles:
+            w(f"const unsigned {m.tile}_bytes = tc::box_bytes({m.tile}{slots}, {m.gl}.rows());")
+            w(f"tc::zero_past_box({m.tile}{slots}, {n}, {m.gl}.rows());")
+
     def cursors(self):
         """Each role's place in the rings: one cursor for the pipelined tiles, one per resident tile."""
         self.w("tc::stage_cursor<STAGES> cursor;")
@@ -239,8 +256,8 @@ class _Emitter:
         for lp in body:
             if any(lp is op for op in self.resident):
                 t = lp.dst.name
-                w(f"tc::load_tma({t}_slots[{t}_cursor.slot], &{t}_tma, tc::refill({t}_ring, {t}_cursor, "
-                  f"{schedules.tma_map(lp).bytes}), {self.idx(lp)});")
+                w(f"tc::load_tma({t}_slots[{t}_cursor.slot], &{t}_tma, tc::refill({t}_ring, {t}_cursor, {t}_bytes), "
+                  f"{self.idx(lp)});")
                 w(f"{t}_cursor.advance();")
                 continue
             if not isinstance(lp, ir.Loop) or not any(x.kind == "pipeline" for x in [lp, *schedules.loops(lp.body)]):
@@ -256,12 +273,11 @@ class _Emitter:
                              f"  // the loads of iteration {v}", "});"):
                     for op in loads:
                         t = op.dst.name
-                        w(f"tc::load_tma({t}_stages[stage], &{t}_tma, tc::refill({t}_ring, cursor, "
-                          f"{schedules.tma_map(op).bytes}), {self.idx(op)});")
+                        w(f"tc::load_tma({t}_stages[stage], &{t}_tma, tc::refill({t}_ring, cursor, {t}_bytes), "
+                          f"{self.idx(op)});")
                 continue
-            nbytes = sum(schedules.tma_map(op).bytes for op in loads)
-            nbytes = "STAGE_BYTES" if nbytes == self.s.stage_bytes else str(nbytes)
-            w(f"tc::produce<STAGES, {nbytes}>(ring, cursor, {expr(lp.count)},")
+            nbytes = " + ".join(f"{op.dst.name}_bytes" for op in loads)
+            w(f"tc::produce<STAGES>(ring, cursor, {expr(lp.count)}, {nbytes},")
             w.depth += 1
             vectors = self.vector_loads(lp)
             if vectors:

@@ -255,11 +255,13 @@ class TensorMapSpec:
     swizzle: str                    # CUtensorMapSwizzle name, the shared tile's mode
 
 
-def tensor_map_spec(k: ir.Kernel, tma: schedules.TmaMap, dtype: dtypes.DType, shape, strides) -> TensorMapSpec:
+def tensor_map_spec(k: ir.Kernel, tma: schedules.TmaMap, dtype: dtypes.DType, shape, strides,
+                    load: bool = False) -> TensorMapSpec:
     """The map of `tma` over an array of this shape and element strides; a TileError where TMA cannot address it.
 
     Bounds need nothing more: TMA zero-fills the parts of a box outside `dims` that it loads, which is what
-    tl.load means, and writes only the parts inside that it stores."""
+    tl.load means, and writes only the parts inside that it stores. A load's box is fitted to a global shorter
+    than the tile (schedules.box_rows, as the kernel's tc::box_rows announces it)."""
     shape = (1,) * (4 - len(shape)) + tuple(int(n) for n in shape)
     strides = (0,) * (4 - len(strides)) + tuple(int(s) for s in strides)
     size = dtype.itemsize
@@ -277,7 +279,8 @@ def tensor_map_spec(k: ir.Kernel, tma: schedules.TmaMap, dtype: dtypes.DType, sh
     if any(n >= TMA_DIM_LIMIT for n in dims):
         raise TileError(f"argument {tma.gl}: TMA addresses at most 2**32 elements per dim, got {shape}", k.loc)
     swizzle = f"CU_TENSOR_MAP_{schedules.TMA_SWIZZLE[tma.swizzle_bytes]}"
-    return TensorMapSpec(TMA_DTYPES[dtype.name], dims, tuple(out), (tma.panel_cols, tma.rows, 1, 1), swizzle)
+    rows = schedules.box_rows(tma.rows, dims[1]) if load else tma.rows
+    return TensorMapSpec(TMA_DTYPES[dtype.name], dims, tuple(out), (tma.panel_cols, rows, 1, 1), swizzle)
 
 
 # CUtensorMap: 128 opaque bytes passed by value. cupy passes a one-element numpy array of a structured dtype
@@ -304,9 +307,10 @@ def tensor_map_specs(k: ir.Kernel, sched: schedules.Schedule, args, pointer=poin
     """(spec, address) of every tensor map parameter of the schedule, in parameter order."""
     by_name = {p.name: (p, a) for p, a in zip(k.params, args)}
     out = []
+    loads = sched.tma + sched.resident if sched.boxes else ()
     for m in sched.maps:
         p, a = by_name[m.gl]
-        out.append((tensor_map_spec(k, m, p.dtype, a.shape, _strides(a)), pointer(a)))
+        out.append((tensor_map_spec(k, m, p.dtype, a.shape, _strides(a), load=m in loads), pointer(a)))
     return out
 
 

@@ -60,6 +60,16 @@ class TmaMap:
     def bytes(self) -> int:   # TMA counts every box in full, zero-filled parts included
         return self.rows * self.cols * self.itemsize
 
+    @property
+    def tile(self) -> str:
+        return self.map.removesuffix("_tma")
+
+
+def box_rows(rows: int, extent: int) -> int:
+    """The rows of a load's TMA box over a global of `extent` rows: the tile's, or the global's rounded up to 8
+    where it is shorter (tc::box_rows, which the kernel announces: the two must agree)."""
+    return min(rows, max(8, -(-extent // 8) * 8))
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -94,6 +104,8 @@ class Schedule:
     #                          next be scheduled early: the runtime may launch it programmatically (runtime.py)
     resident: tuple[TmaMap, ...] = ()   # warp-specialized: the loads outside the pipeline loops that the producer
     #                                     issues as TMA (resident_loads; option resident, on by default)
+    boxes: bool = False      # warp-specialized: each TMA load's box fitted to a global shorter than its tile (box_rows;
+    #                          option boxes, on by default), its bytes a runtime value, the rows past it zeroed
     resident_slots: int = 0  # each resident tile's ring: 2 slots where its load repeats in a block (a persistent
     #                          grid, a tl.range loop) and shared memory allows, so that the next one lands while
     #                          this one is read; else 1
@@ -480,7 +492,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                                and warps == 8),
                     exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0, blocks=blocks,
                     pdl=target == "sm_90a",
-                    resident=tuple(tma_map(op) for op in resident), resident_slots=slots)
+                    resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
+                    boxes=bool(tma and k.options.get("boxes", True)))
 
 
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import ir, targets
+from ..toolchains import _vendor_module
 from ..types import GL, ST
 
 # Assumptions of the model (docs/tuning.md), to be calibrated against the timed runs:
@@ -35,8 +36,10 @@ MATRIX_ISSUERS = {"sm_90a": 2}
 # tile holding 1 or 16 rows) every memory-bound candidate timed at about (the arrays' bytes + the blocks' zero-filled
 # bytes) / DRAM's rate (1x28672x8192: 64x256 tiles 119 us against 126.5 so modelled, 64x128 two an SM 157 against
 # 151, 128x256 157 against 151), and 64x64 tiles, which fill the most, lost 1.3-2x there; at M = 64, nothing to
-# fill, 64x64 and 64x128 tiles timed the same. Not charged elsewhere: sm_80's cp.async with a zero source size and
-# AMD's buffer loads past their range fetch nothing (assumed; not timed here).
+# fill, 64x64 and 64x128 tiles timed the same. Since 12-04 the runtime fits a box to a global shorter than the tile
+# (the CUDA backend's schedules.box_rows: its rows rounded up to 8), so the fill stops there; not yet timed. Not
+# charged elsewhere: sm_80's cp.async with a zero source size and AMD's buffer loads past their range fetch
+# nothing (assumed; not timed here).
 FILL_FROM_DRAM = {"sm_90a"}
 
 
@@ -54,10 +57,11 @@ def model_device(target: str, device: str | None = None) -> targets.Device:
     return targets.DEVICES[MODEL_DEVICE[target]]
 
 
-def work(k: ir.Kernel, args) -> dict:
+def work(k: ir.Kernel, args, box_rows=None) -> dict:
     """What one launch of k on these arguments does, per block (averaged over blocks where loop counts depend
     on the block, as causal attention's do): matrix FLOPs, vector operations, global bytes, and the bytes one
-    step of the pipelined loop loads (what runs ahead); and the grid's size and the arrays' total bytes."""
+    step of the pipelined loop loads (what runs ahead); and the grid's size and the arrays' total bytes.
+    box_rows(tile rows, array rows): the rows a shared tile's load fills, zeros included (default: the tile's)."""
     from ..interp import bind
     env = bind(k, args)
     grid = [max(1, int(ir.evaluate(g, env))) for g in k.grid] or [1]
@@ -66,7 +70,7 @@ def work(k: ir.Kernel, args) -> dict:
     total = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0, "fill": 0.0}
     for b0 in samples:
         benv = {**env, **{("block", i): 0 for i in range(len(grid))}, ("block", 0): b0}
-        _work(k.body, benv, 1.0, total, False)
+        _work(k.body, benv, 1.0, total, False, box_rows or (lambda rows, extent: rows))
     per_block = {n: v / len(samples) for n, v in total.items()}
     per_block["step_bytes"] = total["step_bytes"]   # a maximum, not a sum over the samples
     unique = 0.0
@@ -76,16 +80,16 @@ def work(k: ir.Kernel, args) -> dict:
     return {**per_block, "blocks": blocks, "unique_bytes": unique}
 
 
-def _work(stmts, env, mult, acc, in_pipeline):
+def _work(stmts, env, mult, acc, in_pipeline, box_rows):
     for s in stmts:
         if isinstance(s, ir.Loop):
             n = max(0, int(ir.evaluate(s.count, env)))
             inner = {**env, ir.key(s.var): 0}
             if s.kind == "pipeline":   # one step's loads are what the pipeline keeps in flight
                 step = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0, "fill": 0.0}
-                _work(s.body, inner, 1.0, step, True)
+                _work(s.body, inner, 1.0, step, True, box_rows)
                 acc["step_bytes"] = max(acc["step_bytes"], step["bytes"])
-            _work(s.body, inner, mult * n, acc, in_pipeline or s.kind == "pipeline")
+            _work(s.body, inner, mult * n, acc, in_pipeline or s.kind == "pipeline", box_rows)
             continue
         dst, srcs = s.dst, s.srcs
         if s.name == "mma":
@@ -96,7 +100,8 @@ def _work(stmts, env, mult, acc, in_pipeline):
             inside = _inside(dst, srcs[0], env)
             acc["bytes"] += mult * inside * srcs[0].dtype.itemsize
             if isinstance(dst, ST):   # a shared tile, where sm_90a loads by TMA (FILL_FROM_DRAM)
-                acc["fill"] += mult * (np.prod(dst.shape) - inside) * srcs[0].dtype.itemsize
+                rows = box_rows(dst.shape[0], _extent(srcs[0].rows, env))
+                acc["fill"] += mult * (rows * dst.shape[1] - inside) * srcs[0].dtype.itemsize
         elif s.name in ("store", "atomic_add") and isinstance(dst, GL):
             twice = 2 if s.name == "atomic_add" else 1
             acc["bytes"] += mult * _inside(srcs[0], dst, env) * dst.dtype.itemsize * twice
@@ -111,8 +116,11 @@ def _inside(tile, g: GL, env) -> float:
     instead: `fill`, FILL_FROM_DRAM)."""
     if len(tile.shape) != 2:
         return float(np.prod(tile.shape))
-    rows, cols = (int(ir.evaluate(d, env)) if not isinstance(d, int) else d for d in (g.rows, g.cols))
-    return float(min(tile.shape[0], rows) * min(tile.shape[1], cols))
+    return float(min(tile.shape[0], _extent(g.rows, env)) * min(tile.shape[1], _extent(g.cols, env)))
+
+
+def _extent(d, env) -> int:
+    return d if isinstance(d, int) else int(ir.evaluate(d, env))
 
 
 def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device | None = None,
@@ -132,7 +140,8 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
       estimate = max(matrix, vector, memory) + fixed
     """
     dev = device or model_device(target)
-    w = work(k, args)
+    fitted = target in FILL_FROM_DRAM and k.options.get("boxes", True)
+    w = work(k, args, _vendor_module(target, "schedules").box_rows if fitted else None)
     units, blocks = dev.units, w["blocks"]
     resident = _resident(k, target, static)
     mma_dtype = _mma_dtype(k)

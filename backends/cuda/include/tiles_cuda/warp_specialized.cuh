@@ -145,24 +145,56 @@ __device__ __forceinline__ void load_tma(st<T, R, C>& dst, const tma_map* map, m
                               idx.c * C + p * S::panel_cols, idx.r * R, idx.d, idx.b);
 }
 
+// A TMA box fitted to a global shorter than its tile (a decode step's 1 to 16 rows of A in a 64-row tile): its
+// rows rounded up to 8, one swizzle atom (at most R), so that TMA does not zero-fill rows no block can use, which
+// costs as much as reading them (docs/backends/cuda.md, "Fitted boxes"). The host encodes the same box
+// (schedules.box_rows); rows past it are never written by TMA, and zero_past_box zeroes them once per launch,
+// so that every slot reads as a whole box would have filled it.
+template <int R> __host__ __device__ constexpr int box_rows(int rows) {
+    const int fit = rows < 8 ? 8 : (rows + 7) / 8 * 8;
+    return fit < R ? fit : R;
+}
+
+// The bytes a load_tma of this tile announces (its slot's expect_tx) for a global of `rows` rows.
+template <typename T, int R, int C> __device__ __forceinline__ unsigned box_bytes(const st<T, R, C>*, int rows) {
+    return unsigned(box_rows<R>(rows)) * C * sizeof(T);
+}
+
+// Every thread of the block, before the barrier that readies the rings: the rows past the box of `n` slots,
+// 16 bytes a store, published to the async proxy that TMA and wgmma use. Nothing where the box is the tile.
+template <typename T, int R, int C> __device__ inline void zero_past_box(st<T, R, C>* slots, int n, int rows) {
+    using S = st<T, R, C>;
+    const int box = box_rows<R>(rows);
+    if (box == R) return;
+    constexpr int row_bytes = S::panel_cols * int(sizeof(T)), panels = C / S::panel_cols;
+    const int chunks = (R - box) * row_bytes / 16;   // of each panel
+    for (int i = threadIdx.x; i < n * panels * chunks; i += blockDim.x) {
+        const int panel = i / chunks;   // over all slots
+        char* past = reinterpret_cast<char*>(slots[panel / panels].data) + ((panel % panels) * R + box) * row_bytes;
+        reinterpret_cast<uint4*>(past)[i % chunks] = make_uint4(0, 0, 0, 0);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // Producer (its leader thread): iterations 0..n-1, from the cursor on in ring order. load(k, slot, full) issues
-// the TMA copies of iteration k, BYTES in all, once the consumers have freed the slot. The cursor carries on
-// across calls (a persistent block's next tile continues the ring), as the consumers' does.
-template <int STAGES, unsigned BYTES, typename Load>
-__device__ inline void produce(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, Load load) {
-    for (int k = 0; k < n; ++k, cur.advance()) load(k, cur.slot, tiles::sm90::produce(ring, cur, BYTES));
+// the TMA copies of iteration k, `bytes` in all (box_bytes of each), once the consumers have freed the slot. The
+// cursor carries on across calls (a persistent block's next tile continues the ring), as the consumers' does.
+template <int STAGES, typename Load>
+__device__ inline void produce(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, unsigned bytes, Load load) {
+    for (int k = 0; k < n; ++k, cur.advance()) load(k, cur.slot, tiles::sm90::produce(ring, cur, bytes));
 }
 
 // The same, for loops that also bring register vectors through the ring: vectors(k, slot, full) issues them
 // (load_bulk) after the slot is free and before the tiles' bytes are announced, while the slot's
 // pending arrival still holds its phase open.
-template <int STAGES, unsigned BYTES, typename Vectors, typename Load>
-__device__ inline void produce(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, Vectors vectors, Load load) {
+template <int STAGES, typename Vectors, typename Load>
+__device__ inline void produce(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n, unsigned bytes,
+                               Vectors vectors, Load load) {
     for (int k = 0; k < n; ++k, cur.advance()) {
         ring.empty[cur.slot].wait(cur.phase ^ 1);
         mbarrier& full = ring.full[cur.slot];
         vectors(k, cur.slot, full);
-        full.arrive_expect_tx(BYTES);
+        full.arrive_expect_tx(bytes);
         load(k, cur.slot, full);
     }
 }
