@@ -206,6 +206,31 @@ def test_broadcast(backend, axis, m, n):
         assert_close(y[i], BINARY[op](up(x), vv), "f32", what=op)
 
 
+@pytest.mark.parametrize("axis", ["rows", "cols"])
+def test_broadcast_division_keeps_ieee_answers_at_the_edges(backend, axis):
+    """div_row / div_col may multiply by reciprocals (the CUDA header does, where every reciprocal a lane holds is
+    a normal number): zeros, infinities, NaNs, subnormal divisors and divisors beyond 2^126 (subnormal
+    reciprocals) must still give the division's answers, e.g. 1e-39 / 1e-39 = 1, not 1e-39 * inf."""
+    edge = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-39, -3e38, 2.5e38, 1e-38], np.float32)
+    m, n = (40, 33) if axis == "rows" else (33, 40)
+    x = random_array((m, n), "f32")
+    v = random_array((1, 40), "f32") + np.float32(4.0)
+    v[0, 3:3 + len(edge)] = edge               # lanes with an edge among their divisors, lanes without
+    along = (slice(None), 0) if axis == "rows" else (0, slice(None))
+    x[along] = np.float32(1e-39)               # the element a subnormal divisor must give 1 for
+    x[(slice(None), 1) if axis == "rows" else (1, slice(None))] = np.inf
+    y = poisoned((4, m, n), "f32")
+    run(backend, broadcast, y, x, v, axis=axis)
+    vv = v[0][:, None] if axis == "rows" else v[0][None, :]
+    with np.errstate(all="ignore"):
+        ref = (x / vv).astype(np.float64)      # IEEE f32 division, as the reference interpreter computes it
+    out = up(y[3])
+    assert (np.isnan(out) == np.isnan(ref)).all(), "NaN where the division gives none, or the reverse"
+    fin = np.isfinite(ref)
+    assert (out[~fin & ~np.isnan(ref)] == ref[~fin & ~np.isnan(ref)]).all(), "infinities differ"
+    assert np.allclose(out[fin], ref[fin], rtol=1e-6, atol=1e-44), np.abs(out[fin] - ref[fin]).max()
+
+
 @tl.kernel
 def masks(Y, X, r0, c0):
     br, bc = grid2(X)

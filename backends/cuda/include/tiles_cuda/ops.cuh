@@ -372,12 +372,40 @@ __device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C,
 TC_BROADCAST(add_row, row, x + y)
 TC_BROADCAST(sub_row, row, x - y)
 TC_BROADCAST(mul_row, row, x * y)
-TC_BROADCAST(div_row, row, x / y)
 TC_BROADCAST(add_col, col, x + y)
 TC_BROADCAST(sub_col, col, x - y)
 TC_BROADCAST(mul_col, col, x * y)
-TC_BROADCAST(div_col, col, x / y)
 #undef TC_BROADCAST
+// Division by a broadcast vector: one IEEE division per vector element a lane holds, then a multiply per tile
+// element, where every reciprocal is a normal number (x * (1 / y) is then within 1.5 ulp of x / y). Otherwise (a
+// zero, an infinity, a NaN, or a divisor beyond 2^126, whose reciprocal is subnormal, among them) the lane divides
+// element by element, IEEE's answers included. A division is a ~10-instruction sequence with a slow path: the
+// attention's O / l was 64 of them a thread at the end of every block.
+template <typename T, int N, axis A, int NW>
+__device__ __forceinline__ bool reciprocals(rv<float, N, A, NW>& r, const rv<T, N, A, NW>& v) {
+    bool normal = true;
+#pragma unroll
+    for (int o = 0; o < rv<T, N, A, NW>::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < rv<T, N, A, NW>::inner; ++k) {
+            r.d[o][k] = 1.f / to_float(v.d[o][k]);
+            const float a = fabsf(r.d[o][k]);
+            normal &= a >= 1.17549435e-38f && a <= 3.40282347e38f;   // FLT_MIN, FLT_MAX; NaN fails both
+        }
+    return normal;
+}
+template <typename D, typename S, typename T, int N, int NW>
+__device__ inline void div_row(D& dst, const S& src, const rv<T, N, axis::rows, NW>& v) {
+    rv<float, N, axis::rows, NW> r;
+    if (reciprocals(r, v)) mul_row(dst, src, r);
+    else with_row(dst, src, v, [](float x, float y) { return x / y; });
+}
+template <typename D, typename S, typename T, int N, int NW>
+__device__ inline void div_col(D& dst, const S& src, const rv<T, N, axis::cols, NW>& v) {
+    rv<float, N, axis::cols, NW> r;
+    if (reciprocals(r, v)) mul_col(dst, src, r);
+    else with_col(dst, src, v, [](float x, float y) { return x / y; });
+}
 // dst *= v per row, skipped by a warp whose factors are all exactly 1 (x * 1 == x: the values are the same either
 // way). rewrites.py's unit_factors takes it for a running max's correction exp2(m - max(m, ...)), which is 1 in
 // every row whose max held: an online softmax then skips the rescale of its accumulator in most blocks. The
