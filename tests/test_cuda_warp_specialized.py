@@ -528,3 +528,41 @@ def test_decode_gemm_loads_a_box_fitted_to_its_rows(m, rows):
     src, boxes = planned(boxes=False)
     assert boxes == {"a_tma": (64, 64, 1, 1), "b_tma": (64, 64, 1, 1), "C_tma": (64, 64, 1, 1)}
     assert "const unsigned a_bytes = 8192, b_bytes = 16384;" in src and "zero_past_box" not in src
+
+
+# ---- the persistent epilogue's store ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel", ["attention", "attention_d64"])
+def test_persistent_attention_stores_o_through_tma_before_its_lse(kernel):
+    """The epilogue's tile store goes through TMA where only work on other values follows it (attention: the
+    log-sum-exp's vector ops and store): O is handed to TMA and the consumers go on to LSE and the next tile."""
+    k = trace(kernel, persistent=True)
+    gen = generate(k)
+    s = gen.schedule
+    assert (s.store.map, s.store_src) == ("O_tma", "o") and schedules.epilogue_store(k) is k.body[-5]
+    src = gen.source
+    assert src.index("tc::store_tma(&O_tma, o_staging, o, {") < src.index("tc::store(LSE, l, {")
+    assert "tc::store(O," not in src and src.rstrip().endswith("tc::store_tma_wait();\n    }\n}")
+    assert s.smem_bytes <= SMEM
+
+
+def test_epilogue_store_is_refused_where_later_work_touches_its_tile():
+    """A store followed by an op that reads its tile stays a plain store (the staging tile holds a copy, but the
+    rule keeps to the plain case: what follows the epilogue's store leaves its tile and its global alone)."""
+    @tl.kernel
+    def twice(Y, X, *, BM=64, BN=64):
+        bm, bn = tl.grid(tl.cdiv(X.rows, BM), tl.cdiv(X.cols, BN))
+        x = tl.shared(X.dtype, BM, BN)
+        acc = tl.regs(tl.f32, BM, BN)
+        tl.zero(acc)
+        for _ in tl.pipeline(2):
+            tl.load(x, X, (bm, bn))
+            tl.mma_AB(acc, x, x, acc)
+        tl.store(Y, acc, (bm, bn))
+        tl.mul(acc, acc, 2.0)
+
+    x = random_array((128, 64), "bf16")
+    k = twice.trace([x, x], "sm_90a", workers=1, persistent=True, **WS)
+    assert schedules.epilogue_store(k) is None and generate(k).schedule.store is None
+    k.body = k.body[:-1]                                # without the multiply: the store is the epilogue's
+    assert schedules.epilogue_store(k) is k.body[-1] and generate(k).schedule.store.map == "Y_tma"

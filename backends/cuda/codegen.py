@@ -85,6 +85,7 @@ class _Emitter:
         self.ring_waited = set()
         # shared tiles loaded outside the pipeline loops by the producer's TMA, a ring each (schedules.resident_loads)
         self.resident = [op for op in schedules.resident_loads(k) if schedules.tma_map(op) in sched.resident]
+        self.epilogue = schedules.epilogue_store(k) if sched.store else None
         # those whose load repeats in a block (a persistent grid's tiles, a tl.range loop): their slots go back
         self.refilled = [op.dst for op in self.resident if schedules.repeats(k, op, sched.persistent)]
         self.resident_tiles = [op.dst for op in self.resident]
@@ -532,7 +533,7 @@ class _Emitter:
             self.sync()  # no warp may still be reading the tile's old contents
         name = op.name
         st = self.s.store
-        if st and op is self.k.body[-1]:   # the epilogue's store (schedules.tma_store)
+        if st and op is self.epilogue:   # the epilogue's store (schedules.tma_store)
             w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
         elif name == "atomic_add" and self.s.reduce and srcs[0].name == self.s.reduce_src:
             t = srcs[0].name   # through its staging tile and TMA (schedules.tma_reduce)

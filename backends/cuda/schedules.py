@@ -496,16 +496,30 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     boxes=bool(tma and k.options.get("boxes", True)))
 
 
+def epilogue_store(k: ir.Kernel) -> ir.Op | None:
+    """The kernel's last store of a register tile to a global, at the top of its body, where what follows it is
+    no loop and neither touches that tile nor that global (attention: the log-sum-exp's vector work and store)."""
+    for i in range(len(k.body) - 1, -1, -1):
+        s = k.body[i]
+        if isinstance(s, ir.Loop):
+            return None
+        if s.name == "store" and isinstance(s.dst, GL) and isinstance(s.srcs[0], RT):
+            later = k.body[i + 1:]
+            touched = any(isinstance(x, ir.Loop) or any(y is s.dst or y is s.srcs[0] for y in (x.dst, *x.srcs))
+                          for x in later)
+            return None if touched else s
+    return None
+
+
 def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
-    """(map, register tile) when the kernel ends by storing a register tile of its consumers to a 2-byte global
-    in whole 128-byte swizzle panels: the persistent epilogue then hands it to TMA through a staging tile and
-    goes on to the next tile's main loop while the copy runs. Each consumer warpgroup stores its 64 rows. Any
-    grid: a batched GEMM's third dim is the store's depth coordinate, and the 4-D tensor map clips each batch's
-    rows (64 x 1024x1024x512 on the H200, 01:29 UTC 12-02: 171 us with the store from registers after each
-    tile's 8 K steps, 0.66x torch.bmm)."""
-    last = k.body[-1] if k.body else None
-    if not (isinstance(last, ir.Op) and last.name == "store" and isinstance(last.dst, GL)
-            and isinstance(last.srcs[0], RT)):
+    """(map, register tile) when the kernel's epilogue stores a register tile of its consumers (epilogue_store)
+    to a 2-byte global in whole 128-byte swizzle panels: the persistent epilogue then hands it to TMA through a
+    staging tile and goes on (to the ops after it, to the next tile's main loop) while the copy runs. Each consumer
+    warpgroup stores its 64 rows. Any grid: a batched GEMM's third dim is the store's depth coordinate, and the 4-D
+    tensor map clips each batch's rows (64 x 1024x1024x512 on the H200, 01:29 UTC 12-02: 171 us with the store
+    from registers after each tile's 8 K steps, 0.66x torch.bmm)."""
+    last = epilogue_store(k)
+    if last is None:
         return None
     t, g = last.srcs[0], last.dst
     if g.dtype.itemsize != 2 or t.rows != 16 * warps or (t.cols * 2) % 128:
