@@ -53,6 +53,35 @@ def fits(cfg, C, A, B):
     return cfg["BM"] <= max(64, 2 * pow2(m)) and (split == 1 or (-(-k // cfg["BK"]) >= 2 * split and tiles < 512))
 
 
+SMS = 132   # the SMs of an H100 / H200 SXM: what a skinny GEMM's blocks should cover
+
+
+def skinny(target, C, A, B):
+    """sm_90a's configuration for a few rows, where the configured 128x256 tiles leave most SMs idle (16 blocks at
+    N = 4096: 135.6 us against 37.7 tuned at 16x4096x14336 on the H200). The rule restates the timed winners of
+    the 12-02 grid (docs/benchmarks.md, 17:45 and 18:40 UTC): up to 64 rows, 64-row tiles with one consumer
+    warpgroup, 64x128 at 8 stages (4 where K is split), or 64x256 at 4 where those still make ~100 blocks (N =
+    28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make ~100 blocks already (then the
+    configured default, which won there); and K split in two, four or eight while the blocks stay within the SMs
+    and each part keeps 4 steps of the loop (N = 4096: four ways). A tuned entry, or the caller's own BM, BN,
+    stages, workers or SPLIT, replaces it (tiles.tune.defaults)."""
+    m, n, k = A.shape[-2], C.shape[-1], A.shape[-1]
+    if target != "sm_90a" or m > 512:
+        return {}
+    cdiv = lambda a, b: -(-a // b)   # noqa: E731
+    bm = 64 if m <= 64 else 128
+    rows = cdiv(m, bm) * (C.shape[0] if len(C.shape) == 3 else 1)
+    wide = rows * cdiv(n, 256) >= 100
+    if wide and bm == 128:
+        return {}
+    bn = 256 if wide else 128
+    split = 1
+    while split < 8 and rows * cdiv(n, bn) * split * 2 <= SMS and cdiv(k, 64) >= 8 * split:
+        split *= 2
+    stages = 5 if bm == 128 else 8 if bn == 128 and split == 1 else 4
+    return dict(BM=bm, BN=bn, BK=64, stages=stages, workers=bm // 64, SPLIT=split)
+
+
 def split_plan(cfg, C, A, B):
     """A split of K into a C that does not accumulate: gemm writes each part's product to its own slice of an f32
     workspace (parts=True), then sum_parts adds the slices and converts to C's dtype. None: one launch."""
@@ -69,7 +98,7 @@ def split_plan(cfg, C, A, B):
     return [(gemm, [parts, A, B], {"parts": True}), (sum_parts, summed, {"PARTS": split})]
 
 
-@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, tune_where=fits, plan=split_plan)
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, tune_where=fits, plan=split_plan, heuristic=skinny)
 def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1, parts=False):
     if accumulate and C.dtype != tl.f32:
         raise TileError(f"gemm: accumulate adds into C with atomic_add, which needs an f32 C, got {C.dtype}")

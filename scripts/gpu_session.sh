@@ -18,9 +18,10 @@
 #              forward (persistent or not) and backward against cuDNN
 #   stages     issue 18: the skinny GEMMs at 4 and 8 stages (the split pairs with TILES_PDL=0/1: step pdl)
 #   examples-profile  issue 18: a cProfile of scripts/gpu_examples.py's first case ($OUT/examples.prof)
-#   boxes      issue 18: TMA boxes fitted to a global shorter than the tile (12-04): their GPU tests, the
-#              warp-specialized property tests, then the decode GEMMs against cuBLAS (docs/backends/cuda.md, "Fitted
-#              boxes", has what each row should show)
+#   boxes      issues 18/20 (12-04): TMA boxes fitted to a global shorter than the tile, gemm's heuristic for
+#              skinny M, the persistent attention's O by TMA store: their GPU tests, the warp-specialized
+#              property tests, the decode GEMMs against cuBLAS with boxes on and off, the persistent attention
+#              (docs/benchmarks.md, session of 12-04, has what each row should show)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -136,8 +137,12 @@ for s in "$@"; do
         timeout 240 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
             tests/test_cuda_warp_specialized.py -k "fitted_box or warp_specialized or wgmma or programmatic or persistent" \
             >"$OUT/boxes.log" 2>&1; echo "== boxes tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/boxes.log" | tail -8
+        # the default row is gemm's heuristic for skinny M (12-04); boxes=False its whole boxes, in the same run
         echo "== decode GEMMs"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes \
-            1x4096x4096 16x4096x4096 1x14336x4096 16x14336x4096 1x4096x14336 64x4096x4096 --tuned 2>&1 | r ;;
+            1x4096x4096 16x4096x4096 1x14336x4096 16x14336x4096 1x4096x14336 64x4096x4096 --set boxes=True,False 2>&1 | r
+        echo "== persistent attention (O by TMA store, 12-04)"; timeout 120 python3 -m tiles compare attention \
+            --backends cuda --no-compile --shapes 8x16x2048x128,causal 16x16x4096x64,causal 4x32x8192x128 \
+            --set persistent=False,True 2>&1 | r ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac

@@ -260,6 +260,67 @@ def test_cache_hit_and_miss():
     assert_close(y, 2.0 * x.astype(np.float64), "f32")
 
 
+@tl.kernel(configs={"default": dict(BR=16, BC=16)}, tune={"default": dict(BR=[16, 32], BC=[16, 32])},
+           tune_key=lambda Y, X: (tune.pow2(X.shape[0]), X.shape[1]),
+           heuristic=lambda target, Y, X: dict(BR=32) if X.shape[0] <= 8 else {})
+def few_rows(Y, X, *, BR, BC):
+    br, bc = tl.grid(tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
+    x = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (br, bc))
+    tl.mul(x, x, 2.0)
+    tl.store(Y, x, (br, bc))
+
+
+def test_heuristic_sets_the_default_for_a_shape_below_the_cache_and_the_caller():
+    """With no tuned entry a launch runs the kernel's heuristic for its shapes (over configs); a tuned entry, or
+    the caller's own value of one of the heuristic's names, replaces it; tune=False still takes it (it is the
+    default for that shape); the search's default candidate is it, so tuning never loses to it."""
+    ref = registry.get("reference")
+    few, many = args(5, 48), args(40, 48)
+    assert tune.resolve(few_rows, ref, few, {}) == {"BR": 32}
+    assert tune.resolve(few_rows, ref, many, {}) == {}
+    assert tune.resolve(few_rows, ref, few, {"tune": False}) == {"BR": 32}
+    assert tune.resolve(few_rows, ref, few, {"BR": 16}) == {"BR": 16}
+    assert tune.resolve(few_rows, ref, few, {"BC": 32}) == {"BR": 32, "BC": 32}   # BC: not one the heuristic sets
+    assert tune.candidates(few_rows, None, few, {})[0].config == {"BR": 32, "BC": 16}
+    target, device, tk = tune.identity(ref)
+    key = tune.key_of(few_rows, ref, few, {})
+    tune.store(few_rows, tune.Entry("few_rows", tune.source_hash(few_rows), target, device, tk, list(key[3]),
+                                    [list(x) if isinstance(x, tuple) else x for x in key[4]], [],
+                                    {"BR": 16, "BC": 32}, 1e-3))
+    assert tune.resolve(few_rows, ref, few, {}) == {"BR": 16, "BC": 32}
+    y, x = few
+    assert few_rows(y, x, backend="reference", tune=False).consts == {"BR": 32, "BC": 16}
+    assert_close(y, 2.0 * x.astype(np.float64), "f32")
+
+
+def test_heuristic_naming_no_constant_is_refused():
+    bad = tl.kernel(few_rows.fn, configs={"default": dict(BR=16, BC=16)}, heuristic=lambda t, Y, X: dict(BQ=8))
+    with pytest.raises(TypeError, match="'BQ' is neither a constant"):
+        bad.shape_config(None, args(5, 48))
+
+
+@pytest.mark.parametrize("shape, want", [
+    ("1x4096x4096", dict(BM=64, BN=128, stages=4, workers=1, SPLIT=4)),
+    ("16x4096x14336", dict(BM=64, BN=128, stages=4, workers=1, SPLIT=4)),
+    ("1x14336x4096", dict(BM=64, BN=128, stages=8, workers=1, SPLIT=1)),
+    ("16x28672x8192", dict(BM=64, BN=256, stages=4, workers=1, SPLIT=1)),
+    ("128x4096x4096", dict(BM=128, BN=128, stages=5, workers=2, SPLIT=4)),
+    ("512x4096x4096", dict(BM=128, BN=128, stages=5, workers=2, SPLIT=1)),
+    ("128x28672x8192", {}), ("512x14336x4096", {}), ("4096x4096x4096", {})])
+def test_gemm_heuristic_restates_the_timed_winners_of_skinny_m(shape, want):
+    """gemm's sm_90a heuristic at the LLM grid's skinny shapes: the tile, warpgroups and split of K that won the
+    H200's 12-02 grid there (docs/benchmarks.md; stages 8 from the 18:40 sweep), nothing where the configured
+    128x256 tiles won; each traces and verifies for sm_90a, and no other target has one."""
+    m, n, k = map(int, shape.split("x"))
+    a = [Shaped((m, n), "bf16"), Shaped((m, k), "bf16"), Shaped((k, n), "bf16")]
+    got = gemm.shape_config("sm_90a", a)
+    assert got == ({**want, "BK": 64} if want else {})
+    for f, sub, kw in gemm.steps(a, "sm_90a", **got):
+        f.trace(sub, "sm_90a", **kw)
+    assert all(gemm.shape_config(t, a) == {} for t in ("sm_80", "gfx942", "gfx950", "apple", None))
+
+
 def test_lookup_takes_microseconds():
     """Not a timed test of speed (that is docs/tuning.md's measurement): a bound that only a disk read or a
     search per launch could break."""

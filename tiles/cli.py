@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import backend as registry
-from . import bench, fuzz, report, targets
+from . import bench, fuzz, report, targets, tune
 from .report import Row
 from .testing import run as run_on
 
@@ -304,7 +304,6 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
 
 def _tuned_variant(w: bench.Workload, s: dict, text: str, b: registry.Backend, host) -> list[tuple[str, dict]]:
     """(label, shape with the cache's winner as its --set) for backend b, or [] where the cache has none."""
-    from . import tune
     kfn = w.kernel(s)
     if kfn.tune is None:
         return []
@@ -327,7 +326,7 @@ def compile_row(w: bench.Workload, s: dict, label: str, target: str, host) -> Ro
         return row
     try:
         kfn, args, consts = w.main(s, host())
-        st = tc.static(kfn, args, target, **consts)
+        st = tc.static(kfn, args, target, **tune.defaults(kfn, target, args, consts))
     except tc.NoToolchain as e:
         row.kind, row.note = "skipped", str(e)
         return row
@@ -480,7 +479,8 @@ def cmd_inspect(a) -> int:
     if a.emit:
         if not a.target:
             raise ValueError(f"--emit {a.emit} needs --target (one of {', '.join(targets.TARGETS)})")
-        print(tc.emit(kfn, args, targets.target(a.target).name, a.emit, **consts))
+        target = targets.target(a.target).name
+        print(tc.emit(kfn, args, target, a.emit, **tune.defaults(kfn, target, args, consts)))
         return 0
     names = [t.strip() for t in a.targets.split(",") if t.strip()]
     for t in names:
@@ -492,7 +492,7 @@ def cmd_inspect(a) -> int:
     for t in names:
         prog.doing(f"compile {t}")
         try:
-            st = tc.static(kfn, args, t, **consts)
+            st = tc.static(kfn, args, t, **tune.defaults(kfn, t, args, consts))
             loops += [st.loop] if st.loop and st.loop.mfma else []
             rows.append((t, st.compiler, str(st.threads), st.registers,
                          "?" if st.shared_bytes is None else f"{st.shared_bytes / 1024:.1f} KB", st.spills,
@@ -552,7 +552,6 @@ def cmd_cache(a) -> int:
         for d in dirs:
             freed += _size(d)[1]
             shutil.rmtree(d)
-        from . import tune
         tune.forget()
         print(f"cleared {len(dirs)} cache folder(s) under {root}, {freed / 2**20:.1f} MiB")
         return 0
@@ -563,7 +562,6 @@ def cmd_cache(a) -> int:
     print(f"compile caches under {root}" + ("" if dirs else ": none yet"))
     if dirs:
         print(_grid(rows))
-    from . import tune
     found = tune.summary()
     if found and (not a.only or "tune" in a.only):
         print("\ntuned configurations (tiles tune; stale and corrupt entries are ignored by launches)")
@@ -581,7 +579,6 @@ def cmd_tune(a) -> int:
     target (the winner stored in the tune cache), else ranked by the static model alone, and said so."""
     import json
 
-    from . import tune
     w = bench.workload(a.kernel)
     for t in a.shapes:
         w.parse(t)
@@ -672,7 +669,6 @@ def _tune_report(r, b, dry_run: bool) -> str:
 
 
 def tune_file(r) -> str:
-    from . import tune
     return str(tune.cache_dir() / f"{r.kernel}.json")
 
 

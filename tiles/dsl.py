@@ -356,11 +356,12 @@ class KernelFn:
     """A traceable kernel. configs maps a target name (or "default") to constants and launch options; tune, the
     search space per target that `tiles.tune` searches instead (docs/tuning.md)."""
 
-    def __init__(self, fn, configs: dict | None = None, tune=None, plan=None):
+    def __init__(self, fn, configs: dict | None = None, tune=None, plan=None, heuristic=None):
         functools.update_wrapper(self, fn)
         self.fn, self.configs = fn, dict(configs or {})
         self.tune = tune   # a tiles.tune.Space, or None: no search space
         self.plan = plan   # plan(cfg, *args): None (one launch of this kernel) or its launches (steps())
+        self.heuristic = heuristic   # heuristic(target, *args): the configuration for these shapes, or {}
         sig = inspect.signature(fn)
         self.arg_names = [p.name for p in sig.parameters.values()
                           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -382,6 +383,16 @@ class KernelFn:
         if missing:
             raise TypeError(f"{self.__name__}: missing constant(s) {', '.join(missing)}")
         return consts, options
+
+    def shape_config(self, target: str | None, args) -> dict:
+        """What the kernel's heuristic sets for these arguments' shapes on target, over configs[target] ({}: none);
+        a name that is neither a constant nor an option is refused, as in config()."""
+        if self.heuristic is None:
+            return {}
+        chosen = dict(self.heuristic(target, *args))
+        if chosen:
+            self.config(target, **chosen)
+        return chosen
 
     def steps(self, args, target: str | None = None, **overrides) -> list[tuple]:
         """The launches one call makes, as (kernel, arguments, keywords): this kernel alone unless its `plan`,
@@ -449,16 +460,17 @@ class KernelFn:
 
 
 def kernel(fn=None, *, configs: dict | None = None, tune: dict | None = None, tune_key=None, tune_where=None,
-           tune_defaults=None, plan=None):
+           tune_defaults=None, plan=None, heuristic=None):
     """Decorator: @tiles.kernel or @tiles.kernel(configs={"sm_90a": {...}, "default": {...}}). tune: the search
     space per target ({"sm_90a": dict(BM=[64, 128], ...)}), tune_key: the shape bucket of the arguments,
     tune_where: the constraint that prunes it, tune_defaults: the values callers pass for a shape when they have
     no opinion (tiles.tune.Space, docs/tuning.md); plan: the launches a call makes where one kernel is not enough
-    (KernelFn.steps: gemm's split of K into a bf16 C)."""
+    (KernelFn.steps: gemm's split of K into a bf16 C); heuristic(target, *args): the configuration a launch with
+    no tuned entry runs for these shapes, over configs[target] ({}: configs alone; gemm's skinny M)."""
     def make(f):
         space = None
         if tune is not None:
             from .tune import Space
             space = Space(tune, tune_key, tune_where, tune_defaults)
-        return KernelFn(f, configs, space, plan)
+        return KernelFn(f, configs, space, plan, heuristic)
     return make if fn is None else make(fn)

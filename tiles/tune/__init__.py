@@ -23,11 +23,12 @@ import os
 
 from .cache import Entry, cache_dir, entries, forget, identity, judge, key_of, read_file, source_hash, store, summary
 from .model import model, model_device, work
-from .search import Candidate, Result, candidates, prune, rank, search
+from .search import Candidate, Result, candidates, defaults, prune, rank, search
 from .space import Shaped, Space, pow2, shapes_of
 from .workload import result_json, tune_workload
 
-__all__ = ["Candidate", "Entry", "Result", "Shaped", "Space", "cache_dir", "candidates", "entries", "forget", "identity",
+__all__ = ["Candidate", "Entry", "Result", "Shaped", "Space", "cache_dir", "candidates", "defaults", "entries", "forget",
+           "identity",
            "judge", "key_of", "model", "model_device", "pow2", "prune", "rank", "read_file", "resolve", "result_json",
            "search", "shapes_of", "source_hash", "store", "summary", "tune_workload", "work"]
 
@@ -36,22 +37,17 @@ _MISS = object()
 
 def resolve(kfn, b, args, overrides: dict) -> dict:
     """The keywords a launch of kfn on backend b runs with: the cache's winner for these arguments under the
-    caller's keywords, or the caller's alone. Pops the call's `tune` switch."""
+    caller's keywords; else the kernel's heuristic for these shapes (defaults); else the caller's alone. Pops the
+    call's `tune` switch."""
     mode = overrides.pop("tune", None)
     space = kfn.tune
-    if space is None or mode is False:
-        return overrides
     target = b.target
-    if space.chosen(target, args, overrides):   # the caller chose a tuned value: theirs stands
-        return overrides
-    key = key_of(kfn, b, args, overrides)
-    cfg = entries(kfn).get(key, _MISS)
-    if cfg is _MISS:
-        if not (mode or os.environ.get("TILES_AUTOTUNE") == "1"):
-            return overrides
-        result = search(kfn, b, args, overrides)
-        cfg = result.winner.config
-    # a tuned name among the caller's keywords is one of tune_defaults (else it was chosen): the winner's goes
-    return {**overrides, **cfg}
-
+    if space is not None and mode is not False and not space.chosen(target, args, overrides):
+        cfg = entries(kfn).get(key_of(kfn, b, args, overrides), _MISS)
+        if cfg is _MISS and (mode or os.environ.get("TILES_AUTOTUNE") == "1"):
+            cfg = search(kfn, b, args, overrides).winner.config
+        if cfg is not _MISS:
+            # a tuned name among the caller's keywords is one of tune_defaults (else it was chosen): the winner's goes
+            return {**overrides, **cfg}
+    return defaults(kfn, target, args, overrides)
 

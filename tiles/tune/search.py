@@ -41,7 +41,7 @@ def candidates(kfn, target: str | None, args, fixed: dict) -> list[Candidate]:
     if not dims:
         raise TypeError(f"{kfn.__name__} has no search space for {target or 'the reference'}: "
                         f"it declares {', '.join(space.per_target)}")
-    base = {**space.base(kfn, target), **fixed}
+    base = {**space.base(kfn, target), **defaults(kfn, target, args, fixed)}
     default = {n: base[n] for n in dims if n in base}
     out, seen = [Candidate(default, default=True)], {_ident(default)}
     for combo in itertools.product(*dims.values()):
@@ -54,6 +54,15 @@ def candidates(kfn, target: str | None, args, fixed: dict) -> list[Candidate]:
             seen.add(_ident(cfg))
             out.append(Candidate(cfg))
     return out
+
+
+def defaults(kfn, target, args, overrides: dict) -> dict:
+    """The caller's keywords over the kernel's heuristic for these shapes (KernelFn.shape_config), unless the
+    caller set one of the heuristic's names: then the caller chose the configuration, and configs fill the rest."""
+    chosen = kfn.shape_config(target, args)
+    if not chosen or not chosen.keys().isdisjoint(overrides):
+        return overrides
+    return {**chosen, **overrides}
 
 
 def _ident(cfg: dict) -> tuple:
