@@ -56,7 +56,7 @@ def fits(cfg, C, A, B):
 SMS = 132   # the SMs of an H100 / H200 SXM: what a skinny GEMM's blocks should cover
 
 
-def skinny(target, C, A, B):
+def skinny(target, C, A, B, **keywords):
     """sm_90a's configuration for a few rows, where the configured 128x256 tiles leave most SMs idle (16 blocks at
     N = 4096: 135.6 us against 37.7 tuned at 16x4096x14336 on the H200). The rule restates the timed winners of
     the 12-02 grid (docs/benchmarks.md, 17:45 and 18:40 UTC): up to 64 rows, 64-row tiles with one consumer

@@ -262,7 +262,7 @@ def test_cache_hit_and_miss():
 
 @tl.kernel(configs={"default": dict(BR=16, BC=16)}, tune={"default": dict(BR=[16, 32], BC=[16, 32])},
            tune_key=lambda Y, X: (tune.pow2(X.shape[0]), X.shape[1]),
-           heuristic=lambda target, Y, X: dict(BR=32) if X.shape[0] <= 8 else {})
+           heuristic=lambda target, Y, X, **kw: dict(BR=32) if X.shape[0] <= 8 else {})
 def few_rows(Y, X, *, BR, BC):
     br, bc = tl.grid(tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
     x = tl.regs(tl.f32, BR, BC)
@@ -295,9 +295,24 @@ def test_heuristic_sets_the_default_for_a_shape_below_the_cache_and_the_caller()
 
 
 def test_heuristic_naming_no_constant_is_refused():
-    bad = tl.kernel(few_rows.fn, configs={"default": dict(BR=16, BC=16)}, heuristic=lambda t, Y, X: dict(BQ=8))
+    bad = tl.kernel(few_rows.fn, configs={"default": dict(BR=16, BC=16)}, heuristic=lambda t, Y, X, **kw: dict(BQ=8))
     with pytest.raises(TypeError, match="'BQ' is neither a constant"):
         bad.shape_config(None, args(5, 48))
+
+
+@pytest.mark.parametrize("n, causal, persistent", [(2048, True, True), (4096, True, True), (8192, True, None),
+                                                   (2048, False, None)])
+def test_attention_heuristic_takes_the_persistent_grid_for_short_causal_rows(n, causal, persistent):
+    """Where the persistent grid won on the H200 (causal, N <= 4096) and nowhere else; the caller's causal reaches
+    the heuristic through its keywords, and the caller's own persistent= stands."""
+    from tiles.kernels.attention import attention_fwd
+    q = Shaped((2, 4, n, 64), "bf16")
+    a = [q, Shaped((2, 4, n), "f32"), q, q, q, 0.125]
+    want = {} if persistent is None else {"persistent": True}
+    assert attention_fwd.shape_config("sm_90a", a, dict(D=64, causal=causal)) == want
+    assert attention_fwd.shape_config("sm_80", a, dict(D=64, causal=causal)) == {}
+    kw = dict(D=64, causal=causal, persistent=False)
+    assert tune.defaults(attention_fwd, "sm_90a", a, kw) == kw
 
 
 @pytest.mark.parametrize("shape, want", [

@@ -361,7 +361,7 @@ class KernelFn:
         self.fn, self.configs = fn, dict(configs or {})
         self.tune = tune   # a tiles.tune.Space, or None: no search space
         self.plan = plan   # plan(cfg, *args): None (one launch of this kernel) or its launches (steps())
-        self.heuristic = heuristic   # heuristic(target, *args): the configuration for these shapes, or {}
+        self.heuristic = heuristic   # heuristic(target, *args, **kw): the configuration for these shapes, or {}
         sig = inspect.signature(fn)
         self.arg_names = [p.name for p in sig.parameters.values()
                           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -374,24 +374,29 @@ class KernelFn:
         merged = {**self.configs.get("default", {}), **self.configs.get(target or "", {}), **overrides}
         consts = {k: v for k, v in self.const_defaults.items() if v is not inspect.Parameter.empty}
         options = {}
+        self.check_names(merged)
         for k, v in merged.items():
-            if k not in self.const_defaults and k not in OPTIONS:   # a typo must not be ignored silently
-                raise TypeError(f"{self.__name__}: {k!r} is neither a constant ({', '.join(self.const_defaults)}) "
-                                f"nor a launch option ({', '.join(OPTIONS)})")
             (consts if k in self.const_defaults else options)[k] = v
         missing = [k for k in self.const_defaults if k not in consts]
         if missing:
             raise TypeError(f"{self.__name__}: missing constant(s) {', '.join(missing)}")
         return consts, options
 
-    def shape_config(self, target: str | None, args) -> dict:
-        """What the kernel's heuristic sets for these arguments' shapes on target, over configs[target] ({}: none);
-        a name that is neither a constant nor an option is refused, as in config()."""
+    def check_names(self, cfg: dict) -> None:
+        """Every name of cfg a constant or a launch option: a typo must not be ignored silently."""
+        for k in cfg:
+            if k not in self.const_defaults and k not in OPTIONS:
+                raise TypeError(f"{self.__name__}: {k!r} is neither a constant ({', '.join(self.const_defaults)}) "
+                                f"nor a launch option ({', '.join(OPTIONS)})")
+
+    def shape_config(self, target: str | None, args, keywords: dict | None = None) -> dict:
+        """What the kernel's heuristic sets for these arguments' shapes and the caller's other keywords (attention's
+        causal) on target, over configs[target] ({}: none); a name that is neither a constant nor an option is
+        refused, as in config()."""
         if self.heuristic is None:
             return {}
-        chosen = dict(self.heuristic(target, *args))
-        if chosen:
-            self.config(target, **chosen)
+        chosen = dict(self.heuristic(target, *args, **{k: v for k, v in (keywords or {}).items() if k != "tune"}))
+        self.check_names(chosen)
         return chosen
 
     def steps(self, args, target: str | None = None, **overrides) -> list[tuple]:
@@ -465,8 +470,9 @@ def kernel(fn=None, *, configs: dict | None = None, tune: dict | None = None, tu
     space per target ({"sm_90a": dict(BM=[64, 128], ...)}), tune_key: the shape bucket of the arguments,
     tune_where: the constraint that prunes it, tune_defaults: the values callers pass for a shape when they have
     no opinion (tiles.tune.Space, docs/tuning.md); plan: the launches a call makes where one kernel is not enough
-    (KernelFn.steps: gemm's split of K into a bf16 C); heuristic(target, *args): the configuration a launch with
-    no tuned entry runs for these shapes, over configs[target] ({}: configs alone; gemm's skinny M)."""
+    (KernelFn.steps: gemm's split of K into a bf16 C); heuristic(target, *args, **kw): the configuration a launch
+    with no tuned entry runs for these shapes and the caller's keywords kw, over configs[target] ({}: configs
+    alone; gemm's skinny M, attention's short causal rows)."""
     def make(f):
         space = None
         if tune is not None:

@@ -59,7 +59,7 @@ def candidates(kfn, target: str | None, args, fixed: dict) -> list[Candidate]:
 def defaults(kfn, target, args, overrides: dict) -> dict:
     """The caller's keywords over the kernel's heuristic for these shapes (KernelFn.shape_config), unless the
     caller set one of the heuristic's names: then the caller chose the configuration, and configs fill the rest."""
-    chosen = kfn.shape_config(target, args)
+    chosen = kfn.shape_config(target, args, overrides)
     if not chosen or not chosen.keys().isdisjoint(overrides):
         return overrides
     return {**chosen, **overrides}
