@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import tiles as tl
 from tiles import backend as registry
@@ -334,6 +335,23 @@ def test_gemm_heuristic_restates_the_timed_winners_of_skinny_m(shape, want):
     for f, sub, kw in gemm.steps(a, "sm_90a", **got):
         f.trace(sub, "sm_90a", **kw)
     assert all(gemm.shape_config(t, a) == {} for t in ("sm_80", "gfx942", "gfx950", "apple", None))
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 600), n=st.integers(1, 300).map(lambda x: 8 * x), k=st.integers(1, 300).map(lambda x: 8 * x),
+       batch=st.sampled_from([0, 1, 3]), trans_b=st.booleans(), acc=st.booleans(), f16=st.booleans())
+def test_gemm_heuristic_always_gives_a_launchable_configuration(m, n, k, batch, trans_b, acc, f16):
+    """Whatever the shapes, what the heuristic sets traces, verifies and plans on sm_90a (every step of its plan):
+    a default that the verifier or the backend refused would fail a launch that ran before it existed."""
+    from tiles import toolchains as tc
+    dt = "f16" if f16 else "bf16"
+    lead = (batch,) if batch else ()
+    c = Shaped(lead + (m, n), "f32" if acc else dt)
+    a = [c, Shaped(lead + (m, k), dt), Shaped(((batch,) if batch == 3 else ()) + ((n, k) if trans_b else (k, n)), dt)]
+    kw = dict(trans_b=trans_b, accumulate=acc)
+    cfg = tune.defaults(gemm, "sm_90a", a, kw)
+    for f, sub, step_kw in gemm.steps(a, "sm_90a", **cfg):
+        tc.emit(f, sub, "sm_90a", "source", **step_kw)
 
 
 def test_lookup_takes_microseconds():
