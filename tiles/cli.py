@@ -282,6 +282,7 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
             for b in backends:
                 ours: list[Row] = []
                 for label, sv in each + (_tuned_variant(w, tuned_s, text, b, host) if tuned_s else []):
+                    label += _heuristic_tag(w, sv, b.target, host) if "[tuned" not in label else ""
                     prog.doing(f"{b.name} {label}")
                     made = run_device(w, sv, label, b, host, rng, time_it) if b.kind == "device" else \
                         [run_cpu(w, sv, label, b, host)]
@@ -294,6 +295,7 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
                 rows += ours
             for t in compile_targets:
                 for label, sv in each:
+                    label += _heuristic_tag(w, sv, t, host)
                     prog.doing(f"compile {t} {label}")
                     rows.append(compile_row(w, sv, label, t, host))
                     prog.done(rows[-1:])
@@ -313,6 +315,19 @@ def _tuned_variant(w: bench.Workload, s: dict, text: str, b: registry.Backend, h
     except Exception:  # noqa: BLE001 - no tuned row is no reason to stop the comparison
         return []
     return [(f"{text} [tuned: {','.join(f'{k}={v}' for k, v in cfg.items())}]", {**s, "set": cfg})] if cfg else []
+
+
+def _heuristic_tag(w: bench.Workload, s: dict, target: str | None, host) -> str:
+    """' [heuristic: ...]' where the kernel's heuristic sets the row's configuration on target (tiles.tune.defaults:
+    the caller, here --set, chose none of its names), else ''."""
+    try:
+        kfn, args, consts = w.main(s, host())
+        chosen = kfn.shape_config(target, args, consts)
+    except Exception:  # noqa: BLE001 - a row that fails says why in its own place
+        return ""
+    if not chosen or not chosen.keys().isdisjoint(consts):
+        return ""
+    return " [heuristic: " + ",".join(f"{k}={v}" for k, v in chosen.items()) + "]"
 
 
 def _tag(v: dict) -> str:
