@@ -566,3 +566,22 @@ def test_epilogue_store_is_refused_where_later_work_touches_its_tile():
     assert schedules.epilogue_store(k) is None and generate(k).schedule.store is None
     k.body = k.body[:-1]                                # without the multiply: the store is the epilogue's
     assert schedules.epilogue_store(k) is k.body[-1] and generate(k).schedule.store.map == "Y_tma"
+
+
+def test_short_attention_fits_q_k_and_v_boxes_and_announces_them():
+    """Attention at N below its 128-row tiles: Q's box (resident, the producer's) and K's and V's (pipelined, a ring
+    each) hold N rounded up to 8 rows; the kernel announces each from its global's rows, and Q's refill uses its
+    own bytes."""
+    n = 40
+    x = random_array((1, 2, n, 128), "bf16")
+    args = [x, np.zeros((1, 2, n), np.float32), x, x, x, 0.1]
+    k = attention_fwd.trace(args, "sm_90a", D=128, **WS)
+    gen = generate(k)
+    s = gen.schedule
+    boxes = {m.map: spec.box for m, (spec, _) in zip(s.maps, runtime.tensor_map_specs(k, s, args, pointer=lambda a: 0))}
+    assert boxes["q_tma"] == boxes["k_tma"] == boxes["v_tma"] == (64, 40, 1, 1)
+    for t, g, slots in (("q", "Q", "RESIDENT_SLOTS"), ("k", "K", "STAGES"), ("v", "V", "STAGES")):
+        assert f"const unsigned {t}_bytes = tc::box_bytes({t}_{'slots' if t == 'q' else 'stages'}, {g}.rows());" \
+            in gen.source
+        assert f"tc::zero_past_box({t}_{'slots' if t == 'q' else 'stages'}, {slots}, {g}.rows());" in gen.source
+    assert "tc::refill(q_ring, q_cursor, q_bytes)" in gen.source
