@@ -53,33 +53,49 @@ def fits(cfg, C, A, B):
     return cfg["BM"] <= max(64, 2 * pow2(m)) and (split == 1 or (-(-k // cfg["BK"]) >= 2 * split and tiles < 512))
 
 
-SMS = 132   # the SMs of an H100 / H200 SXM: what a skinny GEMM's blocks should cover
+SMS = 132                           # an H100 / H200 SXM: what a skinny GEMM's blocks should cover
+CUS = {"gfx942": 304, "gfx950": 256}   # MI300X, MI355X
 
 
 def skinny(target, C, A, B, **keywords):
-    """sm_90a's configuration for a few rows, where the configured 128x256 tiles leave most SMs idle (16 blocks at
-    N = 4096: 135.6 us against 37.7 tuned at 16x4096x14336 on the H200). The rule restates the timed winners of
-    the 12-02 grid (docs/benchmarks.md, 17:45 and 18:40 UTC): up to 64 rows, 64-row tiles with one consumer
-    warpgroup, 64x128 at 8 stages (4 where K is split), or 64x256 at 4 where those still make ~100 blocks (N =
-    28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make ~100 blocks already (then the
-    configured default, which won there); and K split in two, four or eight while the blocks stay within the SMs
-    and each part keeps 4 steps of the loop (N = 4096: four ways). A tuned entry, or the caller's own BM, BN,
-    stages, workers or SPLIT, replaces it (tiles.tune.defaults)."""
+    """The configuration for a few rows, where the configured tiles (128x256 on sm_90a, 256x256 of 8 waves on CDNA)
+    leave most of the GPU idle: 16 blocks at N = 4096 on sm_90a, 135.6 us against 37.7 tuned at 16x4096x14336 on
+    the H200. A tuned entry, or the caller's own value of one of these names, replaces it (tiles.tune.defaults).
+
+    sm_90a, M <= 512: the timed winners of the H200's 12-02 grid (docs/benchmarks.md, 17:45 and 18:40 UTC). Up to
+    64 rows, 64-row tiles with one consumer warpgroup, 64x128 at 8 stages (4 where K is split), or 64x256 at 4
+    where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make
+    ~100 blocks already (then the configured default, which won there); K split while the blocks stay within the
+    SMs (N = 4096: four ways).
+    gfx942 / gfx950, M <= 64: the static model's choice, not timed (no AMD GPU here; `tiles tune gemm --target
+    gfx950`: 16.5 us modelled at 1x4096x4096 on an MI355X against 72.8 for the configured tiles): 64x64 tiles of 2
+    waves, K split while the blocks stay within four a CU (N = 4096: eight ways, 14336: four).
+    Either way each part of K keeps 8 steps of the loop at least."""
     m, n, k = A.shape[-2], C.shape[-1], A.shape[-1]
+    rows = lambda bm: -(-m // bm) * (C.shape[0] if len(C.shape) == 3 else 1)   # noqa: E731
+    cols = lambda bn: -(-n // bn)                                                # noqa: E731
+    if target in CUS and m <= 64:
+        split = _split(rows(64) * cols(64), k, 4 * CUS[target])
+        return dict(BM=64, BN=64, BK=64, workers=2, SPLIT=split)
     if target != "sm_90a" or m > 512:
         return {}
-    cdiv = lambda a, b: -(-a // b)   # noqa: E731
     bm = 64 if m <= 64 else 128
-    rows = cdiv(m, bm) * (C.shape[0] if len(C.shape) == 3 else 1)
-    wide = rows * cdiv(n, 256) >= 100
+    wide = rows(bm) * cols(256) >= 100
     if wide and bm == 128:
         return {}
     bn = 256 if wide else 128
-    split = 1
-    while split < 8 and rows * cdiv(n, bn) * split * 2 <= SMS and cdiv(k, 64) >= 8 * split:
-        split *= 2
+    split = _split(rows(bm) * cols(bn), k, SMS)
     stages = 5 if bm == 128 else 8 if bn == 128 and split == 1 else 4
     return dict(BM=bm, BN=bn, BK=64, stages=stages, workers=bm // 64, SPLIT=split)
+
+
+def _split(tiles: int, k: int, blocks: int) -> int:
+    """The split of K (1, 2, 4 or 8) that brings the output's tiles closest to `blocks` without passing it, each
+    part 8 steps of 64 at least."""
+    split = 1
+    while split < 8 and tiles * split * 2 <= blocks and -(-k // 64) >= 16 * split:
+        split *= 2
+    return split
 
 
 def split_plan(cfg, C, A, B):

@@ -37,6 +37,20 @@ def test_gemm_full_steps_then_tails(backend, trans_b):
     assert_close(c, up(a) @ (up(b).T if trans_b else up(b)), "f32")
 
 
+@pytest.mark.parametrize("m", [1, 13])
+def test_gemm_at_a_decode_step_runs_the_heuristic(backend, m):
+    """A few rows and a long K: where the kernel's heuristic sets the configuration for the backend's target
+    (sm_90a; CDNA, which this executes on the CPU), the launch runs it, K split included, against float64."""
+    a = random_array((m, 2048), "bf16")
+    b = random_array((2048, 72), "bf16")
+    c = np.full((m, 72), np.nan, random_array((1,), "bf16").dtype)
+    where = resolve(backend)
+    k = where.launch(gemm, [c, a, b])
+    if gemm.shape_config(where.target, [c, a, b]):
+        assert k.consts["BM"] == 64 and k.consts["SPLIT"] == 4     # 32 steps of 64: four parts of 8, the least
+    assert_close(c, up(a) @ up(b), "bf16")
+
+
 @settings(max_examples=6)
 @given(batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.sampled_from([1, 2]),
        n=st.integers(1, 150), d=st.sampled_from([64, 128]), causal=st.booleans(),
