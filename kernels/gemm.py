@@ -53,30 +53,35 @@ def fits(cfg, C, A, B):
     return cfg["BM"] <= max(64, 2 * pow2(m)) and (split == 1 or (-(-k // cfg["BK"]) >= 2 * split and tiles < 512))
 
 
-SMS = 132                           # an H100 / H200 SXM: what a skinny GEMM's blocks should cover
-CUS = {"gfx942": 304, "gfx950": 256}   # MI300X, MI355X
+SMS = 132   # an H100 / H200 SXM: what a skinny GEMM's blocks should cover
+# Targets with no device here, at M <= 64: the static model's first choice at the LLM grid's decode shapes
+# (`tiles tune gemm --target T --static`), and the blocks its split of K fills up to (SMs or CUs times what
+# the model's choices held: A100 108 x 2, MI300X 304 x 4, MI355X 256 x 4). Not timed.
+MODELLED = {"sm_80": (dict(BM=64, BN=64, BK=64, stages=3, workers=4), 2 * 108),
+            "gfx942": (dict(BM=64, BN=64, BK=64, workers=2), 4 * 304),
+            "gfx950": (dict(BM=64, BN=64, BK=64, workers=2), 4 * 256)}
 
 
 def skinny(target, C, A, B, **keywords):
-    """The configuration for a few rows, where the configured tiles (128x256 on sm_90a, 256x256 of 8 waves on CDNA)
-    leave most of the GPU idle: 16 blocks at N = 4096 on sm_90a, 135.6 us against 37.7 tuned at 16x4096x14336 on
-    the H200. A tuned entry, or the caller's own value of one of these names, replaces it (tiles.tune.defaults).
+    """The configuration for a few rows, where the configured tiles (128x256 on sm_90a, 128x128 on sm_80, 256x256
+    of 8 waves on CDNA) leave most of the GPU idle: 16 blocks at N = 4096 on sm_90a, 135.6 us against 37.7 tuned
+    at 16x4096x14336 on the H200. A tuned entry, or the caller's own value of one of these names, replaces it
+    (tiles.tune.defaults).
 
     sm_90a, M <= 512: the timed winners of the H200's 12-02 grid (docs/benchmarks.md, 17:45 and 18:40 UTC). Up to
     64 rows, 64-row tiles with one consumer warpgroup, 64x128 at 8 stages (4 where K is split), or 64x256 at 4
     where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make
     ~100 blocks already (then the configured default, which won there); K split while the blocks stay within the
     SMs (N = 4096: four ways).
-    gfx942 / gfx950, M <= 64: the static model's choice, not timed (no AMD GPU here; `tiles tune gemm --target
-    gfx950`: 16.5 us modelled at 1x4096x4096 on an MI355X against 72.8 for the configured tiles): 64x64 tiles of 2
-    waves, K split while the blocks stay within four a CU (N = 4096: eight ways, 14336: four).
+    sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 27.0 us on an
+    A100 against 68.5 for the configured tiles, at 16.5 us on an MI355X against 72.8).
     Either way each part of K keeps 8 steps of the loop at least."""
     m, n, k = A.shape[-2], C.shape[-1], A.shape[-1]
     rows = lambda bm: -(-m // bm) * (C.shape[0] if len(C.shape) == 3 else 1)   # noqa: E731
     cols = lambda bn: -(-n // bn)                                                # noqa: E731
-    if target in CUS and m <= 64:
-        split = _split(rows(64) * cols(64), k, 4 * CUS[target])
-        return dict(BM=64, BN=64, BK=64, workers=2, SPLIT=split)
+    if target in MODELLED and m <= 64:
+        cfg, blocks = MODELLED[target]
+        return {**cfg, "SPLIT": _split(rows(cfg["BM"]) * cols(cfg["BN"]), k, blocks)}
     if target != "sm_90a" or m > 512:
         return {}
     bm = 64 if m <= 64 else 128

@@ -214,7 +214,10 @@ def test_softmax_forward_and_gradients(rows, cols, dtype):
     (y,), (dx,) = grads(tt.softmax, (x,), dy)
     (ref,), (ref_dx,) = grads(lambda a: a.softmax(-1), f64(x), dy.double())
     close(y, ref, dtype, what="Y")
-    close(dx, ref_dx, dtype, factor=2, what="dx")
+    # dX = Y dY - Y (dY . Y): its two terms nearly cancel in some rows (CI drew 1 x 7 at 0.0351 > 0.032 in bf16),
+    # and the bf16 rounding of each is relative to the terms, not to their difference
+    terms = (ref * dy.double()).norm() + (ref * (ref * dy.double()).sum(-1, keepdim=True)).norm()
+    close(dx, ref_dx, dtype, factor=2, what="dx", scale=terms)
 
 
 @settings(max_examples=4)
