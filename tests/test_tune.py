@@ -261,15 +261,11 @@ def test_cache_hit_and_miss():
     assert_close(y, 2.0 * x.astype(np.float64), "f32")
 
 
-@tl.kernel(configs={"default": dict(BR=16, BC=16)}, tune={"default": dict(BR=[16, 32], BC=[16, 32])},
-           tune_key=lambda Y, X: (tune.pow2(X.shape[0]), X.shape[1]),
-           heuristic=lambda target, Y, X, **kw: dict(BR=32) if X.shape[0] <= 8 else {})
-def few_rows(Y, X, *, BR, BC):
-    br, bc = tl.grid(tl.cdiv(X.rows, BR), tl.cdiv(X.cols, BC))
-    x = tl.regs(tl.f32, BR, BC)
-    tl.load(x, X, (br, bc))
-    tl.mul(x, x, 2.0)
-    tl.store(Y, x, (br, bc))
+# scale's body, with a heuristic: 32 rows a block for arrays of 8 rows or fewer
+few_rows = tl.kernel(scale.fn, configs={"default": dict(BR=16, BC=16)},
+                     tune={"default": dict(BR=[16, 32], BC=[16, 32])},
+                     tune_key=lambda Y, X: (tune.pow2(X.shape[0]), X.shape[1]),
+                     heuristic=lambda target, Y, X, **kw: dict(BR=32) if X.shape[0] <= 8 else {})
 
 
 def test_heuristic_sets_the_default_for_a_shape_below_the_cache_and_the_caller():
@@ -286,7 +282,7 @@ def test_heuristic_sets_the_default_for_a_shape_below_the_cache_and_the_caller()
     assert tune.candidates(few_rows, None, few, {})[0].config == {"BR": 32, "BC": 16}
     target, device, tk = tune.identity(ref)
     key = tune.key_of(few_rows, ref, few, {})
-    tune.store(few_rows, tune.Entry("few_rows", tune.source_hash(few_rows), target, device, tk, list(key[3]),
+    tune.store(few_rows, tune.Entry("scale", tune.source_hash(few_rows), target, device, tk, list(key[3]),
                                     [list(x) if isinstance(x, tuple) else x for x in key[4]], [],
                                     {"BR": 16, "BC": 32}, 1e-3))
     assert tune.resolve(few_rows, ref, few, {}) == {"BR": 16, "BC": 32}
