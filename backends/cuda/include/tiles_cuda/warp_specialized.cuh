@@ -280,16 +280,20 @@ __device__ inline void consume_deferred(stage_cursor<STAGES>& cur, int n, stage_
     const int group = TURNS ? warpgroup_id() : 0;
     auto turn_wait = [&] { if (TURNS) tiles::sm90::named_sync(4 + group, 256); };
     auto turn_pass = [&] { if (TURNS) tiles::sm90::named_arrive(5 - group, 256); };
+    // the slots from the lane-0 broadcast: warp-uniform to ptxas, so that the stages' descriptors stay on the
+    // uniform datapath (a persistent grid's loop otherwise computed them per wgmma and moved each with R2UR)
+    auto slot = [&] { return __shfl_sync(0xffffffffu, cur.slot, 0); };
     if (group == 1) turn_pass();   // the first warpgroup issues first
     turn_wait();
-    first(0, cur.slot);
+    first(0, slot());
     turn_pass();
     mma_wait<0>();
-    early(0, cur.slot);
-    late(0, cur.slot);
-    int previous = cur.slot;
+    early(0, slot());
+    late(0, slot());
+    int previous = slot();
     cur.advance();
     for (int j = 1; j < n; ++j, cur.advance()) {
+        const int now = slot();
         turn_wait();
         if constexpr (TURNS) {
             // the turn opens with the mma whose operands are ready (last's slot was waited for in late(j - 1)),
@@ -299,21 +303,21 @@ __device__ inline void consume_deferred(stage_cursor<STAGES>& cur, int n, stage_
             // waited for at once: what ptxas made of the wait for S_j alone anyway (DEPBAR.LE 0 a few
             // instructions after the LE 1).
             last(j - 1, previous);
-            first(j, cur.slot);
+            first(j, now);
             turn_pass();
             mma_wait<0>();
             stage_release(last_ring, previous);
-            early(j, cur.slot);
+            early(j, now);
         } else {
-            first(j, cur.slot);
+            first(j, now);
             last(j - 1, previous);
             mma_wait<1>();
-            early(j, cur.slot);
+            early(j, now);
             mma_wait<0>();
             stage_release(last_ring, previous);
         }
-        late(j, cur.slot);
-        previous = cur.slot;
+        late(j, now);
+        previous = now;
     }
     turn_wait();
     last(n - 1, previous);
