@@ -79,7 +79,9 @@ __host__ __device__ constexpr unsigned k_bytes(int k0) {
 // stays inside it (shared addresses are below 2^18), so a k step costs one 32-bit add on the low word and the
 // high word (stride, swizzle mode) is built once per operand instead of once per wgmma.
 __device__ __forceinline__ unsigned long long desc_add(unsigned long long d, unsigned bytes) {
-    return (d & ~0xFFFFFFFFull) | unsigned(unsigned(d) + (bytes >> 4));
+    unsigned long long moved;   // packed by mov.b64: NVVM would otherwise make it a 64-bit add and OR the high word
+    asm("mov.b64 %0, {%1, %2};" : "=l"(moved) : "r"(unsigned(d) + (bytes >> 4)), "r"(unsigned(d >> 32)));
+    return moved;
 }
 
 // wgmma wrote d behind the compiler's back: no read of it may move above the wait that made it valid.
