@@ -87,6 +87,10 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
     want = r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3" if gmma == "QGMMA" else r"HGMMA\.64x\d+x16\.F32\.BF16"
     assert re.search(want, consumer) and "HMMA" not in sass
     assert "SYNCS.ARRIVE" in consumer and "LDGSTS" not in consumer and "UTMALDG" not in consumer
+    if kernel.startswith(("gemm", "bmm")):
+        # step k's group issued while k-1's runs, and only k-1's waited for: no full wait inside the loop (the
+        # last step's wait<0> inside it had made ptxas add one to every step, draining the tensor cores)
+        assert re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x\d", consumer) == ["WARPGROUP.DEPBAR.LE gsb0, 0x1"]
     if kernel in ("attention", "attention_d64"):
         # the stages' descriptors on the uniform datapath: the persistent attention's loop had moved each with
         # R2UR (33 a step at D 128, 474 instructions against 440) until consume_deferred broadcast the slots

@@ -341,13 +341,15 @@ __device__ inline void consume(stage_ring<STAGES>& ring, stage_cursor<STAGES>& c
 
 // Consumers, when the body only accumulates (every op an mma issued with no_wait into an accumulator nothing
 // else in the body touches): the tensor cores never wait for the warps. Step k's group is issued while step
-// k-1's still runs; once only k's is in flight, k-1's slot goes back to the producer. The last step waits for
-// everything inside the loop: a wait after it would join paths where the groups are in flight with the path
-// that skips the loop, and ptxas then serializes every wgmma (C7515). The caller fences the accumulators
-// (mma_fence) before reading them.
+// k-1's still runs; once only k's is in flight, k-1's slot goes back to the producer; after the last step,
+// everything is waited for. No path skips the loop to that wait (an empty loop returns first): the join of a
+// path with groups in flight and one without made ptxas serialize every wgmma (C7515), and a wait<0> for the
+// last step inside the loop made it add a full wait to every step (12-04: `WARPGROUP.DEPBAR.LE gsb0, 0x0` before
+// the back edge, the tensor cores drained between steps). The caller fences the accumulators (mma_fence).
 template <int STAGES, typename Compute>
 __device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n,
                                           Compute compute) {
+    if (n <= 0) return;
     int previous = -1;
     // one step per iteration: ptxas unrolls a short body otherwise, and in the fp8 GEMM it then serialized every
     // wgmma (C7514: the injected waits of the two copies meet the accumulator)
@@ -355,13 +357,14 @@ __device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor
     for (int k = 0; k < n; ++k, cur.advance()) {
         tiles::sm90::consume(ring, cur);
         compute(k, cur.slot);
-        const bool last = k + 1 == n;
-        if (last) mma_wait<0>(); else mma_wait<1>();
+        mma_wait<1>();
         __syncwarp();
         if (previous >= 0) tiles::sm90::release(ring, previous);
-        if (last) tiles::sm90::release(ring, cur.slot);
         previous = cur.slot;
     }
+    mma_wait<0>();
+    __syncwarp();
+    tiles::sm90::release(ring, previous);
 }
 
 }  // namespace tc
