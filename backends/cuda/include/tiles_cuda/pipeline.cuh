@@ -9,16 +9,12 @@ namespace tc {
 // 128-byte swizzle (and TMA/wgmma, which read it) assume; the launch reserves
 // 1024 bytes beyond the tiles so the first one can be aligned.
 struct smem_allocator {
-    unsigned char* base;   // the first 1024-byte boundary at or past the dynamic shared memory's start
-    unsigned used = 0;     // bytes from base: a constant where every count is, so that each tile's address is
-                           // base plus a constant (aligned from the running address, the alignment was recomputed
-                           // in every step of the loops that read the tiles: 17 instructions a GEMM step)
-    __device__ explicit smem_allocator(unsigned char* start)
-        : base(start + (1024 - smem_addr(start) % 1024) % 1024) {}
+    unsigned char* next;
+    __device__ explicit smem_allocator(unsigned char* base) : next(base) {}
     template <typename S> __device__ S* alloc(int count = 1) {
-        used = (used + 1023) / 1024 * 1024;
-        S* s = reinterpret_cast<S*>(base + used);
-        used += count * sizeof(S);
+        const unsigned pad = (1024 - smem_addr(next) % 1024) % 1024;
+        S* s = reinterpret_cast<S*>(next + pad);
+        next += pad + count * sizeof(S);
         return s;
     }
 };
