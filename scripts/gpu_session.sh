@@ -140,6 +140,9 @@ for s in "$@"; do
         # the default row is gemm's heuristic for skinny M (12-04); boxes=False its whole boxes, in the same run
         echo "== decode GEMMs"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes \
             1x4096x4096 16x4096x4096 1x14336x4096 16x14336x4096 1x4096x14336 64x4096x4096 --set boxes=True,False 2>&1 | r
+        # the large GEMMs: the steps' overlap inside a warpgroup (12-04, predicted +1-4% against cuBLAS)
+        echo "== large GEMMs"; timeout 120 python3 -m tiles compare gemm --backends cuda --no-compile --shapes \
+            4096x4096x4096 4096x14336x4096 4096x4096x14336 2>&1 | r
         echo "== persistent attention (O by TMA store, 12-04)"; timeout 120 python3 -m tiles compare attention \
             --backends cuda --no-compile --shapes 8x16x2048x128,causal 16x16x4096x64,causal 4x32x8192x128 \
             --set persistent=False,True 2>&1 | r ;;
