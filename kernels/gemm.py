@@ -76,20 +76,23 @@ def skinny(target, C, A, B, **keywords):
     sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 27.0 us on an
     A100 against 68.5 for the configured tiles, at 16.5 us on an MI355X against 72.8).
     Either way each part of K keeps 8 steps of the loop at least."""
-    m, n, k = A.shape[-2], C.shape[-1], A.shape[-1]
-    rows = lambda bm: -(-m // bm) * (C.shape[0] if len(C.shape) == 3 else 1)   # noqa: E731
-    cols = lambda bn: -(-n // bn)                                                # noqa: E731
-    if target in MODELLED and m <= 64:
+    m = A.shape[-2]
+    if m > 512 or (m > 64 and target != "sm_90a"):   # first: every launch asks (a few microseconds of host time)
+        return {}
+    n, k, depth = C.shape[-1], A.shape[-1], C.shape[0] if len(C.shape) == 3 else 1
+    if target in MODELLED:
         cfg, blocks = MODELLED[target]
-        return {**cfg, "SPLIT": _split(rows(cfg["BM"]) * cols(cfg["BN"]), k, blocks)}
-    if target != "sm_90a" or m > 512:
+        tiles = -(-m // cfg["BM"]) * depth * -(-n // cfg["BN"])
+        return {**cfg, "SPLIT": _split(tiles, k, blocks)}
+    if target != "sm_90a":
         return {}
     bm = 64 if m <= 64 else 128
-    wide = rows(bm) * cols(256) >= 100
+    rows = -(-m // bm) * depth
+    wide = rows * -(-n // 256) >= 100
     if wide and bm == 128:
         return {}
     bn = 256 if wide else 128
-    split = _split(rows(bm) * cols(bn), k, SMS)
+    split = _split(rows * -(-n // bn), k, SMS)
     stages = 5 if bm == 128 else 8 if bn == 128 and split == 1 else 4
     return dict(BM=bm, BN=bn, BK=64, stages=stages, workers=bm // 64, SPLIT=split)
 
