@@ -314,7 +314,7 @@ def _tuned_variant(w: bench.Workload, s: dict, text: str, b: registry.Backend, h
         cfg = tune.entries(kfn).get(tune.key_of(kfn, b, args, {k: v for k, v in consts.items() if k != "tune"}))
     except Exception:  # noqa: BLE001 - no tuned row is no reason to stop the comparison
         return []
-    return [(f"{text} [tuned: {','.join(f'{k}={v}' for k, v in cfg.items())}]", {**s, "set": cfg})] if cfg else []
+    return [(text + _tag(cfg, "tuned"), {**s, "set": cfg})] if cfg else []
 
 
 def _heuristic_tag(w: bench.Workload, s: dict, target: str | None, host) -> str:
@@ -322,16 +322,15 @@ def _heuristic_tag(w: bench.Workload, s: dict, target: str | None, host) -> str:
     the caller, here --set, chose none of its names), else ''."""
     try:
         kfn, args, consts = w.main(s, host())
-        chosen = kfn.shape_config(target, args, consts)
+        chosen = {k: v for k, v in tune.defaults(kfn, target, args, consts).items() if k not in consts}
     except Exception:  # noqa: BLE001 - a row that fails says why in its own place
         return ""
-    if not chosen or not chosen.keys().isdisjoint(consts):
-        return ""
-    return " [heuristic: " + ",".join(f"{k}={v}" for k, v in chosen.items()) + "]"
+    return _tag(chosen, "heuristic")
 
 
-def _tag(v: dict) -> str:
-    return " [" + ",".join(f"{k}={x}" for k, x in v.items()) + "]" if v else ""
+def _tag(v: dict, what: str = "") -> str:
+    """' [k=v,...]' (' [what: k=v,...]'), or '' for no values."""
+    return f" [{what + ': ' if what else ''}" + ",".join(f"{k}={x}" for k, x in v.items()) + "]" if v else ""
 
 
 def compile_row(w: bench.Workload, s: dict, label: str, target: str, host) -> Row:
