@@ -19,7 +19,10 @@ LN2 = 0.6931471805599453
 CONFIGS = {
     "default": dict(BM=64, BN=64),
     "sm_80": dict(BM=128, BN=64, stages=2, workers=8),
-    "sm_90a": dict(BM=128, BN=128, stages=2, workers=2),
+    # persistent: a grid of one block an SM walks the (batch, head, query block) tiles, its producer loading the
+    # next tile's Q under this one's loop; it beat the one-tile-a-block grid on every row of issue 20's table
+    # (H200, 12-04: by 0.4% at 2x32/8x16384x128 causal to 24% at 8x16x2048x128 causal; docs/benchmarks.md).
+    "sm_90a": dict(BM=128, BN=128, stages=2, workers=2, persistent=True),
     "gfx942": dict(BM=128, BN=64, workers=8, schedule="pingpong"),
     "gfx950": dict(BM=256, BN=64, workers=8, schedule="pingpong", mfma=32),  # 32 rows a wave, HipKittens' shape
     "apple": dict(BM=32, BN=32, stages=2, workers=4),
@@ -38,21 +41,13 @@ TUNE = {
 }
 
 
-def short_causal(target, O, LSE, Q, K, V, scale, *, causal=False, **keywords):
-    """sm_90a: the persistent grid for causal rows of up to 4096 (its producer loads the next tile's Q under this
-    one's main loop, and the walk balances the triangle's long and short blocks), where it won on the H200 (12-02
-    18:33 UTC, against cuDNN in one run: 8x16x2048x128 causal 0.77x -> 0.82x, 16x16x4096x64 causal 0.80x ->
-    0.92x) and not where it lost (non-causal, and causal at 8192 and 16384: 2-6% slower)."""
-    return dict(persistent=True) if target == "sm_90a" and causal and Q.shape[2] <= 4096 else {}
-
-
 def bucket(O, LSE, Q, K, V, scale):
     """Sequence lengths in powers of two (512 ... 32768), heads x batch in powers of two, the head dim exactly."""
     b, h, n, d = Q.shape
     return tl.tune.pow2(n), tl.tune.pow2(K.shape[2]), tl.tune.pow2(b * h), d
 
 
-@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, heuristic=short_causal,
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket,
            tune_where=lambda cfg, O, LSE, Q, *rest: cfg["BM"] <= max(64, 2 * tl.tune.pow2(Q.shape[2])))
 def attention_fwd(O, LSE, Q, K, V, scale, *, D, BM, BN, causal=False):
     bm, h, b = tl.grid(tl.cdiv(Q.rows, BM), Q.depth, Q.batch)
