@@ -68,11 +68,14 @@ def skinny(target, C, A, B, **keywords):
     at 16x4096x14336 on the H200. A tuned entry, or the caller's own value of one of these names, replaces it
     (tiles.tune.defaults).
 
-    sm_90a, M <= 512: the timed winners of the H200's 12-02 grid (docs/benchmarks.md, 17:45 and 18:40 UTC). Up to
-    64 rows, 64-row tiles with one consumer warpgroup, 64x128 at 8 stages (4 where K is split), or 64x256 at 4
-    where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make
-    ~100 blocks already (then the configured default, which won there); K split while the blocks stay within the
-    SMs (N = 4096: four ways).
+    sm_90a, M <= 512: the timed winners of the H200's grids (docs/benchmarks.md: 12-02 17:45 and 18:40 UTC, 12-04
+    12:20 UTC). Where 64x64 tiles make one wave that fills half the SMs or more with K of 4096 or less (N = 4096, up
+    to 128 rows), those at 8 stages with K whole: one launch and no partial sums beat the split's (16x4096x4096
+    16.6 against 19.7 us, 128x4096x4096 16.9 against 22.0). Otherwise up to 64 rows, 64-row tiles with one consumer
+    warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or 64x256 at 3 where those still make
+    ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make ~100 blocks already
+    (then the configured default, which won there); K split while the blocks stay within the SMs (N = 4096: four
+    ways).
     sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 27.0 us on an
     A100 against 68.5 for the configured tiles, at 16.5 us on an MI355X against 72.8).
     Either way each part of K keeps 8 steps of the loop at least."""
@@ -86,6 +89,9 @@ def skinny(target, C, A, B, **keywords):
         return {**cfg, "SPLIT": _split(tiles, k, blocks)}
     if target != "sm_90a":
         return {}
+    narrow = -(-m // 64) * depth * -(-n // 64)
+    if m <= 128 and k <= 4096 and SMS // 2 - 4 <= narrow <= SMS:
+        return dict(BM=64, BN=64, BK=64, stages=8, workers=1, SPLIT=1)
     bm = 64 if m <= 64 else 128
     rows = -(-m // bm) * depth
     wide = rows * -(-n // 256) >= 100
@@ -93,8 +99,11 @@ def skinny(target, C, A, B, **keywords):
         return {}
     bn = 256 if wide else 128
     split = _split(rows * -(-n // bn), k, SMS)
-    stages = 5 if bm == 128 else 8 if bn == 128 and split == 1 else 4
-    return dict(BM=bm, BN=bn, BK=64, stages=stages, workers=bm // 64, SPLIT=split)
+    if bm == 128:
+        return dict(BM=bm, BN=bn, BK=64, stages=5, workers=2, SPLIT=split)
+    if split > 1:
+        return dict(BM=bm, BN=bn, BK=64, stages=4, workers=1, SPLIT=split, blocks_per_sm=2)
+    return dict(BM=bm, BN=bn, BK=64, stages=5 if bn == 128 else 3, workers=1, SPLIT=1)
 
 
 def _split(tiles: int, k: int, blocks: int) -> int:

@@ -135,3 +135,14 @@ def test_bad_schedule_is_refused():
     with pytest.raises(TileError, match="schedule"):
         launch.generated(gemm.trace([np.zeros((64, 80), np.float32), random_array((64, 48), "bf16"),
                                      random_array((48, 80), "bf16")], "gfx942", schedule="fastest"), "gfx942")
+
+
+@pytest.mark.parametrize("target", toolchain.TARGETS)
+def test_a_deep_pipeline_of_narrow_tiles_waits_within_vmcnt(target):
+    """8 stages of 64x32 B tiles with one wave put more loads in flight than vmcnt's 6 bits count (72 on gfx950):
+    the wait for the oldest tile asks for 63 at most, and clang compiles it (it refused the 72 once)."""
+    k = gemm.trace([G("f32", 2), G("bf16", 2), G("bf16", 2)], target, BM=64, BN=32, BK=64, stages=8, workers=1)
+    g = launch.generated(k, target)
+    assert "arch::waitcnt<arch::vm_cap(" in g.source
+    r = toolchain.compile_kernel(g)
+    assert r.scratch == 0 and r.spills == 0, str(r)

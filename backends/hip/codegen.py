@@ -639,7 +639,7 @@ class _Emitter:
                 else:
                     w(f"// tile {v} has landed once at most the later stages' loads are in flight")
                     with w.block(f"if ({v} + {S - 2} < n_{v}) {{", "} else {"):
-                        w(f"arch::waitcnt<{S - 2} * VM_PER_STAGE, 0>();")
+                        w(f"arch::waitcnt<arch::vm_cap({S - 2} * VM_PER_STAGE), 0>();")
                     w.depth += 1
                     w("arch::waitcnt<0, 0>();")
                     w.depth -= 1

@@ -86,6 +86,9 @@ TILES_DEV bool wave_all(bool p) {
 // ---------------------------------------------------------------- scheduling hints (no CPU meaning)
 // s_waitcnt immediates for gfx9: vmcnt bits [3:0] and [15:14], expcnt [6:4], lgkmcnt [11:8].
 constexpr int VM_ANY = 63;  // a vmcnt no wave reaches: s_waitcnt leaves vector memory alone
+// A wave with 63 vector memory ops in flight stalls at the next issue, so waiting until at most n remain, for
+// an n past 63 (deep pipelines of many loads a stage), is waiting until at most 63 remain.
+constexpr int vm_cap(int n) { return n < VM_ANY ? n : VM_ANY; }
 constexpr int waitcnt_imm(int vm, int lgkm) {
   return (vm & 15) | ((vm >> 4) << 14) | (7 << 4) | ((lgkm & 15) << 8);
 }
