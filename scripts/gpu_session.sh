@@ -22,6 +22,9 @@
 #              skinny M, the persistent attention's O by TMA store: their GPU tests, the warp-specialized
 #              property tests, the decode GEMMs against cuBLAS with boxes on and off, the persistent attention
 #              (docs/benchmarks.md, session of 12-04, has what each row should show)
+#   close      12-04 afternoon: the GPU tests (kernels, sm_90a schedules, fuzz findings), gemm's new heuristic at
+#              the decode rows, attention at head dim 64 and 128 and its backward against cuDNN, then `tiles tune
+#              attention` at head dim 64 (docs/benchmarks.md, session of 12-04 11:55, has the predictions)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -146,6 +149,20 @@ for s in "$@"; do
         echo "== persistent attention (O by TMA store, 12-04)"; timeout 120 python3 -m tiles compare attention \
             --backends cuda --no-compile --shapes 8x16x2048x128,causal 16x16x4096x64,causal 4x32x8192x128 \
             --set persistent=False,True 2>&1 | r ;;
+    close)
+        timeout 170 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernels.py \
+            tests/test_kernel_attention_bwd.py tests/test_cuda_gpu.py tests/test_cuda_sm90_gpu.py \
+            tests/test_fuzz_findings.py >"$OUT/close.log" 2>&1
+        echo "== close tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/close.log" | tail -8
+        echo "== decode GEMMs (default rows: the heuristic)"; timeout 80 python3 -m tiles compare gemm --backends cuda \
+            --no-compile --shapes 16x4096x4096 64x4096x4096 128x4096x4096 1x14336x4096 16x4096x14336 2>&1 | r
+        a="python3 -m tiles compare attention --backends cuda --no-compile"
+        echo "== attention"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal 4x32x8192x128 \
+            8x16x2048x128,causal 2>&1 | r
+        echo "== attention_bwd"; timeout 70 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
+            --shapes 4x32x8192x128 16x16x4096x64 2>&1 | r
+        echo "== tune attention D64"; timeout ${TUNE_S:-100} python3 -m tiles tune attention --backend cuda --top 6 \
+            --shapes 16x16x4096x64 --json "$OUT/tune_attn.json" 2>&1 | tail -6 ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
