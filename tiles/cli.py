@@ -609,7 +609,9 @@ def cmd_tune(a) -> int:
             return lambda: bar[0].done()
         try:
             r = tune.tune_workload(w, text, b, target, top=a.top, device=a.device, min_blocks=a.min_blocks,
-                                   seed=a.seed, progress=progress, save=not a.dry_run)
+                                   seed=a.seed, progress=progress, save=not a.dry_run, log=None if
+                                   sys.stderr.isatty() else lambda what, sec, text=text: print(
+                                       f"tune {w.name} {text}: {what} {sec:.1f} s", file=sys.stderr, flush=True))
         finally:
             if bar[0] is not None:
                 bar[0].close()
@@ -654,6 +656,8 @@ def _tune_report(r, b, dry_run: bool) -> str:
                  f"{r.device}")
     pruned = [c for c in r.candidates if c.dropped]
     head += f"\n{len(r.candidates)} candidates, {len(pruned)} pruned before timing"
+    if r.phases:
+        head += f"; {sum(r.phases.values()):.1f} s: " + ", ".join(f"{k} {v:.1f}" for k, v in r.phases.items())
     rows = [("config", "static", "model", "bound", "time", "vs default", "note")]
     live = sorted((c for c in r.candidates if not c.dropped),
                   key=lambda c: (c.time_s is None, c.time_s or 0, c.model_s or 0))

@@ -209,6 +209,7 @@ class Result:
     device: str = ""
     entry: Entry | None = None
     notes: list = field(default_factory=list)
+    phases: dict = field(default_factory=dict)   # seconds the search spent in each phase, in order
 
     @property
     def default(self) -> Candidate:

@@ -2,6 +2,8 @@
 each candidate checked once against the float64 reference; or ranked by the static model alone."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from .model import model_device
@@ -11,11 +13,20 @@ from .search import (Result, _device_of, _ident, _to_time, candidates, clock_for
 
 def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int = 8, device: str | None = None,
                   min_blocks: int = 1, seed: int | None = None, budget_s: float = 0.2, progress=None,
-                  save: bool = True) -> Result:
+                  save: bool = True, log=None) -> Result:
     """Tune a workload's main kernel (tiles.bench) at one shape: on backend b (timed as `tiles compare` times,
     each candidate checked once against the float64 reference first), or, with b None, for target by the
-    static model alone. `progress(n)` is told how many steps there are, then called once per step."""
+    static model alone. `progress(n)` is told how many steps there are, then called once per step; `log(phase,
+    seconds)` as each phase of the search ends (the result keeps them too, as `phases`)."""
     from .. import bench
+    phases, clock0 = {}, [time.perf_counter()]
+
+    def phase(name):
+        now = time.perf_counter()
+        phases[name] = now - clock0[0]
+        clock0[0] = now
+        if log:
+            log(name, phases[name])
     s = w.parse(text)
     kfn = w.kernel(s)
     if kfn.tune is None:
@@ -28,6 +39,7 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
     host = w.inputs(s, rng)
     _, args, fixed = w.main(s, host)
     fixed = {k: v for k, v in fixed.items() if k != "tune"}
+    phase("inputs")
     launches = len(w.launches(s, host))
     cands = candidates(kfn, target, args, fixed)
     if target is None:   # the reference: nothing to compile or model
@@ -38,15 +50,18 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
         prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, progress=tick, top=top, device=dev,
               launches=launches)
         ranked = rank(kfn, target, args, cands, fixed, dev, launches)
+        phase(f"prune ({sum(c.static is not None for c in cands)} compiled)")
     if b is None:
         if not ranked:
             raise RuntimeError(f"tuning {kfn.__name__} for {target}: every candidate was pruned: " +
                                "; ".join(f"{c.label()}: {c.dropped}" for c in cands)[:2000])
         dev = model_device(target, device)
-        return Result(kfn.__name__, target, text, False, cands, ranked[0], ranked[0], f"{dev.name} (model)")
+        return Result(kfn.__name__, target, text, False, cands, ranked[0], ranked[0], f"{dev.name} (model)",
+                      phases=phases)
     chosen = _to_time(ranked, cands, top)
     tick = progress(len(chosen)) if progress else None
     precompile(b, kfn, args, fixed, chosen)
+    phase(f"precompile ({len(chosen)})")
     n_sets = bench.input_sets(sum(a.nbytes for a in host if isinstance(a, np.ndarray)))
     sets = [[b.asarray(a) if isinstance(a, np.ndarray) else a for a in host] for _ in range(n_sets)]
     clock = clock_for(b)
@@ -58,9 +73,13 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
             for k, a, c in planned[i]:
                 b.launch(k, a, **c)
         return bench.measure(step, sets=n_sets, clock=clock, budget_s=budget_s).median_s
+    phase("device inputs")
     time_candidates(chosen, run, lambda cfg: check_once(w, s, kfn, b, cfg, rng), progress=tick)
+    phase("check and time")
     del sets
-    return finish(kfn, b, args, fixed, cands, ranked, text, save)
+    r = finish(kfn, b, args, fixed, cands, ranked, text, save)
+    r.phases = phases
+    return r
 
 
 _CHECKED: dict = {}   # (kernel, backend, configuration, flags) -> None or why its output was wrong
