@@ -154,11 +154,18 @@ for s in "$@"; do
             tests/test_kernel_attention_bwd.py tests/test_cuda_gpu.py tests/test_cuda_sm90_gpu.py \
             tests/test_fuzz_findings.py >"$OUT/close.log" 2>&1
         echo "== close tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/close.log" | tail -8
-        echo "== decode GEMMs (default rows: the heuristic)"; timeout 80 python3 -m tiles compare gemm --backends cuda \
-            --no-compile --shapes 16x4096x4096 64x4096x4096 128x4096x4096 1x14336x4096 16x4096x14336 2>&1 | r
+        # 64x64 tiles unsplit won at K = 4096 (12-04): deeper (12 stages, or BK 128) and at K = 14336, where the
+        # split pair still runs; the default row is the heuristic's
+        echo "== decode GEMMs"; timeout 80 python3 -m tiles compare gemm --backends cuda --no-compile --shapes \
+            64x4096x4096 16x4096x14336 1x4096x14336 --set BM=64 BN=64 BK=64 workers=1 SPLIT=1 stages=8,12 2>&1 | r
+        timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 64x4096x4096 16x4096x14336 \
+            --set BM=64 BN=64 BK=128 workers=1 SPLIT=1 stages=6 2>&1 | r | grep "BK=128"
         a="python3 -m tiles compare attention --backends cuda --no-compile"
         echo "== attention"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal 4x32x8192x128 \
             8x16x2048x128,causal 2>&1 | r
+        # head dim 64: 1 in N exponentials on the FMA pipe (+3% with turns on 12-02), the key block
+        echo "== attention D64 exp2_poly x BN"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal \
+            --set exp2_poly=0,4,8 BN=64,128 2>&1 | r | grep -v "SDPA\|Flex"
         echo "== attention_bwd"; timeout 70 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
             --shapes 4x32x8192x128 16x16x4096x64 2>&1 | r
         echo "== tune attention D64"; timeout ${TUNE_S:-100} python3 -m tiles tune attention --backend cuda --top 6 \
