@@ -163,9 +163,9 @@ for s in "$@"; do
         a="python3 -m tiles compare attention --backends cuda --no-compile"
         echo "== attention"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal 4x32x8192x128 \
             8x16x2048x128,causal 2>&1 | r
-        # head dim 64: 1 in N exponentials on the FMA pipe (+3% with turns on 12-02), the key block
-        echo "== attention D64 exp2_poly x BN"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal \
-            --set exp2_poly=0,4,8 BN=64,128 2>&1 | r | grep -v "SDPA\|Flex"
+        # head dim 64: 1 in N exponentials on the FMA pipe (+3% with turns on 12-02), three consumer warpgroups
+        echo "== attention D64"; for cfg in "exp2_poly=0,4,8" "BM=192 workers=3 exp2_poly=0,8"; do
+            timeout 75 $a --shapes 16x16x4096x64 16x16x4096x64,causal --set $cfg 2>&1 | r | grep -v "SDPA\|Flex"; done
         echo "== attention_bwd"; timeout 70 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
             --shapes 4x32x8192x128 16x16x4096x64 2>&1 | r
         echo "== tune attention D64"; timeout ${TUNE_S:-100} python3 -m tiles tune attention --backend cuda --top 6 \
