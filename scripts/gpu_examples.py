@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -113,6 +114,8 @@ def main() -> int:
     p.add_argument("--only", nargs="+", choices=sorted(CASES))
     p.add_argument("--smoke", action="store_true")
     a = p.parse_args()
+    logging.basicConfig(stream=sys.stderr, format="  %(message)s")   # the searches' phases as they end
+    logging.getLogger("tiles.tune").setLevel(logging.INFO)
     global DEVICE
     cases = SMOKE if a.smoke else CASES
     DEVICE = "cpu" if a.smoke else "cuda"

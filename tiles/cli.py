@@ -596,6 +596,8 @@ def cmd_tune(a) -> int:
     w = bench.workload(a.kernel)
     for t in a.shapes:
         w.parse(t)
+    if not sys.stderr.isatty():   # a log: each phase as it ends, so that a run cut short shows how far it got
+        _log_to_stderr("tiles.tune")
     b = _tune_backend(a)
     target = _attr(b, "target") or None if b is not None else targets.target(a.target).name
     results = []
@@ -609,9 +611,7 @@ def cmd_tune(a) -> int:
             return lambda: bar[0].done()
         try:
             r = tune.tune_workload(w, text, b, target, top=a.top, device=a.device, min_blocks=a.min_blocks,
-                                   seed=a.seed, progress=progress, save=not a.dry_run, log=None if
-                                   sys.stderr.isatty() else lambda what, sec, text=text: print(
-                                       f"tune {w.name} {text}: {what} {sec:.1f} s", file=sys.stderr, flush=True))
+                                   seed=a.seed, progress=progress, save=not a.dry_run)
         finally:
             if bar[0] is not None:
                 bar[0].close()
@@ -626,6 +626,14 @@ def cmd_tune(a) -> int:
     if a.json:
         print(f"saved {len(results)} results to {a.json}")
     return 0
+
+
+def _log_to_stderr(name: str) -> None:
+    import logging
+    log = logging.getLogger(name)
+    if not log.handlers:
+        log.addHandler(logging.StreamHandler(sys.stderr))
+        log.setLevel(logging.INFO)
 
 
 def _tune_backend(a) -> registry.Backend | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -222,6 +223,22 @@ class Result:
         return self.model_first.time_s <= (1 + frac) * self.winner.time_s
 
 
+LOG = logging.getLogger("tiles.tune")   # each search's phases as they end (tiles tune shows them on a log)
+
+
+class Phases(dict):
+    """Seconds a search spends in each phase, in order; each logged to tiles.tune as it ends."""
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.what, self.t0 = what, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self[name], self.t0 = now - self.t0, now
+        LOG.info("%s: %s %.1f s", self.what, name, self[name])
+
+
 def time_candidates(survivors: list[Candidate], run_one, check_one=None, *, progress=None) -> None:
     """Times each survivor with run_one(config) -> seconds (bench.measure underneath); check_one(config) -> None
     or why its output is wrong, once before timing. A candidate whose launch fails or whose check fails is
@@ -248,15 +265,18 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
     from ..testing import errors, tolerance
     target = b.target
     fixed = dict(overrides)
+    phase = Phases(f"tune {kfn.__name__} {_shape_text(args)}")
     cands = candidates(kfn, target, args, fixed)
     if target is not None:
         device = _device_of(b, target)
         prune(kfn, target, args, cands, fixed, min_blocks=min_blocks, top=top, device=device)
         ranked = rank(kfn, target, args, cands, fixed, device)
+        phase(f"prune ({sum(c.static is not None for c in cands)} compiled)")
     else:
         ranked = [c for c in cands if not c.dropped]
     chosen = _to_time(ranked, cands, top)
     precompile(b, kfn, args, fixed, chosen)
+    phase(f"precompile ({len(chosen)})")
     host = [b.numpy(a).copy() if hasattr(a, "shape") else a for a in args]
     sets = bench.input_sets(sum(a.nbytes for a in host if hasattr(a, "nbytes")))
 
@@ -281,7 +301,9 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
         step = lambda i: b.launch(kfn, copies[i], tune=False, **{**fixed, **cfg})  # noqa: E731
         return bench.measure(step, sets=sets, clock=clock_for(b), budget_s=budget_s).median_s
     time_candidates(chosen, run, check, progress=progress)
+    phase("check and time")
     result = finish(kfn, b, args, fixed, cands, ranked, shape=_shape_text(args))
+    result.phases = phase
     return result
 
 

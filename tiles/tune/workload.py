@@ -2,31 +2,22 @@
 each candidate checked once against the float64 reference; or ranked by the static model alone."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .model import model_device
-from .search import (Result, _device_of, _ident, _to_time, candidates, clock_for, finish, precompile, prune,
+from .search import (Phases, Result, _device_of, _ident, _to_time, candidates, clock_for, finish, precompile, prune,
                      rank, time_candidates)
 
 
 def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int = 8, device: str | None = None,
                   min_blocks: int = 1, seed: int | None = None, budget_s: float = 0.2, progress=None,
-                  save: bool = True, log=None) -> Result:
+                  save: bool = True) -> Result:
     """Tune a workload's main kernel (tiles.bench) at one shape: on backend b (timed as `tiles compare` times,
     each candidate checked once against the float64 reference first), or, with b None, for target by the
-    static model alone. `progress(n)` is told how many steps there are, then called once per step; `log(phase,
-    seconds)` as each phase of the search ends (the result keeps them too, as `phases`)."""
+    static model alone. `progress(n)` is told how many steps there are, then called once per step. The result
+    keeps the seconds of each phase (`phases`), logged to tiles.tune as each ends."""
     from .. import bench
-    phases, clock0 = {}, [time.perf_counter()]
-
-    def phase(name):
-        now = time.perf_counter()
-        phases[name] = now - clock0[0]
-        clock0[0] = now
-        if log:
-            log(name, phases[name])
+    phase = Phases(f"tune {w.name} {text}")
     s = w.parse(text)
     kfn = w.kernel(s)
     if kfn.tune is None:
@@ -57,7 +48,7 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
                                "; ".join(f"{c.label()}: {c.dropped}" for c in cands)[:2000])
         dev = model_device(target, device)
         return Result(kfn.__name__, target, text, False, cands, ranked[0], ranked[0], f"{dev.name} (model)",
-                      phases=phases)
+                      phases=phase)
     chosen = _to_time(ranked, cands, top)
     tick = progress(len(chosen)) if progress else None
     precompile(b, kfn, args, fixed, chosen)
@@ -78,7 +69,7 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
     phase("check and time")
     del sets
     r = finish(kfn, b, args, fixed, cands, ranked, text, save)
-    r.phases = phases
+    r.phases = phase
     return r
 
 
