@@ -89,8 +89,8 @@ def skinny(target, C, A, B, **keywords):
         return {**cfg, "SPLIT": _split(tiles, k, blocks)}
     if target != "sm_90a":
         return {}
-    narrow = -(-m // 64) * depth * -(-n // 64)
-    if m <= 128 and k <= 4096 and SMS // 2 - 4 <= narrow <= SMS:
+    narrow = -(-m // 64) * depth * -(-n // 64)   # 64x64 tiles: one wave, at least half the SMs (64 at N = 4096)
+    if m <= 128 and k <= 4096 and 64 <= narrow <= SMS:
         return dict(BM=64, BN=64, BK=64, stages=8, workers=1, SPLIT=1)
     bm = 64 if m <= 64 else 128
     rows = -(-m // bm) * depth
