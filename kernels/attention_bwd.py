@@ -32,11 +32,11 @@ LOG2E = 1.4426950408889634
 CONFIGS = {
     "default": dict(BM=64, BN=64),
     "sm_80": dict(BM=32, BN=64, v_shared_from=0, stages=2, workers=4),   # BM 32: registers (docs/backends/cuda.md)
-    # FlashAttention-3's backward at D=128: 128 kv rows over 2 consumer warpgroups, 64 query rows a step; dQ's
-    # 64 rows split by columns over the two (backends/cuda: rt_cols). V in registers at D=64: its reads from shared
-    # memory compete with the wgmma's operands for the busiest unit (H200, 2026-11-30: 0.82x -> 0.86x cuDNN); at
-    # D=128 they spill (0.73x)
-    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2),
+    # FlashAttention-3's backward at D=128: 128 kv rows over 2 consumer warpgroups, 64 query rows a step; dQ's 64
+    # rows split by columns over the two (backends/cuda: rt_cols); dV issued before dS^T, as FA3 (dv_early; 12-04,
+    # offline, docs/backends/cuda.md). V in registers at D=64: its shared reads compete with the wgmma's operands for
+    # the busiest unit (H200, 2026-11-30: 0.82x -> 0.86x cuDNN); at D=128 they spill (0.73x)
+    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2, dv_early=True),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
     "gfx950": dict(BM=64, BN=64, v_shared_from=0, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),
@@ -71,12 +71,12 @@ def attention_bwd_pre(Delta, DQacc, O, dO, *, D, BM):
     tl.store(DQacc, o, (b, h, bm, 0))
 
 
-# The search space (tiles tune attention_bwd): kv rows per block, query rows per step, where V lives, depth and
-# workers; bucketed as attention_fwd (sequence lengths and batch x heads in powers of two, the head dim exactly).
-TUNE = {
+# The search space (tiles tune attention_bwd): kv rows, query rows, V's home, depth, workers, dV's place; bucketed
+TUNE = {  # as attention_fwd (sequence lengths and batch x heads in powers of two, the head dim exactly)
     "default": dict(BM=[32, 64], BN=[32, 64]),
     "sm_80": dict(BM=[32, 64], BN=[64, 128], stages=[1, 2], workers=[4, 8]),
-    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 192], v_shared_from=[0, 128], stages=[1, 2], workers=[1, 2, 3]),
+    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 192], v_shared_from=[0, 128], stages=[1, 2], workers=[1, 2, 3],
+                   dv_early=[False, True]),
     "gfx942": dict(BM=[32, 64], BN=[64, 128], workers=[4], schedule=["plain", "interleave"]),
     "gfx950": dict(BM=[32, 64], BN=[64, 128], v_shared_from=[0, 128], workers=[4], schedule=["plain", "interleave"]),
     "apple": dict(BM=[16, 32], BN=[16, 32]),
@@ -90,7 +90,8 @@ def bucket(dK, dV, DQacc, Q, K, *rest):
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket,
            tune_where=lambda cfg, dK, dV, DQacc, Q, K, *rest: cfg["BN"] <= max(64, 2 * tl.tune.pow2(K.shape[2])))
-def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared_from=None, causal=False):
+def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared_from=None, dv_early=False,
+                  causal=False):
     bn, hk, b = tl.grid(tl.cdiv(K.rows, BN), K.depth, K.batch)
     for a in (Q, K, V, dO, DQacc, dK, dV):
         tl.check_eq(a.cols, D)
@@ -149,6 +150,10 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.sub_col(s, s, lse)
         tl.exp2(s, s)
         tl.copy(p, s)
+        if dv_early:
+            # dV as soon as P^T is there (FlashAttention-3's order): a backend that keeps it in flight runs it on
+            # the tensor cores through dS^T's arithmetic, its store and the barrier around its shared tile
+            tl.mma_AB(dv, p, do, dv)
         # dS^T = P^T * (dP^T scale - Delta scale): scale folded here (dK and dQ need no rescale), onto the vector
         # Delta rather than the tile, so that the tile's multiply and subtract fuse (one FMA per element)
         tl.mul(delta, delta, scale)
@@ -159,7 +164,8 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.store(ds_s, ds)
         tl.zero(dq)
         tl.mma_AtB(dq, ds_s, k, dq)
-        tl.mma_AB(dv, p, do, dv)
+        if not dv_early:
+            tl.mma_AB(dv, p, do, dv)
         tl.mma_AB(dk, ds, q, dk)
         tl.atomic_add(DQacc, dq, (b, h, i, 0))
 

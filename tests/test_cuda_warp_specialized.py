@@ -104,16 +104,25 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         # f32 accumulator by TMA; the producer walks the same loop nest (head, then the causal kernel's two
         # pipeline loops), the ring's cursor carrying on
         assert s.col_split == ("dq",) and s.warps == 8
-        # the mma batches are waited for only as far as the next op needs: S^T before its softmax, dP^T after
-        # it (one group may stay in flight); dQ before its atomics, dV and dK after them (two)
-        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x2" in sass
-        assert "tc::mma_wait<1>();\n" in gen.source and "tc::mma_wait<2>();\n" in gen.source
+        # the mma batches are waited for only as far as the next op needs, one group in flight at each wait
+        # (FlashAttention-3's order, dv_early): S^T before its softmax; dP^T after it, with dV (issued as soon
+        # as P^T is there) left in flight through dS^T's arithmetic, its store and the barriers around it; dQ
+        # before its reduce-adds, with dK in flight; the whole step at its end
+        d = 128 if kernel == "attention_bwd" else 64
+        # (3 a step; causal, the masked step's S^T is waited for whole before its mask: 2 there)
+        assert gen.source.count("tc::mma_wait<1>();\n") in (3, 5) and "tc::mma_wait<2>();" not in gen.source
+        dv = gen.source.index("tc::mma_AB(dv, p, dout, dv, tc::no_wait);")
+        assert dv < gen.source.index("tc::store(ds_s, ds);") < gen.source.index("tc::mma_AtB(dq, ds_s, k")
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x2" not in sass
+        # in the SASS too: dV's register-A wgmma (64 x D) comes after the step's exp2s and before the named
+        # barrier around dS^T's shared tile
+        step = consumer[consumer.index("MUFU.EX2"):]
+        assert re.search(rf"HGMMA\.64x{d}x16\.F32\.BF16 R\d+, R\d+, ", step[:step.index("BAR.SYNC")])
         assert re.search(r"HGMMA\.64x(32|64)x16\.F32\.BF16", sass)
         # dQ's partial: each thread's pairs (4 per 16 of its warpgroup's columns) stored to the staging tile of
         # this turn (a uniform register) at constant offsets from 4 addresses, then one TMA reduce-add per
         # 32-column panel of its warpgroup from each warp, no barrier across warps, and no reduction of the
         # thread's own (edge tiles too: TMA adds only what lies inside the accumulator)
-        d = 128 if kernel == "attention_bwd" else 64
         assert len(re.findall(r"STS\.64 \[R\d+\+UR\d+(\+0x[0-9a-f]+)?\]", consumer)) == 4 * d // 2 // 16
         assert consumer.count("UTMAREDG.4D.ADD") == d // 2 // 32 and not re.search(r"\bREDG", consumer)
         assert (s.reduce.map, s.reduce.gl, s.reduce.rows, s.reduce.cols, s.reduce.panel_cols, s.reduce.swizzle_bytes,

@@ -377,8 +377,10 @@ class _Emitter:
         i = 0
         while i < len(units):
             s, fresh = units[i]
-            group = [] if self.in_flight else _independent_mmas(units[i:])
-            if pending and (isinstance(s, ir.Loop) or s.name == "mma"):
+            group = [] if self.in_flight else _independent_mmas(units[i:], pending)
+            if group and pending:   # it joins the groups in flight, none of which it touches
+                pass
+            elif pending and (isinstance(s, ir.Loop) or s.name == "mma"):
                 settle(len(pending))   # (a block-level mma waits for every group of its warpgroup)
             elif pending:
                 settle(max((j + 1 for j, m in enumerate(pending) if _needs(s, m)), default=0))
@@ -389,10 +391,10 @@ class _Emitter:
                 for v in self.partial_now:
                     self.w(f"tc::row_sum_lanes({v.name});  // the loop kept per-lane partial sums: add a row's lanes")
                 self.partial_now = outer
-            elif len(group) > 1:
+            elif len(group) > 1 or group and (pending or _stays_in_flight(group[0][0], units[i + 1:])):
                 for op, fr in group:
                     self.op(op, fresh=fr, wait=False)
-                pending = [op for op, _ in group]
+                pending += [op for op, _ in group]
                 self.ring_release(pending, [op for op, _ in group])
                 i += len(group)
                 continue
@@ -590,12 +592,29 @@ def _needs(s: ir.Op, m: ir.Op) -> bool:
     return any(x is m.dst for x in (s.dst, *s.srcs)) or any(s.dst is x for x in m.srcs[:2])
 
 
-def _independent_mmas(units) -> list:
-    """The mma ops at the head of units that touch none of one another's results: their wgmma groups may be in
-    flight together (accumulators differ, no operand is another's result)."""
+def _independent_mmas(units, pending=()) -> list:
+    """The mma ops at the head of units that touch none of one another's results, nor those of the mma ops in
+    flight (pending): their wgmma groups may be in flight together (accumulators differ, no operand is another's
+    result)."""
     group = []
     for op, fresh in units:
-        if not (isinstance(op, ir.Op) and op.name == "mma") or any(_needs(op, g) for g, _ in group):
+        if not (isinstance(op, ir.Op) and op.name == "mma") or \
+                any(_needs(op, g) for g in (*pending, *(g for g, _ in group))):
             break
         group.append((op, fresh))
     return group
+
+
+def _stays_in_flight(m: ir.Op, rest) -> bool:
+    """Whether a lone mma is left in flight: more mma ops follow in the same statement list, and the statements up
+    to the next one neither read its result nor overwrite its operands (attention backward's dV, issued before
+    the dS^T arithmetic and the barrier around dS^T's shared tile, as FlashAttention-3 does). A last mma, or one
+    that the next statements need, waits for its own group at once, as before."""
+    for s, _ in rest:
+        if isinstance(s, ir.Loop):
+            return False
+        if s.name == "mma":
+            return True
+        if _needs(s, m):
+            return False
+    return False
