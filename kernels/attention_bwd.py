@@ -33,10 +33,10 @@ CONFIGS = {
     "default": dict(BM=64, BN=64),
     "sm_80": dict(BM=32, BN=64, v_shared_from=0, stages=2, workers=4),   # BM 32: registers (docs/backends/cuda.md)
     # FlashAttention-3's backward at D=128: 128 kv rows over 2 consumer warpgroups, 64 query rows a step; dQ's 64
-    # rows split by columns over the two (backends/cuda: rt_cols); dV issued before dS^T, as FA3 (dv_early; 12-04,
-    # offline, docs/backends/cuda.md). V in registers at D=64: its shared reads compete with the wgmma's operands for
+    # rows split by columns over the two (backends/cuda: rt_cols); dV issued before dS^T at D=128 (dv_early,
+    # per_head_dim below). V in registers at D=64: its shared reads compete with the wgmma's operands for
     # the busiest unit (H200, 2026-11-30: 0.82x -> 0.86x cuDNN); at D=128 they spill (0.73x)
-    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2, dv_early=True),
+    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
     "gfx950": dict(BM=64, BN=64, v_shared_from=0, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),
@@ -88,7 +88,14 @@ def bucket(dK, dV, DQacc, Q, K, *rest):
     return tl.tune.pow2(n), tl.tune.pow2(K.shape[2]), tl.tune.pow2(b * h), d
 
 
-@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket,
+def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, **keywords):
+    """sm_90a at head dim 128: dV issued as soon as P^T is there, as FlashAttention-3 orders it, so that its
+    wgmma run through dS^T's arithmetic and handoff (H200, 12-04: 4x32x8192x128 22.19 -> 21.74 ms); not at 64,
+    where it lost (16x16x4096x64 7.30 -> 7.77 ms; docs/backends/cuda.md)."""
+    return dict(dv_early=True) if target == "sm_90a" and D == 128 else {}
+
+
+@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, heuristic=per_head_dim,
            tune_where=lambda cfg, dK, dV, DQacc, Q, K, *rest: cfg["BN"] <= max(64, 2 * tl.tune.pow2(K.shape[2])))
 def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared_from=None, dv_early=False,
                   causal=False):

@@ -39,8 +39,9 @@ def trace(kernel: str, **extra):
         "attention": (attention_fwd, [x4[128], lse, x4[128], x4[128], x4[128], 0.1], dict(D=128, causal=True)),
         "attention_d64": (attention_fwd, [x4[64], lse, x4[64], x4[64], x4[64], 0.1], dict(D=64)),
         # GQA (2 query heads per kv head): the pipeline loops sit inside a loop over the group's heads
-        "attention_bwd": (attention_bwd, bwd_args(128), dict(D=128, causal=True)),
-        "attention_bwd_d64": (attention_bwd, bwd_args(64), dict(D=64)),
+        # dV issued early at both head dims (sm_90a's heuristic takes it at 128 only: it lost at 64 on the H200)
+        "attention_bwd": (attention_bwd, bwd_args(128), dict(D=128, causal=True, dv_early=True)),
+        "attention_bwd_d64": (attention_bwd, bwd_args(64), dict(D=64, dv_early=True)),
     }[kernel]
     return kfn.trace(args, "sm_90a", **consts, **WS, **extra)
 

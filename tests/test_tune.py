@@ -302,12 +302,31 @@ def test_attention_runs_the_persistent_grid_on_sm90a_by_default(n, causal):
     """sm_90a's configured attention walks its tiles on a persistent grid (it won on every row of issue 20's table);
     no heuristic overrides it, and the caller's own persistent= stands."""
     from tiles.kernels.attention import attention_fwd
-    q = Shaped((2, 4, n, 64), "bf16")
+    q = Shaped((2, 4, n, 128), "bf16")
     a = [q, Shaped((2, 4, n), "f32"), q, q, q, 0.125]
     assert attention_fwd.configs["sm_90a"]["persistent"] is True and "persistent" not in attention_fwd.configs["sm_80"]
-    assert attention_fwd.shape_config("sm_90a", a, dict(D=64, causal=causal)) == {}
-    kw = dict(D=64, causal=causal, persistent=False)
+    assert attention_fwd.shape_config("sm_90a", a, dict(D=128, causal=causal)) == {}
+    kw = dict(D=128, causal=causal, persistent=False)
     assert tune.defaults(attention_fwd, "sm_90a", a, kw) == kw
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_attention_heuristics_by_head_dim(d):
+    """sm_90a's per-head-dim defaults, timed on the H200 (12-04): the forward's polynomial exponentials at 64, the
+    backward's early dV at 128; nothing elsewhere, and the caller's own value stands."""
+    from tiles.kernels.attention import attention_fwd
+    from tiles.kernels.attention_bwd import attention_bwd
+    q, v = Shaped((2, 4, 512, d), "bf16"), Shaped((2, 4, 512), "f32")
+    fwd = [q, v, q, q, q, 0.125]
+    bwd = [Shaped((2, 4, 512, d), "f32")] * 3 + [q] * 4 + [v, v, 0.125]
+    assert attention_fwd.shape_config("sm_90a", fwd, dict(D=d)) == ({"exp2_poly": 8} if d == 64 else {})
+    assert attention_bwd.shape_config("sm_90a", bwd, dict(D=d)) == ({"dv_early": True} if d == 128 else {})
+    assert attention_fwd.shape_config("sm_80", fwd, dict(D=d)) == attention_bwd.shape_config("sm_80", bwd, dict(D=d))
+    assert attention_bwd.shape_config("sm_80", bwd, dict(D=d)) == {}
+    kw = dict(D=d, exp2_poly=0)
+    assert tune.defaults(attention_fwd, "sm_90a", fwd, kw) == kw
+    for f, a in ((attention_fwd, fwd), (attention_bwd, bwd)):   # each traces and verifies with its default
+        f.trace(a, "sm_90a", D=d, **f.shape_config("sm_90a", a, dict(D=d)))
 
 
 @pytest.mark.parametrize("shape, want", [
