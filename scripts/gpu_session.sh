@@ -22,9 +22,9 @@
 #              skinny M, the persistent attention's O by TMA store: their GPU tests, the warp-specialized
 #              property tests, the decode GEMMs against cuBLAS with boxes on and off, the persistent attention
 #              (docs/benchmarks.md, session of 12-04, has what each row should show)
-#   close      12-04 afternoon: the GPU tests (kernels, sm_90a schedules, fuzz findings), gemm's new heuristic at
-#              the decode rows, attention at head dim 64 and 128 and its backward against cuDNN, then `tiles tune
-#              attention` at head dim 64 (docs/benchmarks.md, session of 12-04 11:55, has the predictions)
+#   next       planned 12-04 14:00 UTC, when no device time was left: attention at head dim 64 with FA3's taller
+#              query block (BM=192, three consumer warpgroups; BN=192 spills), ncu of the backward's early dV at
+#              D 64 (it lost 6%: where the tensor pipe waits), and the tutorial examples against torch.compile
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -149,27 +149,19 @@ for s in "$@"; do
         echo "== persistent attention (O by TMA store, 12-04)"; timeout 120 python3 -m tiles compare attention \
             --backends cuda --no-compile --shapes 8x16x2048x128,causal 16x16x4096x64,causal 4x32x8192x128 \
             --set persistent=False,True 2>&1 | r ;;
-    close)
-        timeout 170 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernels.py \
-            tests/test_kernel_attention_bwd.py tests/test_cuda_gpu.py tests/test_cuda_sm90_gpu.py \
-            tests/test_fuzz_findings.py >"$OUT/close.log" 2>&1
-        echo "== close tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/close.log" | tail -8
-        # 64x64 tiles unsplit won at K = 4096 (12-04): deeper (12 stages, or BK 128) and at K = 14336, where the
-        # split pair still runs; the default row is the heuristic's
-        echo "== decode GEMMs"; timeout 80 python3 -m tiles compare gemm --backends cuda --no-compile --shapes \
-            64x4096x4096 16x4096x14336 1x4096x14336 --set BM=64 BN=64 BK=64 workers=1 SPLIT=1 stages=8,12 2>&1 | r
-        timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 64x4096x4096 16x4096x14336 \
-            --set BM=64 BN=64 BK=128 workers=1 SPLIT=1 stages=6 2>&1 | r | grep "BK=128"
+    next)
         a="python3 -m tiles compare attention --backends cuda --no-compile"
-        echo "== attention"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal 4x32x8192x128 \
-            8x16x2048x128,causal 2>&1 | r
-        # head dim 64: 1 in N exponentials on the FMA pipe (+3% with turns on 12-02), three consumer warpgroups
-        echo "== attention D64"; for cfg in "exp2_poly=0,4,8" "BM=192 workers=3 exp2_poly=0,8"; do
-            timeout 75 $a --shapes 16x16x4096x64 16x16x4096x64,causal --set $cfg 2>&1 | r | grep -v "SDPA\|Flex"; done
-        echo "== attention_bwd"; timeout 70 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
-            --shapes 4x32x8192x128 16x16x4096x64 2>&1 | r
-        echo "== tune attention D64"; timeout ${TUNE_S:-100} python3 -m tiles tune attention --backend cuda --top 6 \
-            --shapes 16x16x4096x64 --json "$OUT/tune_attn.json" 2>&1 | tail -6 ;;
+        echo "== D64 query block"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal \
+            --set BM=128,192 workers=2,3 exp2_poly=8 2>&1 | r | grep -v "Flex"
+        for early in False True; do
+            f="$OUT/bwd_d64_dv_early_$early"; echo "== ncu attention_bwd 16x16x4096x64 dv_early=$early"
+            timeout 120 ncu --clock-control none --kernel-name "regex:^tiles_kernel_attention_bwd$" --launch-skip 2 \
+                --launch-count 1 $SECT --section SchedulerStats -f -o "$f" python3 -m tiles compare attention_bwd \
+                --backends cuda --no-compile --shapes 16x16x4096x64 --set dv_early=$early >"$f.log" 2>&1; echo "rc=$?"
+        done
+        timeout 90 python3 scripts/gpu_attn_profile.py compare "$OUT"/bwd_d64_dv_early_{False,True}.ncu-rep 2>&1 | head -60
+        echo "== examples"; timeout -s INT 240 python3 scripts/gpu_examples.py --only add_rmsnorm bmm linear_silu \
+            --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
