@@ -117,3 +117,41 @@ def test_i32_register_tile_on_apple(backend):
         return
     run(backend, int_tile, y, x)
     assert np.array_equal(y, x + 3)
+
+
+# ---------------------------------------------------------------- scripts/fuzz_configs.py (configurations)
+
+GEMM_ARGS = [ArgSpec("gl", tl.f32, 2), ArgSpec("gl", tl.bf16, 2), ArgSpec("gl", tl.bf16, 2)]
+
+
+def _compiles_here(target):
+    why = toolchains.cannot_compile(target)
+    if why and targets.target(target).backend != "metal":
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_cuda_warp_schedule_pipeline_of_one_stage(target):
+    """fuzz_configs: `tiles inspect gemm --targets sm_80 --set BM=64 BN=64 BK=32 stages=1 workers=2` (and any kernel
+    with a pipelined loop on the warp schedule, sm_90a's included) passed the planner and failed in NVRTC on
+    tiles_cuda/pipeline.cuh's static_assert "a pipeline needs at least two stages"; attention_bwd's tune space has
+    stages=1 on sm_80. One stage is now a loop that loads, waits and computes in turn."""
+    _compiles_here(target)
+    from tiles.kernels.gemm import gemm
+    cfg = dict(BM=64, BN=64, BK=32, stages=1, workers=2, schedule="warp")
+    assert "constexpr int STAGES = 1;" in toolchains.emit(gemm, GEMM_ARGS, target, "source", **cfg)
+    st = toolchains.static(gemm, GEMM_ARGS, target, sass=False, **cfg)
+    assert st.spill_bytes == 0, st.summary()
+
+
+def test_cuda_pipeline_of_one_stage_runs():
+    """The one-stage loop's results on cuda-emu:sm_80 (the generated CUDA executed on the CPU), K over 7 steps."""
+    from tiles import backend as registry
+    from tiles.kernels.gemm import gemm
+    b = registry.resolve("cuda-emu:sm_80")
+    if b.available() is not None:
+        pytest.skip(b.available())
+    a, bb = random_array((40, 100), "bf16"), random_array((100, 50), "bf16")
+    c = poisoned((40, 50), "f32")
+    run(b, gemm, c, a, bb, BM=32, BN=32, BK=16, stages=1, workers=2)
+    assert_close(c, a.astype(np.float64) @ bb.astype(np.float64), "f32")
