@@ -172,3 +172,20 @@ def test_hip_mfma32_register_tile_of_partial_fragments_is_refused(target):
         codegen.generate(k, target)
     codegen.generate(softmax_fwd.trace(args, target, BR=64, BC=48, workers=1, mfma=16), target)
     codegen.generate(softmax_fwd.trace(args, target, BR=64, BC=64, workers=1, mfma=32), target)
+
+
+def test_hip_loop_report_of_a_loop_deeper_than_the_recursion_limit():
+    """fuzz_configs: `tiles inspect layernorm --targets gfx942 --shape 256x16384 --set RPB=16 workers=1` compiled,
+    then the main-loop report crashed with RecursionError (loopreport._best walked the loop's blocks recursively, and
+    that loop's per-lane edge code is a chain of more blocks than Python's recursion limit). The same shape here: a
+    loop whose one branch leads into a chain of 3000 blocks."""
+    from tiles.backends.hip import loopreport as lr
+    n = 3000
+    lines = ["\t.type\tk,@function", "k:", "\ts_mov_b32 s0, 0",
+             ".LBB0_1:  ; =>This Inner Loop Header: Depth=1", "\ts_cmp_eq_u32 s0, 0", f"\ts_cbranch_scc1 .LBB0_{n}"]
+    for i in range(2, n):
+        lines += [f".LBB0_{i}:  ;   in Loop: Header=BB0_1 Depth=1", "\tv_mfma_f32_16x16x16_bf16 a[0:3], v[0:1], v[2:3], a[0:3]"]
+    lines += [f".LBB0_{n}:  ;   in Loop: Header=BB0_1 Depth=1", "\ts_add_u32 s0, s0, 1", "\ts_cbranch_scc1 .LBB0_1",
+              "; %bb.9999:", "\ts_endpgm", ".Lfunc_end0:"]
+    r = lr.analyse("\n".join(lines) + "\n", "gfx942")
+    assert r is not None and r.mfma == n - 2
