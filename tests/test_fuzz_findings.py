@@ -189,3 +189,16 @@ def test_hip_loop_report_of_a_loop_deeper_than_the_recursion_limit():
               "; %bb.9999:", "\ts_endpgm", ".Lfunc_end0:"]
     r = lr.analyse("\n".join(lines) + "\n", "gfx942")
     assert r is not None and r.mfma == n - 2
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_hip_wave_grid_of_an_accumulator_no_split_fits(target):
+    """fuzz_configs: `tiles inspect bmm --targets gfx950 --set BM=256 BN=48 BK=64 SPLIT=2 workers=8 mfma=32` crashed in
+    the HIP code generator (ValueError: min() arg is an empty sequence, _wave_grid: no split of 8 waves over a 256x48
+    accumulator makes whole 32x32 fragments); it is now refused like any tile of partial fragments."""
+    from tiles.backends.hip import codegen
+    from tiles.kernels.gemm import gemm
+    k = gemm.trace(GEMM_ARGS, target, BM=256, BN=48, BK=64, workers=8, mfma=32)
+    with pytest.raises(tl.TileError, match=r"acc \(rt<f32, 256x48, row>\): its 48 columns must be a multiple of the "
+                                           r"32-column fragment"):
+        codegen.generate(k, target)

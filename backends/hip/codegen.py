@@ -255,6 +255,8 @@ class _Emitter:
         for t in self.k.tiles:
             if id(t) in ok:
                 fits = [c for c in range(1, w + 1) if w % c == 0 and t.rows % (w // c * m) == 0 and t.cols % (c * m) == 0]
+                if not fits:   # not whole fragments however the waves split it: _check_fragments says so
+                    continue
                 wc = min(fits, key=lambda c: (t.rows * c // w + t.cols // c, c))
                 if wc > 1:
                     out[id(t)] = wc
