@@ -202,3 +202,20 @@ def test_hip_wave_grid_of_an_accumulator_no_split_fits(target):
     with pytest.raises(tl.TileError, match=r"acc \(rt<f32, 256x48, row>\): its 48 columns must be a multiple of the "
                                            r"32-column fragment"):
         codegen.generate(k, target)
+
+
+def test_sm90a_wgmma_accumulator_past_the_launch_registers_is_refused():
+    """fuzz_configs: `tiles inspect bmm --targets sm_90a --shape 2x33x48x24,bt --set BM=256 SPLIT=8 trans_b=True stages=3
+    workers=6` (four consumer warpgroups: 640 threads start with 96 registers) and attention BM=256 BN=256 passed the
+    planner, then ptxas failed: C7602 "Insufficient registers (96) to compile instruction": one wgmma holds its whole
+    accumulator share, 128 registers a thread. The planner now refuses it naming the tile and both counts; 256x176
+    (88 registers) still generates (ptxas compiles it)."""
+    from tiles.kernels.gemm import gemm
+    with pytest.raises(tl.TileError, match=r"acc \(rt<f32, 256x192, row>\) takes 96 registers a thread in one wgmma, "
+                                           r"which with the 8 it needs beside them is more than the 96 a thread starts "
+                                           r"with \(4 consumer warpgroup\(s\) and the producer\)"):
+        toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=192, BK=64, stages=3, workers=4)
+    with pytest.raises(tl.TileError, match=r"takes 128 registers a thread in one wgmma"):
+        toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=192, BN=256, BK=64, stages=3, workers=3)
+    toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=176, BK=64, stages=3, workers=4)
+    toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=128, BN=256, BK=64, stages=4, workers=2)

@@ -479,6 +479,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
             raise TileError(f"{k.name}: with {blocks} blocks an SM a thread starts with {launch} registers, the count "
                             f"ptxas must fit every instruction in, and the register tiles alone take {need} a "
                             f"consumer thread; use fewer blocks an SM or smaller tiles", k.loc)
+    if wgmma:
+        _check_wgmma_registers(k, warps, blocks, bool(tma), regs)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
@@ -494,6 +496,35 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     pdl=target == "sm_90a",
                     resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
                     boxes=bool(tma and k.options.get("boxes", True)))
+
+
+WGMMA_SPARE = 8   # registers past a wgmma's accumulators that ptxas needs with it (C7602 at 96 + 0 of 96, none at 88)
+
+
+def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap: int) -> None:
+    """A wgmma keeps its whole accumulator share (the f32 tile over the block's consumer threads) in registers at
+    once, and ptxas fits every instruction in the count a thread starts with (the register file over the launch's
+    threads, the producer's among them; or max_registers): where one does not fit, ptxas fails (C7602, "Insufficient
+    registers ... to compile instruction") instead of spilling."""
+    threads = 32 * warps + (128 if tma else 0)
+    launch = min(255, REGISTER_FILE // blocks // threads // 8 * 8)
+    if cap and not tma:
+        launch = min(launch, cap)
+    for op, _ in k.walk():
+        if op.name != "mma" or not isinstance(op.dst, RT):
+            continue
+        # a wgmma computes 64 rows of the tile in one warpgroup (128 threads), so its share is that of the whole
+        # tile over the block's threads where each warpgroup holds 64 rows, at most 64 x the columns / 128
+        # (a warpgroup of more rows issues one wgmma per 64; the column-split tiles' are already within it)
+        words = max(4, op.dst.dtype.itemsize) // 4
+        need = min(op.dst.rows * op.dst.cols * words // (32 * warps), 64 * op.dst.cols * words // 128)
+        if need + WGMMA_SPARE > launch:
+            who = (f"{warps // 4} consumer warpgroup(s) and the producer" if tma else f"{warps} warps") + \
+                (f", {blocks} blocks an SM" if blocks > 1 else "") + (f", max_registers={cap}" if cap and not tma else "")
+            raise TileError(f"{k.name}: {op.dst.name} ({op.dst.type_str()}) takes {need} registers a thread in one "
+                            f"wgmma, which with the {WGMMA_SPARE} it needs beside them is more than the {launch} a "
+                            f"thread starts with ({who}); use smaller tiles (fewer rows or columns a block) or more "
+                            f"registers a thread", op.loc or k.loc)
 
 
 def epilogue_store(k: ir.Kernel) -> ir.Op | None:
