@@ -219,3 +219,20 @@ def test_sm90a_wgmma_accumulator_past_the_launch_registers_is_refused():
         toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=192, BN=256, BK=64, stages=3, workers=3)
     toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=176, BK=64, stages=3, workers=4)
     toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=128, BN=256, BK=64, stages=4, workers=2)
+
+
+def test_sm90a_wgmma_tiles_over_max_registers_are_refused():
+    """fuzz_configs: `tiles inspect attention --targets sm_90a --shape 1x2x96x128,causal --set BM=64 BN=192 workers=3
+    schedule=warp max_registers=128` passed the planner, then ptxas failed: C7600 "Register allocation failed with
+    register count of '128'" (s, p and o take 208 registers a thread, and wgmma's accumulators do not spill); BN=128
+    (160) failed the same way. The planner now refuses it naming the tiles and the cap; 128 of 128 (D 64) compiles,
+    and so does wgmma=False (mma.sync, which spills)."""
+    from tiles.kernels.attention import attention_fwd
+    args = [ArgSpec("gl", tl.bf16, 4), ArgSpec("gl", tl.f32, 3)] + [ArgSpec("gl", tl.bf16, 4)] * 3 + \
+        [ArgSpec("scalar", tl.f32)]
+    cfg = dict(BM=64, BN=128, workers=1, schedule="warp", max_registers=128, causal=True)
+    with pytest.raises(tl.TileError, match=r"attention_fwd: its register tiles take 160 registers a thread over 4 warps "
+                                           r"\(s 64, p 32, o 64\), more than max_registers=128"):
+        toolchains.emit(attention_fwd, args, "sm_90a", "source", D=128, **cfg)
+    toolchains.emit(attention_fwd, args, "sm_90a", "source", D=64, **cfg)
+    toolchains.emit(attention_fwd, args, "sm_90a", "source", D=128, wgmma=False, **cfg)

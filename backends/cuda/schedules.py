@@ -505,7 +505,17 @@ def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap
     """A wgmma keeps its whole accumulator share (the f32 tile over the block's consumer threads) in registers at
     once, and ptxas fits every instruction in the count a thread starts with (the register file over the launch's
     threads, the producer's among them; or max_registers): where one does not fit, ptxas fails (C7602, "Insufficient
-    registers ... to compile instruction") instead of spilling."""
+    registers ... to compile instruction") instead of spilling. Under a max_registers cap (the warp schedule) the
+    register tiles together must fit it too: wgmma's accumulators are not spilled (C7600)."""
+    if cap and not tma:   # a cap the warp schedule sets: wgmma's accumulators do not spill (ptxas C7600 instead)
+        tiles = [t for t in k.tiles if isinstance(t, RT)]
+        total = tile_registers(k, warps)
+        if total > cap:
+            each = ", ".join(f"{t.name} {t.rows * t.cols * t.dtype.itemsize / 4 / (32 * warps):.0f}" for t in tiles)
+            raise TileError(f"{k.name}: its register tiles take {total:.0f} registers a thread over {warps} warps "
+                            f"({each}), more than max_registers={cap}, and the wgmma accumulators among them cannot "
+                            f"spill (ptxas: C7600, register allocation failed); raise max_registers, use smaller "
+                            f"tiles or wgmma=False", k.loc)
     threads = 32 * warps + (128 if tma else 0)
     launch = min(255, REGISTER_FILE // blocks // threads // 8 * 8)
     if cap and not tma:
