@@ -206,19 +206,24 @@ def test_hip_wave_grid_of_an_accumulator_no_split_fits(target):
 
 def test_sm90a_wgmma_accumulator_past_the_launch_registers_is_refused():
     """fuzz_configs: `tiles inspect bmm --targets sm_90a --shape 2x33x48x24,bt --set BM=256 SPLIT=8 trans_b=True stages=3
-    workers=6` (four consumer warpgroups: 640 threads start with 96 registers) and attention BM=256 BN=256 passed the
-    planner, then ptxas failed: C7602 "Insufficient registers (96) to compile instruction": one wgmma holds its whole
-    accumulator share, 128 registers a thread. The planner now refuses it naming the tile and both counts; 256x176
-    (88 registers) still generates (ptxas compiles it)."""
+    workers=6` (four consumer warpgroups: 640 threads start with 96 registers), attention BM=256 BN=256, and gemm_fp8
+    BN=64 workers=7 blocks_per_sm=3 (56 registers) passed the planner, then ptxas failed: C7602 "Insufficient
+    registers (N) to compile instruction ... register target of T": a wgmma needs its accumulators (64 rows of the
+    tile over a warpgroup: BN / 2 a thread) and 26 more (T = 58, 90, 122, 154 for n64, n128, n192, n256; gemm's
+    tune space had 128x128 at two blocks an SM, 80, which never compiled). The planner now refuses those, naming the
+    tile and both counts; mma.sync widths (BN 176 of bf16: not 128-byte rows) and the shipped tiles still generate."""
     from tiles.kernels.gemm import gemm
     with pytest.raises(tl.TileError, match=r"acc \(rt<f32, 256x192, row>\) takes 96 registers a thread in one wgmma, "
-                                           r"which with the 8 it needs beside them is more than the 96 a thread starts "
+                                           r"which with the 26 it needs beside them is more than the 96 a thread starts "
                                            r"with \(4 consumer warpgroup\(s\) and the producer\)"):
         toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=192, BK=64, stages=3, workers=4)
-    with pytest.raises(tl.TileError, match=r"takes 128 registers a thread in one wgmma"):
-        toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=192, BN=256, BK=64, stages=3, workers=3)
+    with pytest.raises(tl.TileError, match=r"takes 32 registers a thread in one wgmma, which with the 26 it needs beside "
+                                           r"them is more than the 56 a thread starts with \(2 consumer warpgroup\(s\) "
+                                           r"and the producer, 3 blocks an SM\)"):
+        toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=128, BN=64, BK=64, stages=2, workers=2, blocks_per_sm=3)
     toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=176, BK=64, stages=3, workers=4)
     toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=128, BN=256, BK=64, stages=4, workers=2)
+    toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=64, BN=64, BK=64, stages=2, workers=1, blocks_per_sm=4)
 
 
 def test_sm90a_wgmma_tiles_over_max_registers_are_refused():

@@ -498,16 +498,34 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     boxes=bool(tma and k.options.get("boxes", True)))
 
 
-WGMMA_SPARE = 8   # registers past a wgmma's accumulators that ptxas needs with it (C7602 at 96 + 0 of 96, none at 88)
+WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a
+                  # target of 58 for n64 (32 a thread), 122 for n192 (96), 154 for n256 (128))
+WGMMA_N = (64, 96, 128, 176, 192, 256)   # tiles_cuda/mma_block.cuh's wgmma_n: other widths take mma.sync
+
+
+def _on_wgmma(op: ir.Op, warps: int) -> bool:
+    """Whether tiles_cuda's mma() issues this op on wgmma (mma_block.cuh, use_wgmma): bf16, or e4m3 with B
+    transposed and A in shared memory; whole warpgroups of 16 rows a warp; a wgmma width; 128-byte swizzled shared
+    operands."""
+    a, b = op.srcs[0], op.srcs[1]
+    fp8 = a.dtype.name == b.dtype.name == "fp8e4m3" and op.attrs.get("trans_b") and not isinstance(a, RT)
+    if not (fp8 or a.dtype.name == b.dtype.name == "bf16"):
+        return False
+    if op.attrs.get("trans_a") and (fp8 or isinstance(a, RT)):
+        return False
+    wide = lambda t: isinstance(t, ST) and t.cols * t.dtype.itemsize % 128 == 0   # noqa: E731
+    return (warps % 4 == 0 and op.dst.rows == 16 * warps and op.dst.cols in WGMMA_N and wide(b)
+            and (isinstance(a, RT) or wide(a)))
 
 
 def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap: int) -> None:
-    """A wgmma keeps its whole accumulator share (the f32 tile over the block's consumer threads) in registers at
-    once, and ptxas fits every instruction in the count a thread starts with (the register file over the launch's
-    threads, the producer's among them; or max_registers): where one does not fit, ptxas fails (C7602, "Insufficient
-    registers ... to compile instruction") instead of spilling. Under a max_registers cap (the warp schedule) the
-    register tiles together must fit it too: wgmma's accumulators are not spilled (C7600)."""
-    if cap and not tma:   # a cap the warp schedule sets: wgmma's accumulators do not spill (ptxas C7600 instead)
+    """A wgmma keeps its accumulators (a warpgroup's 64 rows of the f32 tile) in registers at once, and ptxas fits
+    every instruction in the count a thread starts with (the register file over the launch's threads, the producer's
+    among them; or max_registers): where one does not fit, ptxas fails (C7602, "Insufficient registers ... to compile
+    instruction") instead of spilling. Under a max_registers cap (the warp schedule) the register tiles together must
+    fit it too where an mma runs on wgmma: its accumulators are not spilled (C7600)."""
+    on_wgmma = [op for op, _ in k.walk() if op.name == "mma" and isinstance(op.dst, RT) and _on_wgmma(op, warps)]
+    if cap and not tma and on_wgmma:   # a cap the warp schedule sets: C7600 instead of spills
         tiles = [t for t in k.tiles if isinstance(t, RT)]
         total = tile_registers(k, warps)
         if total > cap:
@@ -520,14 +538,8 @@ def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap
     launch = min(255, REGISTER_FILE // blocks // threads // 8 * 8)
     if cap and not tma:
         launch = min(launch, cap)
-    for op, _ in k.walk():
-        if op.name != "mma" or not isinstance(op.dst, RT):
-            continue
-        # a wgmma computes 64 rows of the tile in one warpgroup (128 threads), so its share is that of the whole
-        # tile over the block's threads where each warpgroup holds 64 rows, at most 64 x the columns / 128
-        # (a warpgroup of more rows issues one wgmma per 64; the column-split tiles' are already within it)
-        words = max(4, op.dst.dtype.itemsize) // 4
-        need = min(op.dst.rows * op.dst.cols * words // (32 * warps), 64 * op.dst.cols * words // 128)
+    for op in on_wgmma:
+        need = op.dst.cols // 2   # one wgmma: a warpgroup's 64 rows of f32 over its 128 threads
         if need + WGMMA_SPARE > launch:
             who = (f"{warps // 4} consumer warpgroup(s) and the producer" if tma else f"{warps} warps") + \
                 (f", {blocks} blocks an SM" if blocks > 1 else "") + (f", max_registers={cap}" if cap and not tma else "")
