@@ -479,6 +479,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
             raise TileError(f"{k.name}: with {blocks} blocks an SM a thread starts with {launch} registers, the count "
                             f"ptxas must fit every instruction in, and the register tiles alone take {need} a "
                             f"consumer thread; use fewer blocks an SM or smaller tiles", k.loc)
+    if wgmma:
+        _check_wgmma_registers(k, warps, blocks, bool(tma), regs)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
@@ -494,6 +496,57 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     pdl=target == "sm_90a",
                     resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
                     boxes=bool(tma and k.options.get("boxes", True)))
+
+
+WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a
+                  # target of 58 for n64 (32 a thread), 122 for n192 (96), 154 for n256 (128))
+WGMMA_N = (64, 96, 128, 176, 192, 256)   # tiles_cuda/mma_block.cuh's wgmma_n: other widths take mma.sync
+
+
+def _on_wgmma(op: ir.Op, warps: int) -> bool:
+    """Whether tiles_cuda's mma() issues this op on wgmma (mma_block.cuh, use_wgmma): bf16, or e4m3 with B
+    transposed and A in shared memory; whole warpgroups of 16 rows a warp; a wgmma width; 128-byte swizzled shared
+    operands."""
+    a, b = op.srcs[0], op.srcs[1]
+    fp8 = a.dtype.name == b.dtype.name == "fp8e4m3" and op.attrs.get("trans_b") and not isinstance(a, RT)
+    if not (fp8 or a.dtype.name == b.dtype.name == "bf16"):
+        return False
+    if op.attrs.get("trans_a") and (fp8 or isinstance(a, RT)):
+        return False
+    wide = lambda t: isinstance(t, ST) and t.cols * t.dtype.itemsize % 128 == 0   # noqa: E731
+    return (warps % 4 == 0 and op.dst.rows == 16 * warps and op.dst.cols in WGMMA_N and wide(b)
+            and (isinstance(a, RT) or wide(a)))
+
+
+def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap: int) -> None:
+    """A wgmma keeps its accumulators (a warpgroup's 64 rows of the f32 tile) in registers at once, and ptxas fits
+    every instruction in the count a thread starts with (the register file over the launch's threads, the producer's
+    among them; or max_registers): where one does not fit, ptxas fails (C7602, "Insufficient registers ... to compile
+    instruction") instead of spilling. Under a max_registers cap (the warp schedule) the register tiles together must
+    fit it too where an mma runs on wgmma: its accumulators are not spilled (C7600)."""
+    on_wgmma = [op for op, _ in k.walk() if op.name == "mma" and isinstance(op.dst, RT) and _on_wgmma(op, warps)]
+    if cap and not tma and on_wgmma:   # a cap the warp schedule sets: C7600 instead of spills
+        tiles = [t for t in k.tiles if isinstance(t, RT)]
+        total = tile_registers(k, warps)
+        if total > cap:
+            each = ", ".join(f"{t.name} {t.rows * t.cols * t.dtype.itemsize / 4 / (32 * warps):.0f}" for t in tiles)
+            raise TileError(f"{k.name}: its register tiles take {total:.0f} registers a thread over {warps} warps "
+                            f"({each}), more than max_registers={cap}, and the wgmma accumulators among them cannot "
+                            f"spill (ptxas: C7600, register allocation failed); raise max_registers, use smaller "
+                            f"tiles or wgmma=False", k.loc)
+    threads = 32 * warps + (128 if tma else 0)
+    launch = min(255, REGISTER_FILE // blocks // threads // 8 * 8)
+    if cap and not tma:
+        launch = min(launch, cap)
+    for op in on_wgmma:
+        need = op.dst.cols // 2   # one wgmma: a warpgroup's 64 rows of f32 over its 128 threads
+        if need + WGMMA_SPARE > launch:
+            who = (f"{warps // 4} consumer warpgroup(s) and the producer" if tma else f"{warps} warps") + \
+                (f", {blocks} blocks an SM" if blocks > 1 else "") + (f", max_registers={cap}" if cap and not tma else "")
+            raise TileError(f"{k.name}: {op.dst.name} ({op.dst.type_str()}) takes {need} registers a thread in one "
+                            f"wgmma, which with the {WGMMA_SPARE} it needs beside them is more than the {launch} a "
+                            f"thread starts with ({who}); use smaller tiles (fewer rows or columns a block) or more "
+                            f"registers a thread", op.loc or k.loc)
 
 
 def epilogue_store(k: ir.Kernel) -> ir.Op | None:

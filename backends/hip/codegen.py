@@ -133,6 +133,7 @@ class _Emitter:
         self.quarter = self._quarter_accumulators()
         self.m = self.plan.mfma_m
         self.wave_cols = self._wave_grid()
+        self._check_fragments()
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
         self.mix = None          # the MMAs' cluster policy while the interleave's loop body is emitted
 
@@ -194,6 +195,31 @@ class _Emitter:
                         lay[id(t)] = rts[0]
         return lay
 
+    def _fragment_cols(self, t) -> int:
+        """Columns of one fragment of t's layout: the MFMA's M (accumulators), its K (A operands)."""
+        if self.layout.get(id(t), "c") in ("a", "a+"):
+            dt = next((op.srcs[1].dtype for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0] is t), None)
+            return mfma_k(self.target, dt, self.m) if dt is not None else self.m
+        return self.m
+
+    def _check_fragments(self):
+        """Every register tile (and column vector) a whole number of its layout's fragments along its columns, as
+        the header's rt<> asserts (the plan checked the rows): mfma=32 makes 32-column fragments, which a tile of
+        48 columns that 16x16 MFMAs take is not."""
+        for t in self.k.tiles:
+            if isinstance(t, RT) or t in self.in_regs:
+                wc = self.wave_cols.get(id(t), 1)
+                cols, what = t.cols // wc, f"its {t.cols // wc} columns" + (f" a wave ({wc} waves across)" if wc > 1 else "")
+            elif isinstance(t, RV) and t.axis == "cols":
+                cols, what = t.length, f"its {t.length} columns"
+            else:
+                continue
+            frag = self._fragment_cols(t)
+            if cols % frag:
+                raise TileError(f"{t.name} ({t.type_str()}): {what} must be a multiple of the {frag}-column fragment of "
+                                f"the {self.m}x{self.m} MFMA on {self.target} (mfma={self.m}); use mfma=16 or tiles of "
+                                f"{frag}-column multiples", self.k.loc)
+
     def _wave_grid(self) -> dict:
         """Accumulators split over the waves in two dimensions: id -> waves along the columns (WC > 1). A
         register tile that MMAs write (A and B from LDS) and only fills, elementwise maps among such tiles and
@@ -229,6 +255,8 @@ class _Emitter:
         for t in self.k.tiles:
             if id(t) in ok:
                 fits = [c for c in range(1, w + 1) if w % c == 0 and t.rows % (w // c * m) == 0 and t.cols % (c * m) == 0]
+                if not fits:   # not whole fragments however the waves split it: _check_fragments says so
+                    continue
                 wc = min(fits, key=lambda c: (t.rows * c // w + t.cols // c, c))
                 if wc > 1:
                     out[id(t)] = wc

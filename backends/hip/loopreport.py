@@ -449,14 +449,33 @@ def _score(b: Block) -> tuple[int, int, int, int]:
 
 def _best(f, inside, header, path, start, memo, stack=()) -> tuple[tuple[int, ...], list[str]]:
     """The best-scoring way from start back to the header (or out of the loop) that avoids the path so far;
-    edges back into the walk (nested loops' back edges) are left out."""
+    edges back into the walk (nested loops' back edges) are left out. A depth-first walk with its own stack, not
+    Python's: a loop of many blocks (per-lane edge code of a deep unroll, layernorm's one-pass rows at 16 a
+    block on gfx942) is deeper than the interpreter's recursion limit."""
     if start in memo:
         return memo[start]
-    stack = (*stack, start)
-    nxt = [_best(f, inside, header, path, s, memo, stack) for s in f.blocks[start].succ
-           if s in inside and s != header and s not in path and s not in stack]
-    tail = max(nxt, default=((0, 0, 0, 0), []))
-    memo[start] = tuple(x + y for x, y in zip(_score(f.blocks[start]), tail[0])), [start, *tail[1]]
+    on = set(stack)
+    frames = []   # (block, its successors left to walk, the best ways from those walked)
+
+    def enter(n):
+        on.add(n)
+        succ = [s for s in f.blocks[n].succ if s in inside and s != header and s not in path and s not in on]
+        frames.append((n, iter(succ), []))
+    enter(start)
+    while frames:
+        n, todo, got = frames[-1]
+        for s in todo:
+            if s not in memo:
+                enter(s)
+                break
+            got.append(memo[s])
+        else:
+            frames.pop()
+            on.discard(n)
+            tail = max(got, default=((0, 0, 0, 0), []))
+            memo[n] = tuple(x + y for x, y in zip(_score(f.blocks[n]), tail[0])), [n, *tail[1]]
+            if frames:
+                frames[-1][2].append(memo[n])
     return memo[start]
 
 

@@ -25,24 +25,39 @@ struct smem_allocator {
 // compute(k) the copies of k are waited for (cp.async groups complete in
 // order) and a barrier publishes them; the same barrier tells every warp that
 // compute(k-1) is done, so its stage can be refilled with iteration k+STAGES-1.
+// One stage (stages=1) runs ahead of nothing: each iteration's copies are issued once every warp is done with
+// the last one's, and waited for before its compute.
 template <int STAGES, typename Load, typename Compute>
 __device__ inline void pipeline(int n, Load load, Compute compute) {
-    static_assert(STAGES >= 2, "a pipeline needs at least two stages");
+    static_assert(STAGES >= 1, "a pipeline needs at least one stage");
+    if constexpr (STAGES == 1) {
+        for (int k = 0; k < n; ++k) {
+            if (k > 0) sync();  // compute(k-1) is done in every warp: its stage may be refilled
+            load(k, 0);
+            cp_async_commit();
+            cp_async_wait<0>();
+            sync();
+            compute(k, 0);
+        }
+        sync();  // the stage may be reused after the loop
+        return;
+    } else {
 #pragma unroll
-    for (int k = 0; k < STAGES - 1; ++k) {
-        if (k < n) load(k, k);
-        cp_async_commit();  // empty groups keep the count uniform
+        for (int k = 0; k < STAGES - 1; ++k) {
+            if (k < n) load(k, k);
+            cp_async_commit();  // empty groups keep the count uniform
+        }
+        for (int k = 0; k < n; ++k) {
+            cp_async_wait<STAGES - 2>();
+            sync();
+            const int next = k + STAGES - 1;
+            if (next < n) load(next, next % STAGES);
+            cp_async_commit();
+            compute(k, k % STAGES);
+        }
+        cp_async_wait<0>();
+        sync();  // the stages may be reused after the loop
     }
-    for (int k = 0; k < n; ++k) {
-        cp_async_wait<STAGES - 2>();
-        sync();
-        const int next = k + STAGES - 1;
-        if (next < n) load(next, next % STAGES);
-        cp_async_commit();
-        compute(k, k % STAGES);
-    }
-    cp_async_wait<0>();
-    sync();  // the stages may be reused after the loop
 }
 
 }  // namespace tc
