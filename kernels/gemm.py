@@ -69,7 +69,7 @@ def skinny(target, C, A, B, **keywords):
     (tiles.tune.defaults).
 
     sm_90a, M <= 512: the timed winners of the H200's grids (docs/benchmarks.md: 12-02 17:45 and 18:40 UTC, 12-04
-    12:20 UTC). Where 64x64 tiles make one wave that fills half the SMs or more with K of 4096 or less (N = 4096, up
+    12:07 UTC). Where 64x64 tiles make one wave that fills half the SMs or more with K of 4096 or less (N = 4096, up
     to 128 rows), those at 8 stages with K whole: one launch and no partial sums beat the split's (16x4096x4096
     16.6 against 19.7 us, 128x4096x4096 16.9 against 22.0). Otherwise up to 64 rows, 64-row tiles with one consumer
     warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or 64x256 at 3 where those still make
