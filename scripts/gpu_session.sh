@@ -152,7 +152,7 @@ for s in "$@"; do
     next)
         a="python3 -m tiles compare attention --backends cuda --no-compile"
         echo "== D64 query block"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal \
-            --set BM=128,192 workers=2,3 exp2_poly=8 2>&1 | r | grep -v "Flex"
+            --set BM=128,192 workers=2,3 exp2_poly=8 --no-libraries 2>&1 | r
         for early in False True; do
             f="$OUT/bwd_d64_dv_early_$early"; echo "== ncu attention_bwd 16x16x4096x64 dv_early=$early"
             timeout 120 ncu --clock-control none --kernel-name "regex:^tiles_kernel_attention_bwd$" --launch-skip 2 \

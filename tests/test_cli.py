@@ -371,6 +371,9 @@ def test_set_sweeps_every_combination_and_times_the_libraries_once(monkeypatch):
         (f"{shape}{tag}", backend) for shape in ("20x96", "30x64")
         for tag, backend in ((" [RPB=1]", "fake-gpu"), (" [RPB=2]", "fake-gpu"), ("", "copy"), ("", "lib"))]
     assert set(seen) == {1, 2} and len(libs) == 2 and all("set" not in s for s in libs)
+    bare = cli.run_workload(w, ["20x96"], [_DeviceOnTheCpu()], time_it=True, compile_targets=[],
+                            variants=cli.variants(["RPB=1,2"]), libraries=False)   # --no-libraries
+    assert [r.backend for r in bare] == ["fake-gpu"] * 2 and len(libs) == 2 and all(r.vs_lib is None for r in bare)
     for mine in (r for r in rows if r.backend == "fake-gpu"):
         lib = next(r for r in rows if r.backend == "lib" and mine.shape.startswith(r.shape))
         assert mine.ok and mine.vs_lib == pytest.approx(lib.time_s / mine.time_s)

@@ -261,10 +261,11 @@ def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev, copy: Row
 
 def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.Backend], *, time_it: bool,
                  compile_targets: list[str], seed: int | None = None, desc: str = "",
-                 variants: list[dict] = ({},), tuned: bool = False) -> list[Row]:
+                 variants: list[dict] = ({},), tuned: bool = False, libraries: bool = True) -> list[Row]:
     """variants: constants and options of the main kernel instead of its configuration's (`--set`), one set of
     rows each, the shape column naming them; the copy and the vendor libraries are timed once per shape and
-    device, after every variant (run_libraries). tuned: also a row of the tune cache's winner, per backend."""
+    device, after every variant (run_libraries), unless libraries is False. tuned: also a row of the tune cache's
+    winner, per backend."""
     rng = np.random.default_rng(seed)
     parsed = [(text, w.parse(text)) for text in shapes]
     runs = [(text, s, [(text + _tag(v), {**s, "set": v} if v else s) for v in variants]) for text, s in parsed]
@@ -272,7 +273,7 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
         runs = [(text, s, each, s) for text, s, each in runs]
     else:
         runs = [(text, s, each, None) for text, s, each in runs]
-    devices = sum(b.kind == "device" for b in backends) if time_it else 0   # one step of libraries each
+    devices = sum(b.kind == "device" for b in backends) if time_it and libraries else 0   # one step of libraries each
     prog = Progress(len(parsed) * ((len(backends) + len(compile_targets)) * len(variants) + devices),
                     desc or w.name)
     rows: list[Row] = []
@@ -288,7 +289,7 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
                         [run_cpu(w, sv, label, b, host)]
                     ours += made
                     prog.done(made)
-                if b.kind == "device" and time_it:
+                if b.kind == "device" and time_it and libraries:
                     prog.doing(f"vendor libraries {text}")
                     ours += run_libraries(w, s, text, b, host, ours)
                     prog.done()
@@ -433,7 +434,7 @@ def cmd_compare(a) -> int:
             compile_targets = [t for t in (a.targets.split(",") if a.targets else targets.TARGETS)
                                if t not in on_device]
         rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets, seed=a.seed,
-                            variants=variants(a.set or []), tuned=not a.set)
+                            variants=variants(a.set or []), tuned=not a.set, libraries=not a.no_libraries)
         for r in rows:
             r.machine = report.machine()
     print(report.table(rows))
@@ -739,6 +740,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--targets", help="comma-separated targets for compile-only rows (default: those with no "
                    "device here)")
     c.add_argument("--no-compile", action="store_true", help="no compile-only rows")
+    c.add_argument("--no-libraries", action="store_true", help="no vendor-library, peer or copy rows (a sweep "
+                   "where only our rows matter: saves their setup, e.g. FlexAttention's compile; no vs lib)")
     c.add_argument("--json", metavar="FILE", help="save the rows")
     c.add_argument("--merge", nargs="+", metavar="FILE", help="join saved rows from several machines instead")
     c.add_argument("--plot", metavar="FILE.png", help="grouped bars of %% of peak (needs matplotlib)")
