@@ -151,8 +151,9 @@ for s in "$@"; do
             --set persistent=False,True 2>&1 | r ;;
     next)
         a="python3 -m tiles compare attention --backends cuda --no-compile"
-        echo "== D64 query block"; timeout 90 $a --shapes 16x16x4096x64 16x16x4096x64,causal \
-            --set BM=128,192 workers=2,3 exp2_poly=8 --no-libraries 2>&1 | r
+        echo "== D64 query block"; for cfg in "BM=128 workers=2" "BM=192 workers=3"; do
+            timeout 60 $a --shapes 16x16x4096x64 16x16x4096x64,causal --set $cfg exp2_poly=8 --no-libraries 2>&1 | r
+        done
         for early in False True; do
             f="$OUT/bwd_d64_dv_early_$early"; echo "== ncu attention_bwd 16x16x4096x64 dv_early=$early"
             timeout 120 ncu --clock-control none --kernel-name "regex:^tiles_kernel_attention_bwd$" --launch-skip 2 \
