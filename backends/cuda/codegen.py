@@ -378,12 +378,11 @@ class _Emitter:
         while i < len(units):
             s, fresh = units[i]
             group = [] if self.in_flight else _independent_mmas(units[i:], pending)
-            if group and pending:   # it joins the groups in flight, none of which it touches
-                pass
-            elif pending and (isinstance(s, ir.Loop) or s.name == "mma"):
-                settle(len(pending))   # (a block-level mma waits for every group of its warpgroup)
-            elif pending:
-                settle(max((j + 1 for j, m in enumerate(pending) if _needs(s, m)), default=0))
+            if pending and not group:   # (a group that touches none of those in flight joins them unwaited)
+                if isinstance(s, ir.Loop) or s.name == "mma":
+                    settle(len(pending))   # (a block-level mma waits for every group of its warpgroup)
+                else:
+                    settle(max((j + 1 for j, m in enumerate(pending) if _needs(s, m)), default=0))
             self.ring_wait(group if len(group) > 1 else [s])
             if isinstance(s, ir.Loop):
                 outer, self.partial_now = self.partial_now, self.partial.get(id(s), [])
