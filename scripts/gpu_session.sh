@@ -158,7 +158,7 @@ for s in "$@"; do
             f="$OUT/bwd_d64_dv_early_$early"; echo "== ncu attention_bwd 16x16x4096x64 dv_early=$early"
             timeout 120 ncu --clock-control none --kernel-name "regex:^tiles_kernel_attention_bwd$" --launch-skip 2 \
                 --launch-count 1 $SECT --section SchedulerStats -f -o "$f" python3 -m tiles compare attention_bwd \
-                --backends cuda --no-compile --shapes 16x16x4096x64 --set dv_early=$early >"$f.log" 2>&1; echo "rc=$?"
+                --backends cuda --no-compile --no-libraries --shapes 16x16x4096x64 --set dv_early=$early >"$f.log" 2>&1; echo "rc=$?"
         done
         timeout 90 python3 scripts/gpu_attn_profile.py compare "$OUT"/bwd_d64_dv_early_{False,True}.ncu-rep 2>&1 | head -60
         echo "== examples"; timeout -s INT 240 python3 scripts/gpu_examples.py --only add_rmsnorm bmm linear_silu \
