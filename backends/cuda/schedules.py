@@ -472,15 +472,15 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     if blocks > 1 and not tma:
         raise TileError(f"{k.name}: blocks_per_sm is for the warp-specialized schedule (here: the warp schedule"
                         f"{', because ' + note if note else ''}); the warp schedule takes max_registers", k.loc)
+    launch = launch_registers(warps, blocks, bool(tma), regs)
     if blocks > 1:   # ptxas fits every instruction in the launch count (C7602 where a wgmma's operands do not fit)
-        launch = REGISTER_FILE // blocks // (32 * warps + 128) // 8 * 8
         need = int(tile_registers(k, warps))
         if need > launch:
             raise TileError(f"{k.name}: with {blocks} blocks an SM a thread starts with {launch} registers, the count "
                             f"ptxas must fit every instruction in, and the register tiles alone take {need} a "
                             f"consumer thread; use fewer blocks an SM or smaller tiles", k.loc)
     if wgmma:
-        _check_wgmma_registers(k, warps, blocks, bool(tma), regs)
+        _check_wgmma_registers(k, warps, blocks, bool(tma), regs, launch)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
                     store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
@@ -518,7 +518,15 @@ def _on_wgmma(op: ir.Op, warps: int) -> bool:
             and (isinstance(a, RT) or wide(a)))
 
 
-def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap: int) -> None:
+def launch_registers(warps: int, blocks: int, tma: bool, cap: int) -> int:
+    """The registers a thread starts with, the count ptxas must fit every instruction in: the register file over
+    the launch's threads (the producer warpgroup's among them) and blocks an SM, 8-aligned, at most 255; under the
+    warp schedule, at most its max_registers cap."""
+    launch = min(255, REGISTER_FILE // blocks // (32 * warps + (128 if tma else 0)) // 8 * 8)
+    return min(launch, cap) if cap and not tma else launch
+
+
+def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap: int, launch: int) -> None:
     """A wgmma keeps its accumulators (a warpgroup's 64 rows of the f32 tile) in registers at once, and ptxas fits
     every instruction in the count a thread starts with (the register file over the launch's threads, the producer's
     among them; or max_registers): where one does not fit, ptxas fails (C7602, "Insufficient registers ... to compile
@@ -534,10 +542,6 @@ def _check_wgmma_registers(k: ir.Kernel, warps: int, blocks: int, tma: bool, cap
                             f"({each}), more than max_registers={cap}, and the wgmma accumulators among them cannot "
                             f"spill (ptxas: C7600, register allocation failed); raise max_registers, use smaller "
                             f"tiles or wgmma=False", k.loc)
-    threads = 32 * warps + (128 if tma else 0)
-    launch = min(255, REGISTER_FILE // blocks // threads // 8 * 8)
-    if cap and not tma:
-        launch = min(launch, cap)
     for op in on_wgmma:
         need = op.dst.cols // 2   # one wgmma: a warpgroup's 64 rows of f32 over its 128 threads
         if need + WGMMA_SPARE > launch:

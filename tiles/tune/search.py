@@ -302,9 +302,7 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
         return bench.measure(step, sets=sets, clock=clock_for(b), budget_s=budget_s).median_s
     time_candidates(chosen, run, check, progress=progress)
     phase("check and time")
-    result = finish(kfn, b, args, fixed, cands, ranked, shape=_shape_text(args))
-    result.phases = phase
-    return result
+    return finish(kfn, b, args, fixed, cands, ranked, shape=_shape_text(args), phases=phase)
 
 
 def _to_time(ranked: list[Candidate], cands: list[Candidate], top: int) -> list[Candidate]:
@@ -351,7 +349,7 @@ def _shape_text(args) -> str:
 
 
 def finish(kfn, b, args, fixed: dict, cands: list[Candidate], ranked: list[Candidate], shape: str,
-           save: bool = True) -> Result:
+           save: bool = True, phases: dict | None = None) -> Result:
     """The result of a timed search; its winner (fastest checked candidate) stored in the cache."""
     timed = [c for c in cands if c.time_s is not None]
     if not timed:
@@ -364,7 +362,7 @@ def finish(kfn, b, args, fixed: dict, cands: list[Candidate], ranked: list[Candi
                   _listed(key[5]), winner.config, winner.time_s, next(c for c in cands if c.default).time_s,
                   winner.model_s, shape, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     res = Result(kfn.__name__, target, shape, True, cands, winner, ranked[0] if ranked and ranked[0].model_s
-                 is not None else None, device, entry)
+                 is not None else None, device, entry, phases=phases or {})
     if save:
         store(kfn, entry)
     return res

@@ -68,9 +68,7 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
     time_candidates(chosen, run, lambda cfg: check_once(w, s, kfn, b, cfg, rng), progress=tick)
     phase("check and time")
     del sets
-    r = finish(kfn, b, args, fixed, cands, ranked, text, save)
-    r.phases = phase
-    return r
+    return finish(kfn, b, args, fixed, cands, ranked, text, save, phases=phase)
 
 
 _CHECKED: dict = {}   # (kernel, backend, configuration, flags) -> None or why its output was wrong
