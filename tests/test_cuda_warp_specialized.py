@@ -38,6 +38,9 @@ def trace(kernel: str, **extra):
                                 1.0, 1.0], {}),
         "attention": (attention_fwd, [x4[128], lse, x4[128], x4[128], x4[128], 0.1], dict(D=128, causal=True)),
         "attention_d64": (attention_fwd, [x4[64], lse, x4[64], x4[64], x4[64], 0.1], dict(D=64)),
+        # head dim 64's 192-row query block over three consumer warpgroups (sm_90a's heuristic from 2048 queries)
+        "attention_d64_bm192": (attention_fwd, [x4[64], lse, x4[64], x4[64], x4[64], 0.1],
+                                dict(D=64, BM=192, workers=3, exp2_poly=8)),
         # GQA (2 query heads per kv head): the pipeline loops sit inside a loop over the group's heads
         # dV issued early at both head dims (sm_90a's heuristic takes it at 128 only: it lost at 64 on the H200)
         "attention_bwd": (attention_bwd, bwd_args(128), dict(D=128, causal=True, dv_early=True)),
@@ -67,7 +70,8 @@ needs_nvrtc = pytest.mark.skipif(toolchain.available("nvrtc") is not None, reaso
 
 @needs_nvrtc
 @pytest.mark.parametrize("kernel,persistent", [("gemm", False), ("gemm_bt", False), ("gemm_fp8", False),
-                                               ("attention", False), ("attention_d64", False), ("gemm", True), ("bmm", True),
+                                               ("attention", False), ("attention_d64", False),
+                                               ("attention_d64_bm192", True), ("gemm", True), ("bmm", True),
                                                ("attention", True), ("attention_bwd", False),
                                                ("attention_bwd_d64", False)])
 def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):

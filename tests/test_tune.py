@@ -310,16 +310,18 @@ def test_attention_runs_the_persistent_grid_on_sm90a_by_default(n, causal):
     assert tune.defaults(attention_fwd, "sm_90a", a, kw) == kw
 
 
-@pytest.mark.parametrize("d", [64, 128])
-def test_attention_heuristics_by_head_dim(d):
-    """sm_90a's per-head-dim defaults, timed on the H200 (12-04): the forward's polynomial exponentials at 64, the
-    backward's early dV at 128; nothing elsewhere, and the caller's own value stands."""
+@pytest.mark.parametrize("d, n", [(64, 512), (64, 4096), (128, 512), (128, 4096)])
+def test_attention_heuristics_by_head_dim(d, n):
+    """sm_90a's per-head-dim defaults, timed on the H200 (12-04): the forward's polynomial exponentials at 64 (and
+    from 2048 queries its 192-row query block over three warpgroups), the backward's early dV at 128; nothing
+    elsewhere, and the caller's own value stands."""
     from tiles.kernels.attention import attention_fwd
     from tiles.kernels.attention_bwd import attention_bwd
-    q, v = Shaped((2, 4, 512, d), "bf16"), Shaped((2, 4, 512), "f32")
+    q, v = Shaped((2, 4, n, d), "bf16"), Shaped((2, 4, n), "f32")
     fwd = [q, v, q, q, q, 0.125]
-    bwd = [Shaped((2, 4, 512, d), "f32")] * 3 + [q] * 4 + [v, v, 0.125]
-    assert attention_fwd.shape_config("sm_90a", fwd, dict(D=d)) == ({"exp2_poly": 8} if d == 64 else {})
+    bwd = [Shaped((2, 4, n, d), "f32")] * 3 + [q] * 4 + [v, v, 0.125]
+    want = {} if d == 128 else dict(exp2_poly=8, BM=192, workers=3) if n >= 2048 else dict(exp2_poly=8)
+    assert attention_fwd.shape_config("sm_90a", fwd, dict(D=d)) == want
     assert attention_bwd.shape_config("sm_90a", bwd, dict(D=d)) == ({"dv_early": True} if d == 128 else {})
     assert attention_fwd.shape_config("sm_80", fwd, dict(D=d)) == attention_bwd.shape_config("sm_80", bwd, dict(D=d))
     assert attention_bwd.shape_config("sm_80", bwd, dict(D=d)) == {}
