@@ -25,6 +25,9 @@
 #   next       planned 12-04 14:00 UTC, when no device time was left: attention at head dim 64 with FA3's taller
 #              query block (BM=192, three consumer warpgroups; BN=192 spills), ncu of the backward's early dV at
 #              D 64 (it lost 6%: where the tensor pipe waits), and the tutorial examples against torch.compile
+#   d64        issue 20 (12-04 afternoon): the 192-row query block at head dim 64 (the new default): its GPU tests,
+#              then the forward against cuDNN and FlexAttention
+#   examples   (ONLY="bmm mlp" for some of them; EXAMPLES_S the limit, SIGINT so the rows so far are printed)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -163,7 +166,14 @@ for s in "$@"; do
         timeout 90 python3 scripts/gpu_attn_profile.py compare "$OUT"/bwd_d64_dv_early_{False,True}.ncu-rep 2>&1 | head -60
         echo "== examples"; timeout -s INT 240 python3 scripts/gpu_examples.py --only add_rmsnorm bmm linear_silu \
             --json "$OUT/examples.json" 2>&1 | tail -14 ;;
-    examples) echo "== examples"; timeout ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py --json "$OUT/examples.json" 2>&1 | tail -14 ;;
+    examples) echo "== examples"; timeout -s INT ${EXAMPLES_S:-420} python3 scripts/gpu_examples.py ${ONLY:+--only $ONLY} \
+            --json "$OUT/examples.json" 2>&1 | tail -30 ;;
+    d64)   # 12-04 afternoon: head dim 64's 192-row query block, now sm_90a's default from 2048 queries
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
+            tests/test_cuda_warp_specialized.py -k "192_row or d64 or warp_specialized_schedule_matches" >"$OUT/d64.log" 2>&1
+        echo "== d64 tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/d64.log" | tail -8
+        echo "== d64 attention"; timeout 150 python3 -m tiles compare attention --backends cuda --no-compile --shapes \
+            16x16x4096x64 16x16x4096x64,causal --json "$OUT/attn_d64.json" 2>&1 | grep -v "^\s*$" | tail -14 ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
 done

@@ -296,8 +296,10 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
                 return f"differs from the default's output (rel err {errors(got, ref)[1]:.3g})"
         return None
 
+    copies = []   # the timed input sets, made once for every candidate: what a run leaves in them is not read
+
     def run(cfg):
-        copies = [fresh() for _ in range(sets)]
+        copies.extend(fresh() for _ in range(sets - len(copies)))
         step = lambda i: b.launch(kfn, copies[i], tune=False, **{**fixed, **cfg})  # noqa: E731
         return bench.measure(step, sets=sets, clock=clock_for(b), budget_s=budget_s).median_s
     time_candidates(chosen, run, check, progress=progress)
