@@ -41,8 +41,11 @@ KERNELS = {   # each example kernel with arguments of a model's shapes (Llama 3 
     "linear_silu": lambda a: [a((512, 4096)), a((512, 1024)), a((1024, 4096)), a((4096,), "f32")],
     "bmm": lambda a: [a((8, 256, 512), "f32"), a((8, 256, 128)), a((8, 128, 512))],
     "swiglu": lambda a: [a((512, 1024)), a((512, 4096)), a((4096, 1024)), a((4096, 1024))],
-    "add_rmsnorm": lambda a: [a((512, 4096)), a((512, 4096)), a((512, 4096)), a((512, 4096)), a((4096,)), 1e-6],
+    # rows of 4096 and 8192 columns (Llama 3 8B's and 70B's hidden) as (rows, C/64, 64) views (row_tile)
+    "add_rmsnorm": lambda a: [a((512, 64, 64))] * 4 + [a((64, 64)), 1e-6],
+    "add_rmsnorm_8192": lambda a: [a((512, 128, 64))] * 4 + [a((128, 64)), 1e-6],
 }
+CONSTS = {"add_rmsnorm": dict(TR=64, K=64), "add_rmsnorm_8192": dict(TR=128, K=64)}
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a", "gfx942", "gfx950", "apple"])
@@ -51,9 +54,12 @@ def test_example_compiles_for_every_target_without_spills(name, target):
     """What the verifier accepts compiles in the target's own compiler at the configured block shape, with no
     register spills (NVRTC/ptxas, clang for AMDGPU, the MSL host check for Apple)."""
     from tiles import toolchains
+    from tiles import tune
     from tiles.tune import Shaped
     why = toolchains.cannot_compile(target)
     if why and target != "apple":
         pytest.skip(why)
-    st = toolchains.static(namespace()[name], KERNELS[name](lambda shape, dtype="bf16": Shaped(shape, dtype)), target)
+    kfn = namespace()[name.split("_8192")[0]]
+    args = KERNELS[name](lambda shape, dtype="bf16": Shaped(shape, dtype))
+    st = toolchains.static(kfn, args, target, **tune.defaults(kfn, target, args, CONSTS.get(name, {})))
     assert st.spill_bytes in (0, None), st.summary()
