@@ -14,7 +14,7 @@ import numpy as np
 
 import tiles as tl
 
-from .layernorm import CONFIGS
+from .layernorm import CONFIGS, rstd_of_sum
 from .softmax import TUNE, row_bucket
 
 
@@ -36,11 +36,7 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, *, BR, BC):
         tl.load(x, X, (br, c))
         tl.mul(x, x, x)
         tl.row_sum(rstd, x, rstd)
-    tl.mul(rstd, rstd, 1.0 / X.cols)             # 1 / sqrt(ms + eps), as exp2(-log2(.) / 2)
-    tl.add(rstd, rstd, eps)
-    tl.log2(rstd, rstd)
-    tl.mul(rstd, rstd, -0.5)
-    tl.exp2(rstd, rstd)
+    rstd_of_sum(rstd, X.cols, eps)
     tl.store(RSTD, rstd, (br,))
     for c in tl.range(n, name="c"):
         tl.load(x, X, (br, c))
