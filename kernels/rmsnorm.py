@@ -1,12 +1,19 @@
 """RMSNorm over the last dim (Llama's): Y = X / sqrt(mean(X^2) + eps) * W, and 1 / sqrt(mean(X^2) + eps) per
 row (RSTD, float32) for the backward pass.
 
-Two passes over column blocks, as kernels/layernorm.py's `layernorm_fwd`: the first sums the squares of the
-row (columns past the end load as 0 and add nothing), the second reads the row again (from L2 at best) and
-scales it. BR rows per block, split over its workers; rows and columns need not be multiples of the block.
-W is read once per block and column block, in its own dtype, into an f32 column vector.
-Tuned over softmax's two-pass space (rows per block, column step, workers); no one-pass variant for rows that
-fit on chip (layernorm_rows' scheme would apply).
+Rows that fit on chip (C a multiple of 16, up to ROW_MAX) take one pass, `rmsnorm_rows`, as kernels/layernorm.py's
+`layernorm_rows`: X read once and Y written once, the least traffic there is. The row is a (C/K, K) tile over
+the block's workers; its sum of squares is reduced over the whole tile (softmax.tile_reduction), every element
+then scaled by RSTD and W. W is read once per block, before its RPB rows, and stays in registers in its own
+dtype. 16 rows of 4096 columns are 16 blocks of one row each (two passes: one block looping over the columns).
+Not yet timed on a GPU (2026-12-04); compiled offline without spills for sm_80, sm_90a, gfx942 and gfx950.
+
+Other rows take two passes over column blocks, `rmsnorm_fwd`, as layernorm's `layernorm_fwd`: the first sums
+the squares of the row (columns past the end load as 0 and add nothing), the second reads the row again (from
+L2 at best) and scales it. BR rows per block, split over its workers; rows and columns need not be multiples
+of the block. W is read once per block and column block, in its own dtype, into an f32 column vector.
+Tuned over softmax's spaces: two passes (rows per block, column step, workers) and one pass (rows per block,
+workers, staging through shared memory).
 """
 from __future__ import annotations
 
@@ -57,8 +64,8 @@ def rmsnorm_rows(Y, RSTD, X, W, eps, *, TR, K, RPB, staged):
     tl.check_eq(Y.depth, X.depth)
     tl.check_eq(Y.rows, X.rows)
     tl.check_eq(Y.cols, K)
+    tl.check_eq(RSTD.cols, 1)                   # first: a (rows,) RSTD fails here, by its length
     tl.check_eq(RSTD.rows, X.depth)
-    tl.check_eq(RSTD.cols, 1)
     tl.check_eq(W.rows, X.rows)
     tl.check_eq(W.cols, K)
     tl.check_eq(tl.minimum(X.rows, TR), X.rows)
@@ -114,5 +121,6 @@ def rmsnorm(x, weight, *, eps=1e-6, backend=None, **config):
 
 
 def bytes_moved(rows: int, cols: int, itemsize: int = 2) -> float:
-    """The least traffic: read X once, write Y once (this kernel reads X twice, the second time from L2 at best)."""
+    """The least traffic: read X once, write Y once (what the one-pass kernel moves; the two-pass one also reads
+    X a second time, from L2 at best)."""
     return 2.0 * rows * cols * itemsize

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles import bench, toolchains
+from tiles.dsl import TileError
 from tiles.kernels.rmsnorm import ROW_MAX, launch_plan, rmsnorm, rmsnorm_fwd, rmsnorm_rows
 from tiles.testing import assert_close, random_array
 from tiles.tune import Shaped
@@ -99,4 +100,9 @@ def test_rmsnorm_bad_input():
     x = random_array((4, 8), "bf16")
     with pytest.raises(ValueError, match="expected x"):
         rmsnorm(x, random_array((7,), "bf16"))
+    x, w = random_array((4, 6, 16), "bf16"), random_array((6, 16), "bf16")
+    rstd = np.full((4,), np.nan, np.float32)   # RSTD must be the (rows, 1) column the kernel stores into
+    with pytest.raises(TileError, match="RSTD.cols is 4 but must be 1"):
+        rmsnorm_rows(x.copy(), rstd, x, w, 1e-6, TR=64, K=16, RPB=1, staged=False)
+    assert np.isnan(rstd).all()
 
