@@ -25,7 +25,8 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit, tile_reduction
+from .softmax import (ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row,
+                      tile_reduction)
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -36,6 +37,15 @@ CONFIGS = {
     "gfx950": dict(BR=64, BC=128, workers=4),
     "apple": dict(BR=32, BC=64, workers=4),
 }
+
+
+def rstd_of_sum(v, n, eps):
+    """v <- 1 / sqrt(v / n + eps) of a sum v of n squares, as exp2(-log2(.) / 2)."""
+    tl.mul(v, v, 1.0 / n)
+    tl.add(v, v, eps)
+    tl.log2(v, v)
+    tl.mul(v, v, -0.5)
+    tl.exp2(v, v)
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=row_bucket,
@@ -86,12 +96,8 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
         tl.mul(delta, delta, seen * frac)
         tl.add(m2, m2, bm2)
         tl.add(m2, m2, delta)
-    rstd = m2                                    # 1 / sqrt(m2 / cols + eps), as exp2(-log2(.) / 2)
-    tl.mul(rstd, m2, 1.0 / X.cols)
-    tl.add(rstd, rstd, eps)
-    tl.log2(rstd, rstd)
-    tl.mul(rstd, rstd, -0.5)
-    tl.exp2(rstd, rstd)
+    rstd = m2
+    rstd_of_sum(rstd, X.cols, eps)
     for c in tl.range(n, name="c"):
         tl.load(h, H, (br, c))                   # what pass 1 wrote: a block reads its own global writes
         tl.load(w, W, (c,))
@@ -136,47 +142,29 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
     stat = tl.rvec(tl.f32, TR, name="stat")     # the row's mean, then 1 / its standard deviation
     over_tile = tile_reduction(TR)
 
-    def load(dst, src, smem, row):
-        if staged:
-            tl.load(smem, src, (row, 0, 0))
-            tl.load(dst, smem)
-        else:
-            tl.load(dst, src, (row, 0, 0))
-
-    def store(dst, src, row):
-        if staged:
-            tl.store(outs, src)
-            tl.store(dst, outs, (row, 0, 0))
-        else:
-            tl.store(dst, src, (row, 0, 0))
-
     tl.load(w, W, (0, 0))
     tl.load(bias, Bias, (0, 0))
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
-        load(x, X, xs, row)
-        load(h, R, rs, row)
+        load_row(x, X, row, xs)
+        load_row(h, R, row, rs)
         tl.add(h, h, x)
         tl.copy(hr, h)
         tl.copy(h, hr)
-        store(H, hr, row)
+        store_row(H, hr, row, outs)
         over_tile(stat, h, tl.row_sum, tl.col_sum)   # tile rows past the row's end read as 0
         tl.mul(stat, stat, 1.0 / (X.rows * K))
         tl.sub_row(h, h, stat)
         tl.bounds_mask(h, h, X.rows, K, 0.0)         # ... but deviate from the mean: mask them
         tl.mul(x, h, h)
         over_tile(stat, x, tl.row_sum, tl.col_sum)
-        tl.mul(stat, stat, 1.0 / (X.rows * K))       # 1 / sqrt(var + eps), as exp2(-log2(.) / 2)
-        tl.add(stat, stat, eps)
-        tl.log2(stat, stat)
-        tl.mul(stat, stat, -0.5)
-        tl.exp2(stat, stat)
+        rstd_of_sum(stat, X.rows * K, eps)
         tl.mul_row(h, h, stat)
         tl.copy(x, w)
         tl.mul(h, h, x)
         tl.copy(x, bias)
         tl.add(h, h, x)
-        store(Y, h, row)
+        store_row(Y, h, row, outs)
 
 
 ROW_MAX = 16384   # the longest row held on chip: X, R (2 stages each) and the output tile in shared memory

@@ -1,12 +1,19 @@
 """RMSNorm over the last dim (Llama's): Y = X / sqrt(mean(X^2) + eps) * W, and 1 / sqrt(mean(X^2) + eps) per
 row (RSTD, float32) for the backward pass.
 
-Two passes over column blocks, as kernels/layernorm.py's `layernorm_fwd`: the first sums the squares of the
-row (columns past the end load as 0 and add nothing), the second reads the row again (from L2 at best) and
-scales it. BR rows per block, split over its workers; rows and columns need not be multiples of the block.
-W is read once per block and column block, in its own dtype, into an f32 column vector.
-Tuned over softmax's two-pass space (rows per block, column step, workers); no one-pass variant for rows that
-fit on chip (layernorm_rows' scheme would apply).
+Rows that fit on chip (C a multiple of 16, up to ROW_MAX) take one pass, `rmsnorm_rows`, as kernels/layernorm.py's
+`layernorm_rows`: X read once and Y written once, the least traffic there is. The row is a (C/K, K) tile over
+the block's workers; its sum of squares is reduced over the whole tile (softmax.tile_reduction), every element
+then scaled by RSTD and W. W is read once per block, before its RPB rows, and stays in registers in its own
+dtype. 16 rows of 4096 columns are 16 blocks of one row each (two passes: one block looping over the columns).
+Not yet timed on a GPU (2026-12-04); compiled offline without spills for sm_80, sm_90a, gfx942 and gfx950.
+
+Other rows take two passes over column blocks, `rmsnorm_fwd`, as layernorm's `layernorm_fwd`: the first sums
+the squares of the row (columns past the end load as 0 and add nothing), the second reads the row again (from
+L2 at best) and scales it. BR rows per block, split over its workers; rows and columns need not be multiples
+of the block. W is read once per block and column block, in its own dtype, into an f32 column vector.
+Tuned over softmax's spaces: two passes (rows per block, column step, workers) and one pass (rows per block,
+workers, staging through shared memory).
 """
 from __future__ import annotations
 
@@ -14,8 +21,9 @@ import numpy as np
 
 import tiles as tl
 
-from .layernorm import CONFIGS
-from .softmax import TUNE, row_bucket
+from .layernorm import CONFIGS, rstd_of_sum
+from .softmax import (ROW_CONFIGS, ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row,
+                      tile_reduction)
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X),
@@ -36,11 +44,7 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, *, BR, BC):
         tl.load(x, X, (br, c))
         tl.mul(x, x, x)
         tl.row_sum(rstd, x, rstd)
-    tl.mul(rstd, rstd, 1.0 / X.cols)             # 1 / sqrt(ms + eps), as exp2(-log2(.) / 2)
-    tl.add(rstd, rstd, eps)
-    tl.log2(rstd, rstd)
-    tl.mul(rstd, rstd, -0.5)
-    tl.exp2(rstd, rstd)
+    rstd_of_sum(rstd, X.cols, eps)
     tl.store(RSTD, rstd, (br,))
     for c in tl.range(n, name="c"):
         tl.load(x, X, (br, c))
@@ -50,6 +54,53 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, *, BR, BC):
         tl.store(Y, x, (br, c))
 
 
+@tl.kernel(configs=ROW_CONFIGS, tune=ROW_TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X),
+           tune_where=lambda cfg, Y, RSTD, X, *rest: rows_fit(cfg, Y, X),
+           tune_defaults=lambda Y, RSTD, X, *rest: planned_rpb(lambda r, c: launch_plan(r, c))(Y, X))
+def rmsnorm_rows(Y, RSTD, X, W, eps, *, TR, K, RPB, staged):
+    """X, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W: the (C/K, K) view of (C,); RSTD: the
+    (rows, 1) view of (rows,)."""
+    blk = tl.grid(tl.cdiv(X.depth, RPB))
+    tl.check_eq(Y.depth, X.depth)
+    tl.check_eq(Y.rows, X.rows)
+    tl.check_eq(Y.cols, K)
+    tl.check_eq(RSTD.cols, 1)                   # first: a (rows,) RSTD fails here, by its length
+    tl.check_eq(RSTD.rows, X.depth)
+    tl.check_eq(W.rows, X.rows)
+    tl.check_eq(W.cols, K)
+    tl.check_eq(tl.minimum(X.rows, TR), X.rows)
+    tl.check_eq(X.cols, K)
+    xs = tl.shared(X.dtype, TR, K, name="xs") if staged else None
+    ys = tl.shared(Y.dtype, TR, K, name="ys") if staged else None
+    x = tl.regs(tl.f32, TR, K, name="x")
+    t = tl.regs(tl.f32, TR, K, name="t")        # X^2, then W in f32
+    w = tl.regs(W.dtype, TR, K, name="w")       # W in its own dtype, read once per block
+    rstd = tl.rvec(tl.f32, TR, name="rstd")     # the row's sum of squares, then 1 / sqrt(mean + eps), in every element
+    over_tile = tile_reduction(TR)
+
+    tl.load(w, W, (0, 0))
+    for i in tl.pipeline(RPB, name="i"):
+        row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
+        load_row(x, X, row, xs)
+        tl.mul(t, x, x)
+        over_tile(rstd, t, tl.row_sum, tl.col_sum)      # tile rows past the row's end read as 0, add nothing
+        rstd_of_sum(rstd, X.rows * K, eps)
+        tl.store(RSTD, rstd, (row, 0))                  # its first element: RSTD's one column
+        tl.mul_row(x, x, rstd)
+        tl.copy(t, w)
+        tl.mul(x, x, t)
+        store_row(Y, x, row, ys)
+
+
+ROW_MAX = 16384   # the longest row held on chip: at 32768 sm_90a spills (X, its square and W in registers)
+
+
+def launch_plan(rows: int, cols: int) -> dict | None:
+    """The constants of `rmsnorm_rows` for (rows, cols), or None where the two-pass kernel applies. Rows per
+    block as softmax's plan: the same traffic a row (X in, Y out; W once per block)."""
+    return row_plan(rows, cols) if cols <= ROW_MAX else None
+
+
 def rmsnorm(x, weight, *, eps=1e-6, backend=None, **config):
     """(Y, RSTD) for a numpy x (..., C) and weight (C,): Y in x's dtype, RSTD (rows,) float32."""
     if x.ndim < 1 or weight.shape != (x.shape[-1],):
@@ -57,10 +108,19 @@ def rmsnorm(x, weight, *, eps=1e-6, backend=None, **config):
     rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
     y = np.full(rows.shape, np.nan, dtype=x.dtype)
     rstd = np.full(rows.shape[:1], np.nan, dtype=np.float32)
-    rmsnorm_fwd(y, rstd, rows, np.ascontiguousarray(weight), float(eps), backend=backend, **config)
+    weight = np.ascontiguousarray(weight)
+    plan = launch_plan(*rows.shape)
+    if plan is None:
+        rmsnorm_fwd(y, rstd, rows, weight, float(eps), backend=backend, **config)
+    else:
+        k = plan["K"]
+        view = lambda a: a.reshape(a.shape[0], -1, k)   # noqa: E731
+        rmsnorm_rows(view(y), rstd.reshape(-1, 1), view(rows), weight.reshape(-1, k), float(eps), backend=backend,
+                     **{**plan, **config})
     return y.reshape(x.shape), rstd
 
 
 def bytes_moved(rows: int, cols: int, itemsize: int = 2) -> float:
-    """The least traffic: read X once, write Y once (this kernel reads X twice, the second time from L2 at best)."""
+    """The least traffic: read X once, write Y once (what the one-pass kernel moves; the two-pass one also reads
+    X a second time, from L2 at best)."""
     return 2.0 * rows * cols * itemsize

@@ -1,10 +1,13 @@
-"""RMSNorm on every backend against float64."""
+"""RMSNorm on every backend against float64: the one-pass kernel where a row fits on chip, else two passes."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tiles.kernels.rmsnorm import rmsnorm
+from tiles import bench, toolchains
+from tiles.dsl import TileError
+from tiles.kernels.rmsnorm import ROW_MAX, launch_plan, rmsnorm, rmsnorm_fwd, rmsnorm_rows
 from tiles.testing import assert_close, random_array
+from tiles.tune import Shaped
 
 
 def reference_rmsnorm(x, weight, eps):
@@ -26,6 +29,64 @@ def test_rmsnorm(backend, rows, cols, dtype, wdtype, scale):
     assert_close(y, ref_y, dtype, what="Y")
 
 
+@settings(max_examples=6)
+@given(rows=st.integers(1, 40), units=st.integers(1, 40), dtype=st.sampled_from(["bf16", "f16", "f32"]),
+       wdtype=st.sampled_from(["bf16", "f32"]), scale=st.sampled_from([1.0, 1e-3, 30.0]),
+       rows_per_block=st.sampled_from([1, 3]))
+def test_rmsnorm_one_pass(backend, rows, units, dtype, wdtype, scale, rows_per_block):
+    """Rows of a multiple of 16 columns (odd multiples too: C/K short of the tile's rows) take the one-pass kernel;
+    several rows per block, the last block's past the end; outputs start as NaN (rmsnorm allocates them so)."""
+    cols = 16 * units
+    assert launch_plan(rows, cols) is not None
+    x = random_array((rows, cols), dtype, scale=scale)
+    weight = random_array((cols,), wdtype)
+    y, rstd = rmsnorm(x, weight, eps=1e-6, backend=backend, RPB=rows_per_block)
+    ref_y, ref_rstd = reference_rmsnorm(x, weight, 1e-6)
+    assert_close(rstd, ref_rstd, "f32", tol=1e-5, what="RSTD")
+    assert_close(y, ref_y, dtype, what="Y")
+
+
+def test_plan_picks_one_pass_where_the_row_fits():
+    """One pass for few rows (16 blocks of a row each, not one block looping over 16 rows' columns) and Llama's
+    MLP width; two passes past ROW_MAX or off multiples of 16; `tiles compare rmsnorm` times the same choice."""
+    assert launch_plan(16, 4096) == dict(TR=64, K=64, RPB=1)
+    assert launch_plan(4096, 14336) is not None and launch_plan(4096, ROW_MAX) is not None
+    for rows, cols in ((4096, ROW_MAX + 16), (4096, 32768), (16, 4100)):
+        assert launch_plan(rows, cols) is None
+    w = bench.WORKLOADS["rmsnorm"]
+    for shape, kfn in (("16x4096", rmsnorm_rows), ("4096x14336", rmsnorm_rows), ("4096x32768", rmsnorm_fwd)):
+        assert w.kernel(w.parse(shape)) is kfn
+
+
+def _rows_args(rows, cols):
+    plan = launch_plan(rows, cols)
+    x = Shaped((rows, cols // plan["K"], plan["K"]), "bf16")
+    return [x, Shaped((rows, 1), "f32"), x, Shaped((cols // plan["K"], plan["K"]), "bf16"), 1e-6], plan
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a", "gfx942", "gfx950"])
+@pytest.mark.parametrize("cols", [4096, 14336, ROW_MAX])
+def test_one_pass_compiles_without_spills(target, cols):
+    """X, its square and W stay in registers up to ROW_MAX (at 32768 sm_90a spilled)."""
+    why = toolchains.cannot_compile(target)
+    if why:
+        pytest.skip(why)
+    args, plan = _rows_args(4096, cols)
+    st = toolchains.static(rmsnorm_rows, args, target, **plan)
+    assert st.spill_bytes == 0, st.summary()
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_one_pass_moves_16_byte_chunks_on_cuda(target):
+    """X reaches shared memory as 16-byte cp.async copies, Y leaves it as 16-byte stores."""
+    why = toolchains.cannot_compile(target)
+    if why:
+        pytest.skip(why)
+    args, plan = _rows_args(16384, 4096)
+    sass = toolchains.emit(rmsnorm_rows, args, target, "sass", **plan)
+    assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
+
+
 def test_rmsnorm_leading_dims():
     x = random_array((2, 3, 40), "bf16")
     w = random_array((40,), "bf16")
@@ -39,4 +100,9 @@ def test_rmsnorm_bad_input():
     x = random_array((4, 8), "bf16")
     with pytest.raises(ValueError, match="expected x"):
         rmsnorm(x, random_array((7,), "bf16"))
+    x, w = random_array((4, 6, 16), "bf16"), random_array((6, 16), "bf16")
+    rstd = np.full((4,), np.nan, np.float32)   # RSTD must be the (rows, 1) column the kernel stores into
+    with pytest.raises(TileError, match="RSTD.cols is 4 but must be 1"):
+        rmsnorm_rows(x.copy(), rstd, x, w, 1e-6, TR=64, K=16, RPB=1, staged=False)
+    assert np.isnan(rstd).all()
 

@@ -685,13 +685,16 @@ class RMSNorm(RowWorkload):
     default_shapes = ("16384x4096", "4096x16384")
 
     def kernels(self):
-        from .kernels import rmsnorm   # two passes only: no one-pass plan
-        return (lambda rows, cols: None), rmsnorm.rmsnorm_fwd, rmsnorm.rmsnorm_fwd
+        from .kernels import rmsnorm
+        return rmsnorm.launch_plan, rmsnorm.rmsnorm_fwd, rmsnorm.rmsnorm_rows
 
     def inputs(self, s, rng):
-        r, c, dt = s["R"], s["C"], s["dtype"]
-        return [poisoned((r, c), dt), poisoned((r,), "f32"), random_array((r, c), dt, rng, 2.0),
-                random_array((c,), dt, rng), 1e-6]
+        r, c, dt, plan = s["R"], s["C"], s["dtype"], self.plan(s)
+        y, x = _row_views(plan, [poisoned((r, c), dt), random_array((r, c), dt, rng, 2.0)])
+        w = random_array((c,), dt, rng)
+        if plan is None:
+            return [y, poisoned((r,), "f32"), x, w, 1e-6]
+        return [y, poisoned((r, 1), "f32"), x, w.reshape(-1, plan["K"]), 1e-6]   # RSTD a column, as the kernel stores it
 
     def outputs(self, s):
         return [Output("Y", 0, s["dtype"], 0), Output("RSTD", 1, "f32", 0)]
@@ -699,7 +702,7 @@ class RMSNorm(RowWorkload):
     def reference(self, s, args, rows=None):
         x = _rows_of(args[2], s["C"], rows)
         rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(args[4]))
-        return [x * rstd * args[3].astype(np.float64), rstd[:, 0]]
+        return [_as_view(x * rstd * args[3].reshape(-1).astype(np.float64), args[0]), _as_view(rstd, args[1])]
 
     def bytes(self, s):
         from .kernels.rmsnorm import bytes_moved

@@ -233,9 +233,16 @@ def _check_rmsnorm(x: Tensor, weight: Tensor):
 def rmsnorm_fwd(x: Tensor, weight: Tensor, eps: float, backend: str) -> tuple[Tensor, Tensor]:
     """(Y, RSTD): Y = x / sqrt(mean(x^2) + eps) * weight in x's dtype; RSTD float32, one per row of x."""
     _check_rmsnorm(x, weight)
-    xr = _rows(x)
+    xr, weight = _rows(x), _operand(weight)
     y, rstd = _empty(xr.shape, x), _empty(xr.shape[:1], x, torch.float32)
-    launch(_rms.rmsnorm_fwd, (y, rstd, xr, _operand(weight), float(eps)), backend)
+    plan = _rms.launch_plan(*xr.shape)
+    if plan is None:
+        launch(_rms.rmsnorm_fwd, (y, rstd, xr, weight, float(eps)), backend)
+    else:   # the one-pass kernel: (rows, C/K, K) views as layernorm's, RSTD a (rows, 1) column
+        k = plan["K"]
+        view = lambda t: t.view(t.shape[0], -1, k)  # noqa: E731 - splits the contiguous last dim
+        launch(_rms.rmsnorm_rows, (view(y), rstd.view(-1, 1), view(xr), weight.reshape(-1, k), float(eps)), backend,
+               **plan)
     return y.view(x.shape), rstd.view(x.shape[:-1])
 
 
