@@ -27,6 +27,8 @@
 #              D 64 (it lost 6%: where the tensor pipe waits), and the tutorial examples against torch.compile
 #   d64        issue 20 (12-04 afternoon): the 192-row query block at head dim 64 (the new default): its GPU tests,
 #              then the forward against cuDNN and FlexAttention
+#   last       12-04 afternoon's last call: the examples' and rmsnorm's GPU tests, the examples against
+#              torch.compile (the one-pass RMSNorm), rmsnorm against torch, head dim 64 causal at BN 64 / 128
 #   examples   (ONLY="bmm mlp" for some of them; EXAMPLES_S the limit, SIGINT so the rows so far are printed)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
@@ -174,6 +176,18 @@ for s in "$@"; do
         echo "== d64 tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/d64.log" | tail -8
         echo "== d64 attention"; timeout 150 python3 -m tiles compare attention --backends cuda --no-compile --shapes \
             16x16x4096x64 16x16x4096x64,causal --json "$OUT/attn_d64.json" 2>&1 | grep -v "^\s*$" | tail -14 ;;
+    last)   # 12-04 16:xx, the session's last call: each part logs under $OUT as it goes (a cut call keeps them)
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_examples.py \
+            $(ls tests/test_kernel_rmsnorm.py) -k "not compiles" >"$OUT/last_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/last_tests.log" | tail -6
+        echo "== examples"; timeout -s INT ${EXAMPLES_S:-280} python3 -u scripts/gpu_examples.py \
+            --only add_rmsnorm bmm linear_silu mlp --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1
+        grep -v "^\s*$" "$OUT/examples.log" | tail -40
+        echo "== rmsnorm"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 16x4096 \
+            4096x4096 4096x14336 16384x4096 >"$OUT/rmsnorm.log" 2>&1; grep -v "^\s*$" "$OUT/rmsnorm.log" | tail -14
+        echo "== d64 causal BN"; timeout 70 python3 -m tiles compare attention --backends cuda --no-compile --no-libraries \
+            --shapes 16x16x4096x64,causal --set BM=192 workers=3 exp2_poly=8 BN=64,128 >"$OUT/d64bn.log" 2>&1
+        r <"$OUT/d64bn.log" ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
 done
