@@ -211,18 +211,33 @@ def test_sm90a_wgmma_accumulator_past_the_launch_registers_is_refused():
     registers (N) to compile instruction ... register target of T": a wgmma needs its accumulators (64 rows of the
     tile over a warpgroup: BN / 2 a thread) and 26 more (T = 58, 90, 122, 154 for n64, n128, n192, n256; gemm's
     tune space had 128x128 at two blocks an SM, 80, which never compiled). The planner now refuses those, naming the
-    tile and both counts; mma.sync widths (BN 176 of bf16: not 128-byte rows) and the shipped tiles still generate."""
+    tile and both counts (four consumer warpgroups are refused before that now: the next test); mma.sync widths (BN
+    176 of bf16: not 128-byte rows) and the shipped tiles still generate."""
     from tiles.kernels.gemm import gemm
-    with pytest.raises(tl.TileError, match=r"acc \(rt<f32, 256x192, row>\) takes 96 registers a thread in one wgmma, "
-                                           r"which with the 26 it needs beside them is more than the 96 a thread starts "
-                                           r"with \(4 consumer warpgroup\(s\) and the producer\)"):
-        toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=192, BK=64, stages=3, workers=4)
+    with pytest.raises(tl.TileError, match=r"acc \(rt<f32, 192x256, row>\) takes 128 registers a thread in one wgmma, "
+                                           r"which with the 26 it needs beside them is more than the 128 a thread starts "
+                                           r"with \(3 consumer warpgroup\(s\) and the producer\)"):
+        toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=192, BN=256, BK=64, stages=3, workers=3)
     with pytest.raises(tl.TileError, match=r"takes 32 registers a thread in one wgmma, which with the 26 it needs beside "
                                            r"them is more than the 56 a thread starts with \(2 consumer warpgroup\(s\) "
                                            r"and the producer, 3 blocks an SM\)"):
         toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=128, BN=64, BK=64, stages=2, workers=2, blocks_per_sm=3)
-    toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=176, BK=64, stages=3, workers=4)
+    toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=192, BN=176, BK=64, stages=3, workers=3)
     toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=128, BN=256, BK=64, stages=4, workers=2)
+
+
+def test_sm90a_four_consumer_warpgroups_are_refused():
+    """docs/examples.md's bmm at 64x1024x1024x512 with BM=256 and four consumer warpgroups (BN=64 or 128, 640 threads,
+    persistent) passed every offline check and hung on the H200 (12-04, scripts/probe_candidates.py: each launch
+    alone in a child, killed after 25 s; the same tiles over two warpgroups took 134-240 us), stalling the tune=True
+    search that timed it. The cause is not found, so the warp-specialized schedule takes at most three (FA3's 192-row
+    attention block, run on the H200) and says so; schedule="warp" still runs 16 warps."""
+    from tiles.kernels.gemm import gemm
+    for bn in (64, 128, 176):
+        with pytest.raises(tl.TileError, match=r"takes 1 to 3 consumer warpgroups, this configuration asks 4 "
+                                               r"\(workers=4\); four hung on the H200"):
+            toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=bn, BK=64, stages=3, workers=4)
+    toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=256, BN=64, BK=64, stages=3, workers=16, schedule="warp")
     toolchains.emit(gemm, GEMM_ARGS, "sm_90a", "source", BM=64, BN=64, BK=64, stages=2, workers=1, blocks_per_sm=4)
 
 
