@@ -29,6 +29,8 @@
 #              then the forward against cuDNN and FlexAttention
 #   last       12-04 afternoon's last call: the examples' and rmsnorm's GPU tests, the examples against
 #              torch.compile (the one-pass RMSNorm), rmsnorm against torch, head dim 64 causal at BN 64 / 128
+#   after      planned 12-04 16:45: the GEMM examples (bmm, linear_silu, mlp) against torch.compile, ncu of
+#              rmsnorm_rows at 4096x14336 (0.58x torch.compile)
 #   examples   (ONLY="bmm mlp" for some of them; EXAMPLES_S the limit, SIGINT so the rows so far are printed)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
@@ -188,6 +190,14 @@ for s in "$@"; do
         echo "== d64 causal BN"; timeout 70 python3 -m tiles compare attention --backends cuda --no-compile --no-libraries \
             --shapes 16x16x4096x64,causal --set BM=192 workers=3 exp2_poly=8 BN=64,128 >"$OUT/d64bn.log" 2>&1
         r <"$OUT/d64bn.log" ;;
+    after)   # planned 12-04 16:45 for the next session: the GEMM examples now that four consumer warpgroups are
+             # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
+        echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
+            --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -v "^\s*$" "$OUT/examples.log" | tail -30
+        echo "== ncu rmsnorm_rows 4096x14336"; timeout 120 ncu --clock-control none --kernel-name \
+            "regex:^tiles_kernel_rmsnorm_rows$" --launch-skip 2 --launch-count 1 $SECT --section SchedulerStats \
+            -f -o "$OUT/rms14336" python3 -m tiles compare rmsnorm --backends cuda --no-compile --no-libraries \
+            --shapes 4096x14336 >"$OUT/rms14336.log" 2>&1; echo "rc=$?" ;;
     *) echo "unknown step $s"; exit 2 ;;
     esac
 done
