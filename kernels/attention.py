@@ -45,7 +45,7 @@ def per_head_dim(target, O, LSE, Q, K, V, scale, *, D=None, **keywords):
     """sm_90a at head dim 64, where the exponentials rather than the matmuls bound a step: 1 in 8 of them as a
     polynomial on the FMA pipe (H200, 12-04, persistent grid: 16x16x4096x64 2.551 -> 2.480 ms, causal 1.390 ->
     1.352; 1 in 4 gained less), and from 2048 queries FlashAttention-3's 192-row query block over three consumer
-    warpgroups, more rows to each key block's loads and barriers (12-04 14:30: 2.472 -> 2.299 ms, causal
+    warpgroups, more rows to each key block's loads and barriers (12-04 14:25: 2.472 -> 2.299 ms, causal
     1.354 -> 1.323; BN=192 spills)."""
     if target != "sm_90a" or D != 64:
         return {}

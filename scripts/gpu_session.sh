@@ -29,7 +29,7 @@
 #              then the forward against cuDNN and FlexAttention
 #   last       12-04 afternoon's last call: the examples' and rmsnorm's GPU tests, the examples against
 #              torch.compile (the one-pass RMSNorm), rmsnorm against torch, head dim 64 causal at BN 64 / 128
-#   after      planned 12-04 16:45: the GEMM examples (bmm, linear_silu, mlp) against torch.compile, ncu of
+#   after      planned 12-04 15:15: the GEMM examples (bmm, linear_silu, mlp) against torch.compile, ncu of
 #              rmsnorm_rows at 4096x14336 (0.58x torch.compile)
 #   examples   (ONLY="bmm mlp" for some of them; EXAMPLES_S the limit, SIGINT so the rows so far are printed)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
@@ -178,7 +178,7 @@ for s in "$@"; do
         echo "== d64 tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/d64.log" | tail -8
         echo "== d64 attention"; timeout 150 python3 -m tiles compare attention --backends cuda --no-compile --shapes \
             16x16x4096x64 16x16x4096x64,causal --json "$OUT/attn_d64.json" 2>&1 | grep -v "^\s*$" | tail -14 ;;
-    last)   # 12-04 16:xx, the session's last call: each part logs under $OUT as it goes (a cut call keeps them)
+    last)   # 12-04 14:55, the session's last call: each part logs under $OUT as it goes (a cut call keeps them)
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_examples.py \
             $(ls tests/test_kernel_rmsnorm.py) -k "not compiles" >"$OUT/last_tests.log" 2>&1
         echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/last_tests.log" | tail -6
@@ -190,7 +190,7 @@ for s in "$@"; do
         echo "== d64 causal BN"; timeout 70 python3 -m tiles compare attention --backends cuda --no-compile --no-libraries \
             --shapes 16x16x4096x64,causal --set BM=192 workers=3 exp2_poly=8 BN=64,128 >"$OUT/d64bn.log" 2>&1
         r <"$OUT/d64bn.log" ;;
-    after)   # planned 12-04 16:45 for the next session: the GEMM examples now that four consumer warpgroups are
+    after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
              # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
         echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
             --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -v "^\s*$" "$OUT/examples.log" | tail -30
