@@ -12,7 +12,7 @@ import tiles as tl
 from tiles import backend as registry
 from tiles import cli, toolchains, tune
 from tiles.kernels.gemm import TUNE, gemm
-from tiles.testing import assert_close, poisoned, random_array
+from tiles.testing import assert_close, poisoned, random_array, run as run_host
 from tiles.tune import Shaped
 
 
@@ -487,6 +487,28 @@ def test_a_candidate_with_wrong_output_is_not_chosen(monkeypatch):
     bad = [c for c in r.candidates if c.config["BR"] == 32]
     assert bad and all(c.error and "differs" in c.error for c in bad)
     assert r.winner.config["BR"] == 16
+
+
+def test_a_launch_that_hangs_stops_the_search_naming_it(monkeypatch):
+    """A candidate whose launch never ends (four consumer warpgroups did on the H200, 12-04) stops the search with
+    LaunchHung naming its configuration, instead of the search waiting on it forever; a launch with host arrays
+    (tiles.testing.run, compare's check) stops the same way."""
+    real = registry.Backend.run
+    last = {}
+
+    def run(self, k, a):
+        last["BR"] = k.consts["BR"]
+        real(self, k, a)
+    monkeypatch.setattr(registry.Backend, "run", run)
+    monkeypatch.setattr(registry.Backend, "finished", lambda self, timeout_s: last["BR"] != 32)
+    with pytest.raises(registry.LaunchHung, match=r"scale with \{.*'BR': 32.*\} did not finish within 60 s on "
+                                                  r"reference: the launch hangs"):
+        tune.search(scale, registry.get("reference"), args(40, 48), {})
+    y, x = args(40, 48)
+    with pytest.raises(registry.LaunchHung, match="did not finish"):
+        run_host("reference", scale, y, x, BR=32, BC=16)
+    run_host("reference", scale, y, x, BR=16, BC=16)
+    assert_close(y, 2.0 * x.astype(np.float64), "f32")
 
 
 def test_tiles_tune_on_the_reference_and_compare_shows_the_tuned_row(capsys, cache):

@@ -20,6 +20,14 @@ from .dsl import TileError
 from .types import GL
 
 
+HUNG_S = 60.0   # a launch with host arrays still running after this long is taken as hung (the largest take ~1 s)
+
+
+class LaunchHung(RuntimeError):
+    """A launch never ended; the device is stuck for this process, so callers that go on to other launches (a
+    search, a sweep) stop here instead."""
+
+
 class Backend:
     name = "reference"
     target: str | None = None     # the target whose kernel configurations it uses
@@ -40,6 +48,19 @@ class Backend:
 
     def numpy(self, a) -> np.ndarray:
         return np.asarray(a)
+
+    def finished(self, timeout_s: float) -> bool:
+        """Whether the work queued here so far ends within timeout_s (False: still running, a launch that hangs).
+        A host backend runs each launch to its end before returning: always True."""
+        return True
+
+    def expect_finished(self, kfn, overrides: dict) -> None:
+        """Raise LaunchHung, naming the kernel and its keywords, where the launch just queued does not end within
+        HUNG_S: a hung kernel cannot be stopped from the host, but it can be named instead of waited on forever."""
+        if not self.finished(HUNG_S):
+            raise LaunchHung(f"{kfn.__name__} with {overrides} did not finish within {HUNG_S:.0f} s on {self.name}: "
+                             f"the launch hangs, and the device cannot be used from this process any more (restart "
+                             f"it); leave the configuration out (a search: tune_where) and report it")
 
     def launch(self, kfn, args, **overrides):
         overrides = tune.resolve(kfn, self, args, overrides)   # the tuned configuration, where one is cached
@@ -87,6 +108,7 @@ class Backend:
         """Launch with host (numpy) arrays: copies them to the backend, runs, copies every array back in place."""
         dev = [self.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
         k = self.launch(kfn, dev, **overrides)
+        self.expect_finished(kfn, overrides)
         for host, d in zip(args, dev):
             if isinstance(host, np.ndarray) and d is not host:
                 host[...] = self.numpy(d)

@@ -162,6 +162,8 @@ def run_device(w: bench.Workload, s: dict, label: str, b: registry.Backend, host
         _checked(row, w.check_outputs(s, args, sample))
         if sample is not None:
             row.note = f"checked on {len(sample)} sampled rows"
+    except registry.LaunchHung:   # the device is stuck: the next row would wait on it forever
+        raise
     except Exception as e:  # noqa: BLE001
         return [_failed(row, e)]
     if not time_it:

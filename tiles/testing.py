@@ -93,12 +93,7 @@ def run(backend: Backend | str, kfn, *args, **consts):
     """Launch on a backend (a Backend or its name) with host arrays: copies in, runs, copies every array argument
     back in place."""
     backend = get(backend) if isinstance(backend, str) else backend
-    dev = [backend.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
-    k = backend.launch(kfn, dev, **consts)
-    for host, d in zip(args, dev):
-        if isinstance(host, np.ndarray) and d is not host:
-            host[...] = backend.numpy(d)
-    return k
+    return backend.call(kfn, *args, **consts)
 
 
 # ---------------------------------------------------------------- hypothesis strategies

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import dtypes, targets
+from ..backend import LaunchHung
 from .cache import Entry, identity, key_of, source_hash, store
 from .model import model, model_device
 from .space import shapes_of
@@ -250,6 +251,8 @@ def time_candidates(survivors: list[Candidate], run_one, check_one=None, *, prog
                 c.error = why
             else:
                 c.time_s = run_one(c.config)
+        except LaunchHung:   # the device is stuck: no later candidate can run
+            raise
         except Exception as e:  # noqa: BLE001 - a candidate that fails to launch is reported, not fatal
             c.error = _first_line(e)
         if progress:
@@ -286,6 +289,7 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
     def outputs(cfg):
         dev = fresh()
         b.launch(kfn, dev, tune=False, **{**fixed, **cfg})
+        b.expect_finished(kfn, cfg)
         return [b.numpy(d) for d, a in zip(dev, host) if isinstance(a, np.ndarray)]
     want = outputs(next(c for c in cands if c.default).config)
 
