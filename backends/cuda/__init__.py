@@ -66,7 +66,7 @@ class CudaBackend(Backend):
 
         import cupy
         done = cupy.cuda.Event(disable_timing=True)
-        done.record()
+        done.record(cupy.cuda.get_current_stream())
         deadline = time.monotonic() + timeout_s
         while not done.done:
             if time.monotonic() > deadline:
