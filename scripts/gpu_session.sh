@@ -32,6 +32,8 @@
 #   after      planned 12-04 15:15: the GEMM examples (bmm, linear_silu, mlp) against torch.compile, ncu of
 #              rmsnorm_rows at 4096x14336 (0.58x torch.compile)
 #   examples   (ONLY="bmm mlp" for some of them; EXAMPLES_S the limit, SIGINT so the rows so far are printed)
+#   staged     12-04 15:30: the launch watchdog's first GPU run (the GPU tests, every host-array launch polls an
+#              event), then the examples against torch.compile with add_rmsnorm staged through shared memory
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -190,6 +192,13 @@ for s in "$@"; do
         echo "== d64 causal BN"; timeout 70 python3 -m tiles compare attention --backends cuda --no-compile --no-libraries \
             --shapes 16x16x4096x64,causal --set BM=192 workers=3 exp2_poly=8 BN=64,128 >"$OUT/d64bn.log" 2>&1
         r <"$OUT/d64bn.log" ;;
+    staged)
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_cuda_gpu.py \
+            tests/test_examples.py tests/test_fuzz_findings.py -k "not compiles" >"$OUT/staged_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/staged_tests.log" | tail -8
+        echo "== examples"; timeout -s INT ${EXAMPLES_S:-330} python3 -u scripts/gpu_examples.py \
+            --only add_rmsnorm bmm linear_silu mlp --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1
+        grep -v "^\s*$" "$OUT/examples.log" | tail -40 ;;
     after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
              # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
         echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
