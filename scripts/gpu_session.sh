@@ -34,6 +34,9 @@
 #   examples   (ONLY="bmm mlp" for some of them; EXAMPLES_S the limit, SIGINT so the rows so far are printed)
 #   staged     12-04 15:30: the launch watchdog's first GPU run (the GPU tests, every host-array launch polls an
 #              event), then the examples against torch.compile with add_rmsnorm staged through shared memory
+#   hang       12-04 16:00: which factor hangs linear_silu's BM=128 BN=64 stages=3 workers=2 blocks_per_sm=2 at
+#              16x14336x4096 (the watchdog's LaunchHung in the examples' search), and what four consumer warpgroups
+#              do with the cap lifted; then ncu of the staged add_rmsnorm (4096x4096) and rmsnorm_rows (4096x14336)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -199,6 +202,32 @@ for s in "$@"; do
         echo "== examples"; timeout -s INT ${EXAMPLES_S:-330} python3 -u scripts/gpu_examples.py \
             --only add_rmsnorm bmm linear_silu mlp --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1
         grep -v "^\s*$" "$OUT/examples.log" | tail -40 ;;
+    hang)
+        P="python3 scripts/probe_hang.py"; L="BK=64, stages=3, workers=2"
+        { timeout 200 $P linear_silu 16x14336x4096 "BM=128, BN=64, $L, blocks_per_sm=2" \
+            "BM=128, BN=64, $L, blocks_per_sm=1" "BM=128, BN=64, $L, blocks_per_sm=2, persistent=False" \
+            "BM=128, BN=64, BK=64, stages=4, workers=2, blocks_per_sm=2" "BM=128, BN=128, $L, blocks_per_sm=2" \
+            "BM=64, BN=64, BK=64, stages=3, workers=1, blocks_per_sm=2"
+          timeout 60 $P linear_silu 256x14336x4096 "BM=128, BN=64, $L, blocks_per_sm=2"
+          timeout 60 $P gemm 16x14336x4096 "BM=128, BN=64, $L, blocks_per_sm=2"
+          timeout 100 $P bmm 64x1024x1024x512 --groups 4 "BM=256, BN=128, BK=64, stages=3, workers=4" \
+            "BM=256, BN=128, BK=64, stages=3, workers=4, persistent=False" "BM=256, BN=64, BK=64, stages=3, workers=4, persistent=False"
+        } >"$OUT/hang.log" 2>&1; cat "$OUT/hang.log"
+        echo "== ncu add_rmsnorm 4096x4096 (default: staged, RPB=2)"
+        timeout 100 ncu --clock-control none --kernel-name "regex:add_rmsnorm" --launch-skip 2 --launch-count 1 $SECT \
+            --section SchedulerStats -f -o "$OUT/addrms" python3 -c "
+import sys, torch; sys.path.insert(0, 'tests')
+from test_examples import namespace; from tiles.torch.dispatch import launch
+ns = namespace(); t = ns['row_tile'](4096); v = lambda a: a.view(4096, -1, t['K'])
+x, r, y, h = (torch.randn(4096, 4096, device='cuda').bfloat16() for _ in range(4)); w = torch.randn(4096, device='cuda').bfloat16()
+for _ in range(4): launch(ns['add_rmsnorm'], [v(y), v(h), v(x), v(r), w.view(-1, t['K']), 1e-6], tune=False, **t)
+torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
+        echo "== ncu rmsnorm_rows 4096x14336"; timeout 100 ncu --clock-control none --kernel-name \
+            "regex:^tiles_kernel_rmsnorm_rows$" --launch-skip 2 --launch-count 1 $SECT --section SchedulerStats \
+            -f -o "$OUT/rms14336" python3 -m tiles compare rmsnorm --backends cuda --no-compile --no-libraries \
+            --shapes 4096x14336 >"$OUT/rms14336.log" 2>&1; echo "rc=$?"
+        timeout 60 python3 scripts/gpu_attn_profile.py compare "$OUT/addrms.ncu-rep" "$OUT/rms14336.ncu-rep" \
+            >"$OUT/rows_ncu.txt" 2>&1; head -c 6000 "$OUT/rows_ncu.txt" ;;
     after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
              # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
         echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
