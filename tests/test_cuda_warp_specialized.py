@@ -3,6 +3,7 @@ with no spills and the Hopper machinery in their SASS (HGMMA, UTMALDG, USETMAXRE
 not fit keep the warp schedule and say why; the tensor maps the runtime builds describe the arrays exactly
 and bad strides are refused before any launch. tests/test_cuda_gpu.py runs the schedule against float64."""
 import functools
+import itertools
 import re
 import shutil
 from dataclasses import replace
@@ -244,18 +245,36 @@ def test_blocks_per_sm_refusals():
         generate(trace("gemm", blocks_per_sm=0))
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("config", [dict(BM=128, BN=64, workers=2, blocks_per_sm=2), dict(BM=192, BN=128, workers=3),
+                                    dict(BM=64, BN=128, workers=1, blocks_per_sm=2)])
+def test_setmaxnreg_pool_is_the_launch_count(config):
+    """The consumers' setmaxnreg count is drawn from the block's launch registers, so ptxas must give the kernel
+    exactly the launch count (it does where setmaxnreg is used): fewer, and the pool would be short. The first
+    configuration asked 112 registers of a pool that held 104 and hung on the H200 (12-04); it asks 104 now."""
+    gen = generate(trace("gemm", BK=64, stages=3, **config))
+    s = gen.schedule
+    launch = schedules.launch_registers(s.warps, s.blocks, True, 0)
+    assert f"CONSUMER_REGS = {s.consumer_regs};" in gen.source
+    assert 32 * s.warps * (s.consumer_regs - launch) <= 128 * (launch - schedules.PRODUCER_REGS)
+    res = toolchain.compile(gen.source, "sm_90a").resources[gen.name]
+    assert res.registers == launch and res.spills == 0, res
+
+
 def test_register_split_and_ring_bytes():
     # 128x256x64, 2 consumer warpgroups, persistent; its bf16 epilogue's 64 KB staging tile leaves room for
     # 3 of the 4 stages the configuration asks for
     s = generate(trace("gemm")).schedule
     assert (s.warps, s.stages, s.stage_bytes) == (8, 3, (128 * 64 + 64 * 256) * 2)
     assert s.consumer_regs == 240
-    for warps in (4, 8, 12, 16):   # 1-4 consumer warpgroups
-        r = replace(s, warps=warps)
-        # setmaxnreg.inc may only grow a warp's registers past what ptxas gave it at launch (at most the
-        # register file over the block's threads), and the two roles together must fit the register file
-        assert 65536 // r.threads // 8 * 8 <= r.consumer_regs <= 256 and r.consumer_regs % 8 == 0
-        assert 128 * schedules.PRODUCER_REGS + 32 * warps * r.consumer_regs <= 65536
+    for warps, blocks in itertools.product((4, 8, 12, 16), (1, 2)):   # 1-4 consumer warpgroups, 1-2 blocks an SM
+        r = replace(s, warps=warps, blocks=blocks)
+        launch = schedules.launch_registers(warps, blocks, True, 0)
+        # setmaxnreg.inc may only grow a warp's registers past what ptxas gave it at launch, and draws on the
+        # CTA's own pool, which only the producer's setmaxnreg.dec fills: asking more than it holds never returns
+        assert launch <= r.consumer_regs <= 256 and r.consumer_regs % 8 == 0
+        assert 32 * warps * (r.consumer_regs - launch) <= 128 * (launch - schedules.PRODUCER_REGS)
+        assert launch * r.threads * blocks <= 65536
     # stages + staging tile + alignment slack + the mbarrier ring
     assert s.smem_bytes == 3 * (16384 + 32768) + 128 * 256 * 2 + 2 * 1024 <= SMEM
     assert (s.store.map, s.store.gl, s.store.rows, s.store.panel_cols, s.store_src) == ("C_tma", "C", 64, 64, "acc")

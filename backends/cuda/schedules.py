@@ -31,7 +31,7 @@ DEFAULT_STAGES = 2
 SMEM_ALIGN = 1024  # every shared tile and vector starts on a 1024-byte boundary (128-byte swizzle, TMA, wgmma)
 
 
-REGISTER_FILE = 65536     # 32-bit registers per SM, split evenly over the warp-specialized blocks an SM holds
+REGISTER_FILE = 65536     # 32-bit registers per SM, split evenly over the blocks an SM holds (launch_registers)
 SM_SHARED = 228 * 1024    # shared memory per SM, of which the runtime reserves 1 KB per block
 PRODUCER_REGS = 24        # what the TMA-issuing warpgroup keeps (setmaxnreg.dec's floor), persistent or not:
                           # 240 per consumer thread with two consumer warpgroups (as FlashAttention-3 gives them),
@@ -137,8 +137,14 @@ class Schedule:
 
     @property
     def consumer_regs(self) -> int:
-        """Registers per consumer thread after setmaxnreg: what the producer gives up, in steps of 8."""
-        spare = REGISTER_FILE // self.blocks - 128 * PRODUCER_REGS
+        """Registers per consumer thread after setmaxnreg, in steps of 8: what the block starts with (every thread
+        the launch count, which ptxas takes whole where setmaxnreg is used) less what the producer keeps, over the
+        consumers. setmaxnreg.inc draws on a pool per CTA that only the CTA's own setmaxnreg.dec fills (PTX ISA,
+        setmaxnreg), not on the SM's unallocated registers: a count above this one blocks the consumers forever.
+        Counted from the register file instead, 4 consumer warpgroups (96 at launch) asked 120 and 2 of them at 2
+        blocks an SM (80) asked 112, and hung on the H200 (12-04, scripts/probe_hang.py)."""
+        launch = launch_registers(self.warps, self.blocks, True, 0)
+        spare = launch * self.threads - 128 * PRODUCER_REGS
         return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
 
 
