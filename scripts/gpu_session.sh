@@ -37,6 +37,9 @@
 #   hang       12-04 16:00: which factor hangs linear_silu's BM=128 BN=64 stages=3 workers=2 blocks_per_sm=2 at
 #              16x14336x4096 (the watchdog's LaunchHung in the examples' search), and what four consumer warpgroups
 #              do with the cap lifted; then ncu of the staged add_rmsnorm (4096x4096) and rmsnorm_rows (4096x14336)
+#   fixed      12-04 16:00: the configurations that hung, after setmaxnreg's count came from the launch registers
+#              (each alone in a child; four consumer warpgroups with the cap lifted), the warp-specialized GPU
+#              tests, then the GEMM examples and add_rmsnorm (torch.compile now writing H too) against torch.compile
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -228,6 +231,20 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --shapes 4096x14336 >"$OUT/rms14336.log" 2>&1; echo "rc=$?"
         timeout 60 python3 scripts/gpu_attn_profile.py compare "$OUT/addrms.ncu-rep" "$OUT/rms14336.ncu-rep" \
             >"$OUT/rows_ncu.txt" 2>&1; head -c 6000 "$OUT/rows_ncu.txt" ;;
+    fixed)
+        P="python3 scripts/probe_hang.py"; L="BK=64, stages=3, workers=2"
+        { timeout 60 $P linear_silu 16x14336x4096 "BM=128, BN=64, $L, blocks_per_sm=2" "BM=128, BN=64, $L, blocks_per_sm=1"
+          timeout 40 $P gemm 4096x4096x4096 "BM=128, BN=64, $L, blocks_per_sm=2" "BM=128, BN=128, BK=64, stages=4, workers=2"
+          timeout 90 $P bmm 64x1024x1024x512 --groups 4 "BM=256, BN=128, BK=64, stages=3, workers=4" \
+            "BM=256, BN=128, BK=64, stages=3, workers=4, persistent=False" "BM=256, BN=64, BK=64, stages=3, workers=4"
+          timeout 40 $P gemm 4096x4096x4096 --groups 4 "BM=256, BN=128, BK=64, stages=3, workers=4"
+        } >"$OUT/fixed.log" 2>&1; cat "$OUT/fixed.log"
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
+            tests/test_cuda_warp_specialized.py -k "warp_specialized or blocks_per_sm or persistent or pool" \
+            >"$OUT/fixed_tests.log" 2>&1; echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/fixed_tests.log" | tail -6
+        echo "== examples"; timeout -s INT ${EXAMPLES_S:-270} python3 -u scripts/gpu_examples.py \
+            --only linear_silu add_rmsnorm mlp --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1
+        grep -v "^\s*$" "$OUT/examples.log" | tail -40 ;;
     after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
              # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
         echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
