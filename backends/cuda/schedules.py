@@ -38,10 +38,10 @@ PRODUCER_REGS = 24        # what the TMA-issuing warpgroup keeps (setmaxnreg.dec
                           # which attention backward needs. A persistent producer kept 40 until 12-02 (CUTLASS's
                           # count), yet ptxas fits its walk in 24 (the highest register it uses after the
                           # setmaxnreg: R11 in the attention forward, R13 in the GEMM; no spills, no C7508)
-# Consumer warpgroups the warp-specialized schedule takes. Four (640 threads) hung on the H200 (12-04: the docs'
-# batched GEMM, BM=256 BN=64/128, persistent, the epilogue's TMA store), never finishing, for a reason not yet
-# found (their registers and named barriers fit on paper); three run FlashAttention-3's 192-row attention block.
-MAX_CONSUMER_GROUPS = 3
+# Consumer warpgroups the warp-specialized schedule takes: up to four (640 threads), the most run on the H200
+# (12-04: the docs' batched GEMM at BM=256, persistent or not, once setmaxnreg asked no more than the CTA's pool
+# holds; before that fix four hung, see consumer_regs). Five or more were never run, so they are refused.
+MAX_CONSUMER_GROUPS = 4
 MAX_CONSUMER_REGS = 256   # setmaxnreg's ceiling. Never below the launch-time count (the register file over
                           # the block's threads): setmaxnreg.inc may not shrink a warp's registers
 TMA_SWIZZLE = {128: "SWIZZLE_128B", 64: "SWIZZLE_64B", 32: "SWIZZLE_32B"}
@@ -444,8 +444,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
         note = ws_misfit(k, warps) or ("" if wgmma else "its consumers run mma on wgmma; wgmma=False asks otherwise")
         if not note and warps > 4 * MAX_CONSUMER_GROUPS:
             raise TileError(f"{k.name}: the warp-specialized schedule takes 1 to {MAX_CONSUMER_GROUPS} consumer "
-                            f"warpgroups, this configuration asks {warps // 4} (workers={warps // 4}); four hung on "
-                            f"the H200 (docs/backends/cuda.md); schedule='warp' runs {warps} warps without a producer",
+                            f"warpgroups, this configuration asks {warps // 4} (workers={warps // 4}), more than ever ran "
+                            f"on the H200; schedule='warp' runs {warps} warps without a producer",
                             k.loc)
         if not note:
             tma = _tma_loads(k)
