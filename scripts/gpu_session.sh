@@ -40,6 +40,9 @@
 #   fixed      12-04 16:00: the configurations that hung, after setmaxnreg's count came from the launch registers
 #              (each alone in a child; four consumer warpgroups with the cap lifted), the warp-specialized GPU
 #              tests, then the GEMM examples and add_rmsnorm (torch.compile now writing H too) against torch.compile
+#   final      12-04 16:20, the session's last call: the GPU tests with four consumer warpgroups allowed, the
+#              examples against torch.compile with unfilled outputs in the timed calls, four consumer warpgroups
+#              (256-row tiles) on gemm, bmm and head dim 64 attention against the defaults and the libraries
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -245,6 +248,24 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== examples"; timeout -s INT ${EXAMPLES_S:-270} python3 -u scripts/gpu_examples.py \
             --only linear_silu add_rmsnorm mlp --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1
         grep -v "^\s*$" "$OUT/examples.log" | tail -40 ;;
+    final)
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
+            tests/test_cuda_warp_specialized.py tests/test_examples.py tests/test_fuzz_findings.py -k "not compiles" \
+            >"$OUT/final_tests.log" 2>&1; echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/final_tests.log" | tail -6
+        echo "== examples"; timeout -s INT ${EXAMPLES_S:-250} python3 -u scripts/gpu_examples.py \
+            --only add_rmsnorm linear_silu mlp bmm --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1
+        grep -E "^\|" "$OUT/examples.log"
+        c="python3 -m tiles compare"; W4="BM=256 BN=128 BK=64 stages=3 workers=4"
+        { echo "== gemm, default then 4 consumer warpgroups"
+          timeout 45 $c gemm --backends cuda --no-compile --shapes 4096x14336x4096 4096x4096x4096 2>&1 | r
+          timeout 45 $c gemm --backends cuda --no-compile --no-libraries --shapes 4096x14336x4096 4096x4096x4096 --set $W4 2>&1 | r
+          echo "== bmm"; timeout 40 $c bmm --backends cuda --no-compile --shapes 64x1024x1024x512 2>&1 | grep -E "^bmm " | grep -v "max err"
+          timeout 30 $c bmm --backends cuda --no-compile --no-libraries --shapes 64x1024x1024x512 --set $W4 2>&1 | grep -E "^bmm " | grep -v "max err"
+          echo "== attention D64: default (BM=192, 3 warpgroups), then BM=256 BN=64 over 4"
+          timeout 50 $c attention --backends cuda --no-compile --shapes 16x16x4096x64 16x16x4096x64,causal 2>&1 | r
+          timeout 40 $c attention --backends cuda --no-compile --no-libraries --shapes 16x16x4096x64 16x16x4096x64,causal \
+            --set BM=256 BN=64 workers=4 exp2_poly=8 2>&1 | r
+        } >"$OUT/final_compare.log" 2>&1; cat "$OUT/final_compare.log" ;;
     after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
              # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
         echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
