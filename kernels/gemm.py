@@ -30,8 +30,8 @@ CONFIGS = {
 TUNE = {
     "default": dict(BM=[32, 64], BN=[32, 64], BK=[32], SPLIT=[1, 2, 4]),
     "sm_80": dict(BM=[64, 128], BN=[64, 128, 256], BK=[32, 64], stages=[3, 4], workers=[4, 8], SPLIT=[1, 2, 4, 8]),
-    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 256], BK=[64], stages=[3, 4, 5, 8], workers=[1, 2], SPLIT=[1, 2, 4, 8],
-                   blocks_per_sm=[1, 2]),
+    "sm_90a": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[64], stages=[3, 4, 5, 8], workers=[1, 2, 4],
+                   SPLIT=[1, 2, 4, 8], blocks_per_sm=[1, 2]),
     "gfx942": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[32, 64], workers=[2, 4, 8], SPLIT=[1, 2, 4, 8]),
     "gfx950": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[32, 64], workers=[2, 4, 8], SPLIT=[1, 2, 4, 8]),
     "apple": dict(BM=[32, 64], BN=[32, 64], BK=[16, 32], SPLIT=[1, 2, 4]),

@@ -43,6 +43,9 @@
 #   final      12-04 16:20, the session's last call: the GPU tests with four consumer warpgroups allowed, the
 #              examples against torch.compile with unfilled outputs in the timed calls, four consumer warpgroups
 #              (256-row tiles) on gemm, bmm and head dim 64 attention against the defaults and the libraries
+#   spaces     12-04 16:15: does linear_silu's search order hold when its best are timed again (tuned 856 us against
+#              the default's 784 in `final`), and gemm's search with four consumer warpgroups in its space at
+#              4096x14336x4096 (256x128 over 4: 665 against the default's 688 us), then compare's tuned row
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -266,6 +269,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
           timeout 40 $c attention --backends cuda --no-compile --no-libraries --shapes 16x16x4096x64 16x16x4096x64,causal \
             --set BM=256 BN=64 workers=4 exp2_poly=8 2>&1 | r
         } >"$OUT/final_compare.log" 2>&1; cat "$OUT/final_compare.log" ;;
+    spaces)
+        timeout 100 python3 scripts/search_vs_bench.py 4096x14336x4096 >"$OUT/search_vs_bench.log" 2>&1
+        echo "== search vs bench rc=$?"; grep -E "^(search|again)" "$OUT/search_vs_bench.log"
+        echo "== tune gemm"; timeout 80 python3 -m tiles tune gemm --shapes 4096x14336x4096 --top 5 >"$OUT/tune.log" 2>&1
+        grep -E "^BM|choice|winner|timed" "$OUT/tune.log" | head -14
+        timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x14336x4096 2>&1 | r ;;
     after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
              # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
         echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
