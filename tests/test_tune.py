@@ -1,5 +1,6 @@
 """Autotuning (tiles.tune): the space, static pruning, the static model, the cache, the launch's lookup, `tiles tune`.
 Cheap: the timed searches run on the reference interpreter at small shapes; one real compile prunes for sm_90a."""
+import importlib
 import json
 import re
 import time
@@ -75,7 +76,9 @@ def test_gemm_space_declares_what_skinny_m_needs():
     acc = tune.candidates(gemm, "sm_90a", [Shaped((16, 4096), "f32")] + shapes[1:], {"accumulate": True})
     assert {c.config["SPLIT"] for c in acc} == set(TUNE["sm_90a"]["SPLIT"])
     big = tune.candidates(gemm, "sm_90a", [Shaped((4096, 4096), "bf16")] * 3, {})
-    assert {c.config["BM"] for c in big} == {64, 128} and {c.config["SPLIT"] for c in big} == {1}
+    assert {c.config["BM"] for c in big} == {64, 128, 256}
+    # 4096^2 in 256x256 tiles is 256 of them, under the 512 that fill an H200: the split is searched there only
+    assert {c.config["SPLIT"] for c in big if c.config["BM"] * c.config["BN"] < 256 * 256} == {1}
 
 
 # ---------------------------------------------------------------- static pruning
@@ -487,6 +490,25 @@ def test_a_candidate_with_wrong_output_is_not_chosen(monkeypatch):
     bad = [c for c in r.candidates if c.config["BR"] == 32]
     assert bad and all(c.error and "differs" in c.error for c in bad)
     assert r.winner.config["BR"] == 16
+
+
+def test_the_default_is_kept_unless_a_candidate_beats_it_by_the_margin():
+    """Timings a few percent apart across processes (H200, 12-04) do not replace the default: a candidate must
+    time more than search.MARGIN faster, and the report says when the default was kept."""
+    s = importlib.import_module("tiles.tune.search")   # the module (tiles.tune.search is also the function)
+    b, a = registry.get("reference"), args(40, 48)
+
+    def result(other_s):
+        default = s.Candidate(dict(BR=16, BC=16), default=True, time_s=1.0)
+        other = s.Candidate(dict(BR=32, BC=16), time_s=other_s)
+        return s.finish(scale, b, a, {}, [default, other], [default, other], "40x48", save=False)
+    kept = result(1 - s.MARGIN / 2)
+    assert kept.winner.default and kept.entry.config == dict(BR=16, BC=16)
+    assert kept.notes == [f"BR=32,BC=16 timed {1 / (1 - s.MARGIN / 2):.3f}x the default, within the 3% margin: "
+                          "the default kept"]
+    beaten = result(1 - 2 * s.MARGIN)
+    assert beaten.winner.config == dict(BR=32, BC=16) and not beaten.notes
+    assert result(2.0).winner.default
 
 
 def test_a_launch_that_hangs_stops_the_search_naming_it(monkeypatch):

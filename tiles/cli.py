@@ -690,6 +690,7 @@ def _tune_report(r, b, dry_run: bool) -> str:
         model = ("no static model for the reference" if within is None else
                  f"the static model's first choice {mf.label()} is {'within' if within else 'NOT within'} 10% of it")
         out.append(f"winner: {r.winner.label()} ({r.winner.time_s * 1e6:.1f} us{gain}); {model}")
+        out.extend(r.notes)
         out.append("not stored (--dry-run)" if dry_run else f"stored in {r.entry and tune_file(r)}")
     else:
         out.append(f"choice (not timed): {r.winner.label()}, modelled at {r.winner.model_s * 1e6:.1f} us "
