@@ -354,9 +354,9 @@ def _shape_text(args) -> str:
     return " ".join("x".join(map(str, a.shape)) for a in args if hasattr(a, "shape"))
 
 
-# A candidate replaces the default only where it times more than this much faster: on the H200 (12-04) two
-# searches' winners by about 3% (gemm and docs/examples.md's linear_silu at 4096x14336x4096) ran 5% and 9% slower
-# than the default when timed again in another process (docs/benchmarks.md), a spread the search cannot see.
+# A candidate replaces the default only where it times more than this much faster: on the H200 (12-04) gemm's
+# winner at 4096x14336x4096, 3% ahead in its search, ran 5% behind the default in the next process, and
+# docs/examples.md's linear_silu's 9% behind (docs/benchmarks.md): a spread between processes the search cannot see.
 MARGIN = 0.03
 
 
