@@ -113,6 +113,43 @@ def test_a_launch_goes_on_torchs_stream_without_synchronizing(monkeypatch, tmp_p
     assert grid == (-(-70 // 64), 1, 1) and block == (256, 1, 1) and stream == 0x5000 and lds >= 0
 
 
+class EventHip(FakeHip):
+    """hipEventQuery answers `answers` in turn, then its last one forever (600: not ready, 0: done)."""
+    hipEventDisableTiming = 2
+
+    class hipError_t:   # noqa: N801 - hip-python's enum's name
+        hipSuccess, hipErrorNotReady = 0, 600
+
+    def __init__(self, *answers):
+        super().__init__()
+        self.answers = list(answers)
+
+    def __getattr__(self, name):
+        if name == "hipEventCreateWithFlags":
+            return lambda flags: self.calls.append((name, (flags,))) or (0, "event")
+        if name == "hipEventQuery":
+            return lambda event: self.calls.append((name, (event,))) or (
+                self.answers.pop(0) if len(self.answers) > 1 else self.answers[0],)
+        return super().__getattr__(name)
+
+
+def test_a_hung_launch_is_named_not_waited_on(monkeypatch):
+    """finished(): an event recorded behind the last launch, on that launch's stream, polled until it is done or
+    the time is up, and destroyed either way (searches and host-array calls wait on launches this way)."""
+    b = runtime.Hip()
+    b._stream = 0x5000
+    for hip, done in ((EventHip(600, 600, 600, 0), True), (EventHip(600), False)):
+        monkeypatch.setattr(runtime, "_hip", lambda: ((hip, FakeHip()), None))
+        assert b.finished(5.0 if done else 0.05) is done
+        names = [n for n, _ in hip.calls]
+        assert names[-1] == "hipEventDestroy" and (names.count("hipEventQuery") == 4 or not done)
+        assert dict(hip.calls)["hipEventRecord"] == ("event", 0x5000)
+        assert dict(hip.calls)["hipEventCreateWithFlags"] == (2,)   # no timing: synchronization only
+    monkeypatch.setattr(runtime, "_hip", lambda: ((EventHip(400), FakeHip()), None))
+    with pytest.raises(RuntimeError, match="HIP call failed: 400"):
+        b.finished(1.0)
+
+
 def test_code_objects_are_cached_on_disk(monkeypatch, tmp_path):
     monkeypatch.setenv("TILES_CACHE", str(tmp_path))
     calls = []

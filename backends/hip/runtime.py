@@ -12,6 +12,7 @@ cache are unit-tested with fakes (tests/test_hip_runtime.py).
 from __future__ import annotations
 
 import ctypes
+import time
 
 import numpy as np
 
@@ -105,6 +106,7 @@ class Hip(backend.Backend):
 
     def __init__(self):
         self._mods: dict = {}
+        self._stream = 0   # where the last launch went: what finished() waits behind
 
     def available(self):
         mods, why = _hip()
@@ -141,5 +143,25 @@ class Hip(backend.Backend):
         size = ctypes.c_size_t(len(packed))
         # HIP_LAUNCH_PARAM_BUFFER_POINTER, the packed arguments, HIP_LAUNCH_PARAM_BUFFER_SIZE, its size, END
         extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(raw), 2, ctypes.addressof(size), 3)
-        stream = stream_for(args)
+        stream = self._stream = stream_for(args)
         _check(hip.hipModuleLaunchKernel(fn, *grid, g.threads, 1, 1, g.lds_bytes, stream or None, None, extra))
+
+    def finished(self, timeout_s: float) -> bool:
+        """An event recorded behind the last launch on its stream, polled (hipEventQuery: hipErrorNotReady while
+        work before it runs), as the CUDA backend does: a hung kernel is named instead of waited on forever."""
+        hip = _hip()[0][0]
+        event = _check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
+        try:
+            _check(hip.hipEventRecord(event, self._stream or None))
+            deadline = time.monotonic() + timeout_s
+            while True:
+                err = hip.hipEventQuery(event)[0]
+                if err == hip.hipError_t.hipSuccess:
+                    return True
+                if err != hip.hipError_t.hipErrorNotReady:
+                    raise RuntimeError(f"HIP call failed: {err}")
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(1e-3)
+        finally:
+            hip.hipEventDestroy(event)
