@@ -155,7 +155,7 @@ def device(monkeypatch):
     fake.MTLCompileOptions = _Obj
     fake.MTLLanguageVersion3_0, fake.MTLLanguageVersion3_1 = (3 << 16), (3 << 16) + 1
     fake.MTLResourceStorageModeShared = 0
-    fake.MTLCommandBufferStatusError = 5
+    fake.MTLCommandBufferStatusCompleted, fake.MTLCommandBufferStatusError = 4, 5
     fake.MTLSizeMake = lambda w, h, d: (w, h, d)
     monkeypatch.setitem(sys.modules, "Metal", fake)
     monkeypatch.setattr(runtime.sys, "platform", "darwin")
@@ -210,6 +210,23 @@ def test_command_buffer_errors_are_exceptions(device, monkeypatch):
         localizedDescription=lambda: "Execution of the command buffer was aborted"), raising=False)
     a = random_array((8, 8), "f16")
     with pytest.raises(runtime.MetalError, match="command buffer failed: Execution"):
+        device.launch(gemm, [poisoned((8, 8), "f32"), a, a])
+
+
+def test_a_command_buffer_that_never_ends_is_named(device, monkeypatch):
+    """Its status polled until it ends: one still scheduled (3) after backend.HUNG_S raises LaunchHung naming the
+    kernel, instead of waiting forever; one that ends after a few polls runs as usual."""
+    from tiles import backend
+    polls = []
+    monkeypatch.setattr(_CommandBuffer, "status", lambda self: polls.append(1) or (4 if len(polls) > 3 else 3))
+    a = random_array((8, 8), "f16")
+    c = poisoned((8, 8), "f32")
+    device.launch(gemm, [c, a, a])
+    assert len(polls) >= 4
+    assert_close(c, a.astype(np.float64) @ a.astype(np.float64), "f16")
+    monkeypatch.setattr(_CommandBuffer, "status", lambda self: 3)
+    monkeypatch.setattr(backend, "HUNG_S", 0.05)
+    with pytest.raises(backend.LaunchHung, match=r"tiles_kernel_gemm did not finish within 0 s on metal"):
         device.launch(gemm, [poisoned((8, 8), "f32"), a, a])
 
 

@@ -6,7 +6,8 @@ docs/backends/metal.md says what is verified where. PyObjC is imported on first 
 One launch: the MSL (with the tiles_metal headers inlined, since newLibraryWithSource has no include path) is
 compiled once per kernel with the language version it needs and fast math off (the tests compare against a
 float64 reference), a compute pipeline is made and checked against the kernel's threads and threadgroup memory,
-the arrays are copied into shared-storage buffers, the grid is dispatched, the command buffer is waited on, and
+the arrays are copied into shared-storage buffers, the grid is dispatched, the command buffer's status is polled
+until it ends (a launch that never does raises LaunchHung after backend.HUNG_S), and
 its error (if any) is raised as a Python exception before the results are copied back.
 
 Torch's mps tensors take another path, with no host copies: the kernel is generated with its threadgroup memory
@@ -23,12 +24,13 @@ warning) they keep the scratch path, which does not depend on the layout.
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 import weakref
 
 import numpy as np
 
-from tiles import interp, ir
+from tiles import backend, interp, ir
 from tiles.backend import Backend, is_torch
 
 from . import codegen, lanemap, toolchain
@@ -42,6 +44,19 @@ class MetalError(RuntimeError):
 def _metal():
     import Metal  # pyobjc-framework-Metal
     return Metal
+
+
+def _wait(cb, name: str) -> None:
+    """The command buffer's end, its status polled rather than waitUntilCompleted: a kernel that never ends is
+    named (LaunchHung) after backend.HUNG_S instead of waited on forever, as on CUDA and HIP."""
+    Metal = _metal()
+    ended = (Metal.MTLCommandBufferStatusCompleted, Metal.MTLCommandBufferStatusError)
+    deadline = time.monotonic() + backend.HUNG_S
+    while cb.status() not in ended:
+        if time.monotonic() > deadline:
+            raise backend.LaunchHung(f"{name} did not finish within {backend.HUNG_S:.0f} s on metal: the launch "
+                                     f"hangs; leave the configuration out (a search: tune_where) and report it")
+        time.sleep(1e-4)
 
 
 def _torch_mps() -> bool:
@@ -186,7 +201,7 @@ class MetalDevice(Backend):
         enc.dispatchThreadgroups_threadsPerThreadgroup_(Metal.MTLSizeMake(*grid), Metal.MTLSizeMake(threads, 1, 1))
         enc.endEncoding()
         cb.commit()
-        cb.waitUntilCompleted()
+        _wait(cb, name)
         if cb.status() == Metal.MTLCommandBufferStatusError:
             raise MetalError(f"{name}: the command buffer failed: {cb.error().localizedDescription()}")
         for a, b in zip(arrays, bufs):
