@@ -46,6 +46,11 @@
 #   spaces     12-04 16:15: does linear_silu's search order hold when its best are timed again (tuned 856 us against
 #              the default's 784 in `final`), and gemm's search with four consumer warpgroups in its space at
 #              4096x14336x4096 (256x128 over 4: 665 against the default's 688 us), then compare's tuned row
+#   next5      planned 12-04 16:30 for the next session (no device time was left): what moves a GEMM's time between
+#              processes (scripts/interleaved_times.py: configurations in turns, weights at two scales), the examples
+#              with the search's 3% margin, rmsnorm_rows at 14336 columns capped at 72 registers (two blocks an SM,
+#              36 B spilled offline) against the default, head dim 64 causal persistent or not, and ncu of gemm
+#              4096x14336x4096 (0.93x cuBLAS: tensor pipe and the wgmma waits, the epilogue's share)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
 set -uo pipefail
@@ -275,6 +280,19 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== tune gemm"; timeout 80 python3 -m tiles tune gemm --shapes 4096x14336x4096 --top 5 >"$OUT/tune.log" 2>&1
         grep -E "^BM|choice|winner|timed" "$OUT/tune.log" | head -14
         timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x14336x4096 2>&1 | r ;;
+    next5)
+        timeout 120 python3 scripts/interleaved_times.py --rounds 4 >"$OUT/interleaved.log" 2>&1
+        echo "== interleaved rc=$?"; cat "$OUT/interleaved.log"
+        echo "== examples"; timeout -s INT 200 python3 -u scripts/gpu_examples.py --only linear_silu add_rmsnorm \
+            --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log"
+        echo "== rmsnorm 4096x14336"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+            --shapes 4096x14336 --set max_registers=0,72 2>&1 | r
+        echo "== attention D64 causal"; timeout 60 python3 -m tiles compare attention --backends cuda --no-compile \
+            --shapes 16x16x4096x64,causal --set persistent=False,True 2>&1 | r
+        f="$OUT/gemm14336"; echo "== ncu gemm 4096x14336x4096"
+        timeout 120 ncu --clock-control none --kernel-name "regex:^tiles_kernel_gemm$" --launch-skip 2 --launch-count 1 \
+            $SECT --section SchedulerStats --section SourceCounters -f -o "$f" python3 -m tiles compare gemm \
+            --backends cuda --no-compile --no-libraries --shapes 4096x14336x4096 >"$f.log" 2>&1; echo "rc=$?" ;;
     after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
              # refused (bmm's search hung on them), and ncu of the one-pass RMSNorm where it is 0.58x torch.compile
         echo "== examples"; timeout -s INT 300 python3 -u scripts/gpu_examples.py --only bmm linear_silu mlp \
