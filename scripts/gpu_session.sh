@@ -46,7 +46,8 @@
 #   spaces     12-04 16:15: does linear_silu's search order hold when its best are timed again (tuned 856 us against
 #              the default's 784 in `final`), and gemm's search with four consumer warpgroups in its space at
 #              4096x14336x4096 (256x128 over 4: 665 against the default's 688 us), then compare's tuned row
-#   next5      planned 12-04 16:30 for the next session (no device time was left): what moves a GEMM's time between
+#   next5      planned 12-04 16:30 for the next session (no device time was left): the GPU test of the setmaxnreg
+#              pool's configurations (written after the last call), what moves a GEMM's time between
 #              processes (scripts/interleaved_times.py: configurations in turns, weights at two scales), the examples
 #              with the search's 3% margin, rmsnorm_rows at 14336 columns capped at 72 registers (two blocks an SM,
 #              36 B spilled offline) against the default, head dim 64 causal persistent or not, and ncu of gemm
@@ -281,6 +282,9 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         grep -E "^BM|choice|winner|timed" "$OUT/tune.log" | head -14
         timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x14336x4096 2>&1 | r ;;
     next5)
+        timeout 90 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
+            -k "setmaxnreg_pool or warp_specialized or persistent" >"$OUT/next5_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/next5_tests.log" | tail -6
         timeout 120 python3 scripts/interleaved_times.py --rounds 4 >"$OUT/interleaved.log" 2>&1
         echo "== interleaved rc=$?"; cat "$OUT/interleaved.log"
         echo "== examples"; timeout -s INT 200 python3 -u scripts/gpu_examples.py --only linear_silu add_rmsnorm \

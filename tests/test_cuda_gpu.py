@@ -15,7 +15,7 @@ from tiles.dtypes import bf16
 from tiles.dsl import TileError
 from tiles.kernels.attention import attention_fwd
 from tiles.kernels.gemm import gemm
-from tiles.testing import assert_close, random_array
+from tiles.testing import assert_close, random_array, run
 
 pytestmark = pytest.mark.gpu
 
@@ -353,6 +353,20 @@ def test_persistent_grid_walks_more_tiles_than_the_gpu_has_sms(blocks):
     s = np.where(np.tril(np.ones((1100, 1100), dtype=bool)), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     assert_close(up(o), (p / p.sum(-1, keepdims=True)) @ up(v), "bf16", what="O")
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
+@pytest.mark.parametrize("cfg", [dict(BM=256, BN=128, workers=4), dict(BM=256, BN=64, workers=4, persistent=False),
+                                 dict(BM=128, BN=64, workers=2, blocks_per_sm=2)])
+def test_consumers_take_what_the_setmaxnreg_pool_holds(cfg):
+    """These hung on the H200 (12-04) while the consumers asked setmaxnreg for more registers than the block's
+    pool held (four warpgroups 120 of 112, two at two blocks an SM 112 of 104; schedules.Schedule.consumer_regs).
+    Host arrays, so that a launch that never ends raises LaunchHung instead of stalling the run; more tiles than
+    SMs, so that persistent blocks take several."""
+    a, b = random_array((4096 + 37, 520), "bf16"), random_array((520, 1024 + 24), "bf16")   # 153 tiles of 256x128
+    c = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)
+    run(cuda, gemm, c, a, b, BK=64, stages=3, schedule="warp_specialized", **cfg)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "bf16")
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
