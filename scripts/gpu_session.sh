@@ -49,8 +49,8 @@
 #   next5      planned 12-04 16:30 for the next session (no device time was left): the GPU test of the setmaxnreg
 #              pool's configurations (written after the last call), what moves a GEMM's time between
 #              processes (scripts/interleaved_times.py: configurations in turns, weights at two scales), the examples
-#              with the search's 3% margin, rmsnorm_rows at 14336 columns capped at 72 registers (two blocks an SM,
-#              36 B spilled offline) against the default, head dim 64 causal persistent or not, and ncu of gemm
+#              with the search's 3% margin, rmsnorm_rows at 14336 columns (its 448x32 tile) over 28 warps (workers=8:
+#              62 registers offline) and capped at 72 registers (two blocks an SM, 36 B spilled) against the default, head dim 64 causal persistent or not, and ncu of gemm
 #              4096x14336x4096 (0.93x cuBLAS: tensor pipe and the wgmma waits, the epilogue's share)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
@@ -290,7 +290,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== examples"; timeout -s INT 200 python3 -u scripts/gpu_examples.py --only linear_silu add_rmsnorm \
             --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log"
         echo "== rmsnorm 4096x14336"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
-            --shapes 4096x14336 --set max_registers=0,72 2>&1 | r
+            --shapes 4096x14336 --set workers=4,8 max_registers=0,72 2>&1 | r
         echo "== attention D64 causal"; timeout 60 python3 -m tiles compare attention --backends cuda --no-compile \
             --shapes 16x16x4096x64,causal --set persistent=False,True 2>&1 | r
         f="$OUT/gemm14336"; echo "== ncu gemm 4096x14336x4096"
