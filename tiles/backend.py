@@ -11,6 +11,7 @@ import importlib
 import os
 import shutil
 import sys
+import time
 import weakref
 
 import numpy as np
@@ -26,6 +27,17 @@ HUNG_S = 60.0   # a launch with host arrays still running after this long is tak
 class LaunchHung(RuntimeError):
     """A launch never ended; the device is stuck for this process, so callers that go on to other launches (a
     search, a sweep) stop here instead."""
+
+
+def poll(done, timeout_s: float, step_s: float = 1e-3) -> bool:
+    """Whether done() (a device's event or command buffer, queried without blocking) turns true within timeout_s:
+    a hung kernel cannot be stopped from the host, but a poll can give up on it where a blocking wait never would."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step_s)
+    return True
 
 
 class Backend:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tiles import ir, tune
-from tiles.backend import Backend, register
+from tiles.backend import Backend, poll, register
 
 from .emu import TARGETS as EMU_TARGETS, CudaEmu
 
@@ -62,17 +62,10 @@ class CudaBackend(Backend):
     def finished(self, timeout_s: float) -> bool:
         """An event recorded behind the queued work on cupy's current stream (where launches on device arrays go),
         polled: a hung kernel cannot be stopped from the host, but it can be named instead of waited on forever."""
-        import time
-
         import cupy
         done = cupy.cuda.Event(disable_timing=True)
         done.record(cupy.cuda.get_current_stream())
-        deadline = time.monotonic() + timeout_s
-        while not done.done:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(1e-3)
-        return True
+        return poll(lambda: done.done, timeout_s)
 
     def numpy(self, a) -> np.ndarray:
         from .runtime import DeviceArray

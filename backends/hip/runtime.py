@@ -12,7 +12,6 @@ cache are unit-tested with fakes (tests/test_hip_runtime.py).
 from __future__ import annotations
 
 import ctypes
-import time
 
 import numpy as np
 
@@ -151,17 +150,14 @@ class Hip(backend.Backend):
         work before it runs), as the CUDA backend does: a hung kernel is named instead of waited on forever."""
         hip = _hip()[0][0]
         event = _check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
+
+        def done() -> bool:
+            err = hip.hipEventQuery(event)[0]
+            if err not in (hip.hipError_t.hipSuccess, hip.hipError_t.hipErrorNotReady):
+                raise RuntimeError(f"HIP call failed: {err}")
+            return err == hip.hipError_t.hipSuccess
         try:
             _check(hip.hipEventRecord(event, self._stream or None))
-            deadline = time.monotonic() + timeout_s
-            while True:
-                err = hip.hipEventQuery(event)[0]
-                if err == hip.hipError_t.hipSuccess:
-                    return True
-                if err != hip.hipError_t.hipErrorNotReady:
-                    raise RuntimeError(f"HIP call failed: {err}")
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(1e-3)
+            return backend.poll(done, timeout_s)
         finally:
             hip.hipEventDestroy(event)

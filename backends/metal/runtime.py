@@ -24,7 +24,6 @@ warning) they keep the scratch path, which does not depend on the layout.
 from __future__ import annotations
 
 import sys
-import time
 import warnings
 import weakref
 
@@ -51,12 +50,9 @@ def _wait(cb, name: str) -> None:
     named (LaunchHung) after backend.HUNG_S instead of waited on forever, as on CUDA and HIP."""
     Metal = _metal()
     ended = (Metal.MTLCommandBufferStatusCompleted, Metal.MTLCommandBufferStatusError)
-    deadline = time.monotonic() + backend.HUNG_S
-    while cb.status() not in ended:
-        if time.monotonic() > deadline:
-            raise backend.LaunchHung(f"{name} did not finish within {backend.HUNG_S:.0f} s on metal: the launch "
-                                     f"hangs; leave the configuration out (a search: tune_where) and report it")
-        time.sleep(1e-4)
+    if not backend.poll(lambda: cb.status() in ended, backend.HUNG_S, step_s=1e-4):
+        raise backend.LaunchHung(f"{name} did not finish within {backend.HUNG_S:.0f} s on metal: the launch hangs; "
+                                 f"leave the configuration out (a search: tune_where) and report it")
 
 
 def _torch_mps() -> bool:
