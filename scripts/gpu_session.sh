@@ -287,14 +287,14 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/next5_tests.log" | tail -6
         timeout 120 python3 scripts/interleaved_times.py --rounds 4 >"$OUT/interleaved.log" 2>&1
         echo "== interleaved rc=$?"; cat "$OUT/interleaved.log"
-        echo "== examples"; timeout -s INT 200 python3 -u scripts/gpu_examples.py --only linear_silu add_rmsnorm \
+        echo "== examples"; timeout -s INT 170 python3 -u scripts/gpu_examples.py --only linear_silu add_rmsnorm \
             --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log"
         echo "== rmsnorm 4096x14336"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
             --shapes 4096x14336 --set workers=4,8 max_registers=0,72 2>&1 | r
         echo "== attention D64 causal"; timeout 60 python3 -m tiles compare attention --backends cuda --no-compile \
             --shapes 16x16x4096x64,causal --set persistent=False,True 2>&1 | r
         f="$OUT/gemm14336"; echo "== ncu gemm 4096x14336x4096"
-        timeout 120 ncu --clock-control none --kernel-name "regex:^tiles_kernel_gemm$" --launch-skip 2 --launch-count 1 \
+        timeout 100 ncu --clock-control none --kernel-name "regex:^tiles_kernel_gemm$" --launch-skip 2 --launch-count 1 \
             $SECT --section SchedulerStats --section SourceCounters -f -o "$f" python3 -m tiles compare gemm \
             --backends cuda --no-compile --no-libraries --shapes 4096x14336x4096 >"$f.log" 2>&1; echo "rc=$?" ;;
     after)   # planned 12-04 15:15 for the next session: the GEMM examples now that four consumer warpgroups are
