@@ -54,6 +54,11 @@
 #              4096x14336x4096 (0.93x cuBLAS: tensor pipe and the wgmma waits, the epilogue's share)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
+#   norms      12-04 17:10: rmsnorm_rows' depth (stages 2-4) and register cap (two blocks an SM) at 4096x14336 and
+#              4096x4096, where it is 0.60x / 0.84x torch.compile; ncu of add_rmsnorm at a decode step (16x4096,
+#              0.82x) beside torch.compile's kernel: where the extra microsecond goes
+#   gemm-report 12-04 17:10: the details and the SASS-level warp samples of the ncu report of gemm 4096x14336x4096
+#              taken by `next5` (carried in .scratch/, untracked: this machine has no ncu to read it)
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-session}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -281,6 +286,25 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== tune gemm"; timeout 80 python3 -m tiles tune gemm --shapes 4096x14336x4096 --top 5 >"$OUT/tune.log" 2>&1
         grep -E "^BM|choice|winner|timed" "$OUT/tune.log" | head -14
         timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x14336x4096 2>&1 | r ;;
+    gemm-report)
+        rep=.scratch/gemm14336.ncu-rep
+        ncu --import $rep --page details --print-details all >"$OUT/gemm14336_details.txt" 2>&1; echo "== details rc=$?"
+        ncu --import $rep --page source --csv --print-source sass >"$OUT/gemm14336_sass.csv" 2>&1; echo "== sass rc=$?"
+        grep -E "Duration|Throughput|Registers|Warp Cycles|Stall|Issue Slots|Eligible|Active Warps|Occupancy" \
+            "$OUT/gemm14336_details.txt" | head -60 ;;
+    norms)
+        a="python3 -m tiles compare rmsnorm --backends cuda --no-compile"
+        echo "== rmsnorm 4096x14336"; timeout 90 $a --shapes 4096x14336 --set stages=2,3,4 blocks_per_sm=1,2 2>&1 | r
+        echo "== rmsnorm 4096x14336 unstaged"; timeout 60 $a --shapes 4096x14336 --set staged=False workers=4,8 2>&1 | r
+        echo "== rmsnorm 4096x4096"; timeout 90 $a --shapes 4096x4096 --set stages=2,3,4 RPB=1,2,4 2>&1 | r
+        for run in "default --torch=no default" "unstaged --torch=no RPB=1,staged=False" "staged --torch=no RPB=1,staged=True" \
+                   "compile --torch=only"; do
+            set -- $run; f="$OUT/decode_$1.txt"; echo "== ncu add_rmsnorm 16x4096 $1"
+            timeout 90 ncu --clock-control none --kernel-name "regex:add_rmsnorm|triton" --launch-skip 2 --launch-count 1 \
+                $SECT --section SchedulerStats python3 scripts/probe_add_rmsnorm.py --runs 2 "${@:2}" >"$f" 2>&1
+            echo "rc=$?"; grep -E "add_rmsnorm|triton_|Duration|Elapsed Cycles|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|Achieved Occupancy|Dynamic Shared|DRAM Throughput|One or More|No Eligible" "$f" | head -24
+        done
+        timeout 60 python3 scripts/probe_add_rmsnorm.py default "RPB=1 staged=False" "RPB=1 staged=True" 2>&1 | grep " us" ;;
     next5)
         timeout 90 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_cuda_gpu.py \
             -k "setmaxnreg_pool or warp_specialized or persistent" >"$OUT/next5_tests.log" 2>&1

@@ -56,14 +56,14 @@ def test_every_kernel_compiles(workload, shape, target):
 
 @pytest.mark.parametrize("shape,regs,blocks", [("64x4096", 128, 4), ("64x4096", 96, 5), ("16x16384", 128, 0)])
 def test_max_registers_caps_registers(shape, regs, blocks):
-    """max_registers=n: the launch bound asks for the blocks an SM's 64K registers hold at n a thread (none
-    where that is one block: 16 warps at 16384 columns), and ptxas keeps within n (layernorm's row kernel)."""
+    """max_registers=n: the kernel is compiled with exactly n registers a thread at most (__maxnreg__), which
+    lets the blocks an SM's 64K registers hold at n fit (one: 16 warps at 16384 columns); layernorm's row kernel."""
     w = bench.WORKLOADS["layernorm"]
     s = w.parse(shape)
     kfn, args, consts = w.main(s, w.inputs(s, np.random.default_rng(0)))
     gen, c = build(kfn, args, "sm_90a", **consts, max_registers=regs)
     assert gen.schedule.min_blocks == (blocks or 1)
-    assert (f"__launch_bounds__(NUM_WARPS * 32, {blocks})" in gen.source) == bool(blocks)
+    assert f"__maxnreg__({regs})" in gen.source and "__launch_bounds__" not in gen.source
     assert c.resources[gen.name].registers <= regs
 
 

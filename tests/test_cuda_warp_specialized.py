@@ -20,6 +20,7 @@ from tiles.kernels.attention import attention_fwd
 from tiles.kernels.attention_bwd import attention_bwd
 from tiles.kernels.gemm import gemm
 from tiles.kernels.gemm_fp8 import gemm_fp8
+from tiles.kernels.rmsnorm import rmsnorm_rows
 from tiles.kernels.softmax import softmax_fwd
 from tiles.testing import random_array
 
@@ -231,11 +232,34 @@ def test_blocks_per_sm_splits_registers_and_shared_memory(kernel, small):
     assert res.registers <= 65536 // 2 // s.threads and res.spills == 0 and res.stack_frame == 0, res
 
 
+def warp_traced(kernel: str, **extra):
+    """A kernel traced for sm_90a's warp schedule: gemm at 256^3, or rmsnorm_rows at 8 rows of 14336 (448 x 32)."""
+    if kernel == "gemm":
+        x2 = random_array((256, 256), "bf16")
+        return gemm.trace([x2, x2, x2], "sm_90a", schedule="warp", **extra)
+    rows = random_array((8, 448, 32), "bf16")
+    return rmsnorm_rows.trace([rows, np.zeros((8, 1), np.float32), rows, rows[0], 1e-6], "sm_90a", TR=448, K=32,
+                              RPB=1, staged=True, **extra)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("kernel,config", [("gemm", dict(BM=64, BN=64, workers=1)), ("rmsnorm_rows", {}),
+                                           ("rmsnorm_rows", dict(max_registers=64))])
+def test_blocks_per_sm_on_the_warp_schedule_caps_registers(kernel, config):
+    """blocks_per_sm under the warp schedule: the launch bound asks for that many blocks, the cap is the register
+    file's share of a thread (or max_registers, where lower), and ptxas keeps to it (spilling if it must:
+    rmsnorm_rows' tiles want 94 registers at 448 threads, two blocks leave 72)."""
+    gen = generate(warp_traced(kernel, blocks_per_sm=2, **config))
+    s = gen.schedule
+    share = 65536 // 2 // s.threads // 8 * 8
+    assert s.max_registers == min(config.get("max_registers") or 255, share) and s.min_blocks >= 2
+    assert f"__maxnreg__({s.max_registers})" in gen.source
+    assert toolchain.compile(gen.source, "sm_90a").resources[gen.name].registers <= s.max_registers
+
+
 def test_blocks_per_sm_refusals():
     with pytest.raises(TileError, match=r"more than the 115712 a block can have with 2 blocks an SM"):
         generate(trace("attention", blocks_per_sm=2))   # 128-row Q, 2 stages of 128-row K and V: 162 KB a block
-    with pytest.raises(TileError, match="blocks_per_sm is for the warp-specialized schedule"):
-        schedules.plan(trace("gemm", BM=64, BN=64, workers=1, blocks_per_sm=2), "sm_90a", SMEM, "warp")
     # 128x64 S, P and 128x128 O over 8 consumer warps: 112 registers a thread, where two blocks of 384 threads
     # start with 80 (ptxas: "C7602 Insufficient registers (80) to compile instruction"); one Q slot (the
     # persistent grid's second one would not fit the shared memory of two blocks first)

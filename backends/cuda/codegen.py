@@ -129,11 +129,14 @@ class _Emitter:
             else:
                 params.append(f"{ctype(p.dtype)} {p.name}")
         params += [f"const __grid_constant__ tc::tma_map {t.map}" for t in self.s.maps]
-        blocks = self.s.min_blocks
-        bound = (f"NUM_WARPS * 32 + 128, {blocks})" + (f"  // {blocks} blocks an SM" if blocks > 1 else "") if ws else
-                 f"NUM_WARPS * 32, {blocks})  // {blocks} blocks an SM: at most {self.s.max_registers} registers"
-                 if blocks > 1 else "NUM_WARPS * 32)")
-        w(f"extern \"C\" __global__ void __launch_bounds__({bound}")
+        blocks, cap = self.s.min_blocks, self.s.max_registers
+        per_sm = f"  // {blocks} blocks an SM" if blocks > 1 else ""
+        # the warp schedule's cap exactly (__maxnreg__: a launch bound's block count rounds it to the SM's share,
+        # 72 for 64 at 448 threads); a kernel takes one of the two qualifiers, not both
+        bound = (f"__launch_bounds__(NUM_WARPS * 32 + 128, {blocks}){per_sm}" if ws else
+                 f"__maxnreg__({cap})  // at most {cap} registers a thread{per_sm.replace('  //', ':')}" if cap else
+                 "__launch_bounds__(NUM_WARPS * 32)")
+        w(f"extern \"C\" __global__ void {bound}")
         with w.block(f"{cgen.symbol(k)}({', '.join(params)}) {{"):
             for p in k.params:
                 if isinstance(p, GL):

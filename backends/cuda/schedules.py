@@ -102,8 +102,9 @@ class Schedule:
     #                          (on unless deferred=False: H200 12-02, +9% at D128 and +4% at D64 in attention)
     turns: bool = False      # deferred, two consumer warpgroups: they take turns issuing their wgmma batches
     exp2_poly: int = 0       # rewrites: 1 in N of a scaled softmax's exponentials on the FMA pipe (0: none)
-    blocks: int = 1          # warp-specialized: blocks an SM holds (option blocks_per_sm), so that one block's
-    #                          prologue and epilogue run under another's main loop; registers and shared memory split
+    blocks: int = 1          # blocks an SM holds (option blocks_per_sm), so that one block's prologue and epilogue
+    #                          (warp-specialized) or barriers and loads (warp) run under another's work; registers
+    #                          (the warp schedule: as max_registers) and shared memory split
     pdl: bool = False        # sm_90a: the kernel waits for the grids before it (tc::wait_prior_grids) and lets the
     #                          next be scheduled early: the runtime may launch it programmatically (runtime.py)
     resident: tuple[TmaMap, ...] = ()   # warp-specialized: the loads outside the pipeline loops that the producer
@@ -484,11 +485,10 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                         f"({stages} pipeline stages), more than the {max_smem} a block can have"
                         f"{f' with {blocks} blocks an SM' if blocks > 1 else ''}; "
                         f"use smaller tiles or fewer stages", k.loc)
-    if blocks > 1 and not tma:
-        raise TileError(f"{k.name}: blocks_per_sm is for the warp-specialized schedule (here: the warp schedule"
-                        f"{', because ' + note if note else ''}); the warp schedule takes max_registers", k.loc)
+    if blocks > 1 and not tma:   # the warp schedule: the register cap that lets `blocks` fit (and max_registers, if lower)
+        regs = min(regs or 255, launch_registers(warps, blocks, False, 0))
     launch = launch_registers(warps, blocks, bool(tma), regs)
-    if blocks > 1:   # ptxas fits every instruction in the launch count (C7602 where a wgmma's operands do not fit)
+    if blocks > 1 and tma:   # ptxas fits every instruction in the launch count (C7602 where a wgmma's operands do not fit)
         need = int(tile_registers(k, warps))
         if need > launch:
             raise TileError(f"{k.name}: with {blocks} blocks an SM a thread starts with {launch} registers, the count "
