@@ -14,6 +14,8 @@ BR, BC = 32, 64
 extent = st.integers(1, 100)
 _erf = np.vectorize(math.erf)
 UNARY = {"sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+         "silu": lambda x: x / (1 + np.exp(-x)),
+         "gelu": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
          "erf": _erf, "relu": lambda x: np.maximum(x, 0), "sin": np.sin, "cos": np.cos}
 POSITIVE = ("sqrt", "rsqrt")
 COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal,
@@ -52,6 +54,35 @@ def test_unary(backend, m, n):
     run(backend, unary, y, x, pos)
     for i, (op, f) in enumerate(UNARY.items()):
         assert_close(y[i], f(up(pos if op in POSITIVE else x)), "f32", tol=map_tolerance(op, backend), what=op)
+
+
+SATURATING = ("tanh", "sigmoid", "silu", "gelu", "erf", "relu")
+EXTREMES = [-np.inf, -1e30, -100, -80, -20, -3, -1, -0.0, 0, 1, 3, 20, 80, 100, 1e30, np.inf, np.nan]
+
+
+@tl.kernel
+def saturating(Y, X):
+    br, bc = grid2(X)
+    x = tl.regs(tl.f32, BR, BC)
+    y = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (br, bc))
+    for i, op in enumerate(SATURATING):
+        getattr(tl, op)(y, x)
+        tl.store(Y, y, (i, br, bc))
+
+
+def test_saturating_maps_at_large_magnitude(backend):
+    """Where e^-x overflows f32 (x^3 too, in gelu) and at +-inf the functions reach their limits, per element: silu
+    and gelu of -inf are 0, not the -inf / inf of their formulas (NaN); NaN stays NaN and makes no other NaN."""
+    x = np.array([EXTREMES], np.float32)
+    y = poisoned((len(SATURATING),) + x.shape, "f32")
+    run(backend, saturating, y, x)
+    for i, op in enumerate(SATURATING):
+        with np.errstate(all="ignore"):
+            ref = UNARY[op](up(x))
+        ref[np.isneginf(x) & np.isnan(ref)] = 0.0
+        # a few ulp per element (the bound is of a norm); below 1e-37 an f32 exp may flush to 0
+        np.testing.assert_allclose(y[i], ref, rtol=10 * map_tolerance(op, backend), atol=1e-37, err_msg=op)
 
 
 @tl.kernel

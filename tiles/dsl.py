@@ -279,7 +279,7 @@ def _broadcast(name):
     return f
 
 
-exp, exp2, log, log2, abs, neg, sqrt, rsqrt, tanh, sigmoid, erf, relu, sin, cos = (  # noqa: A001
+exp, exp2, log, log2, abs, neg, sqrt, rsqrt, tanh, sigmoid, silu, gelu, erf, relu, sin, cos = (  # noqa: A001
     _unary(n) for n in ir.UNARY)
 add, sub, mul, div, max, min, pow, lt, le, gt, ge, eq, ne = (_binary(n) for n in ir.BINARY)  # noqa: A001
 

@@ -252,8 +252,8 @@ class Generator:
         return u
 
     def step_unary(self, ch, t):
-        op = self.rng.choice(("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "erf",
-                              "relu", "sin", "cos"))
+        op = self.rng.choice(("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "silu",
+                              "gelu", "erf", "relu", "sin", "cos"))
         u = ch.tile()
         if op in ("log", "log2", "sqrt", "rsqrt"):   # a positive domain
             ch.emit(f"tl.abs({u}, {t})")
@@ -363,7 +363,8 @@ class Generator:
 
     def _vec_unary(self, ch, v, axis):
         u = ch.vec(axis)
-        ch.emit(f"tl.{self.rng.choice(('abs', 'neg', 'tanh', 'sigmoid', 'relu', 'erf', 'sin'))}({u}, {v})")
+        op = self.rng.choice(("abs", "neg", "tanh", "sigmoid", "silu", "gelu", "relu", "erf", "sin"))
+        ch.emit(f"tl.{op}({u}, {v})")
         return u
 
     def _vec_binary(self, ch, v, axis):

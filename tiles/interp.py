@@ -15,9 +15,24 @@ from . import dtypes, ir, philox
 from .types import GL, RT, RV, ST, SV
 
 _erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _sigmoid(z):
+    """1 / (1 + e^-z) as e^-log(1 + e^-z): no overflow, and the tail kept (0.5 + 0.5 tanh(z/2) is 0 below -37)."""
+    return np.exp(-np.logaddexp(0.0, -z))
+
+
+def _times_sigmoid(x, z):
+    """x sigmoid(z): silu (z = x) and gelu's tanh form, 0.5 x (1 + tanh u) = x sigmoid(2u); 0 where x = -inf, their
+    limit, not -inf * 0."""
+    return np.where(np.isneginf(x), -0.0, x) * _sigmoid(z)
+
+
 _UNARY = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "abs": np.abs, "neg": np.negative,
-          "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
-          "sigmoid": lambda x: 0.5 + 0.5 * np.tanh(0.5 * x), "erf": lambda x: _erf(x).astype(np.float64),
+          "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "sigmoid": _sigmoid,
+          "silu": lambda x: _times_sigmoid(x, x),
+          "gelu": lambda x: _times_sigmoid(x, math.sqrt(8 / math.pi) * (x + 0.044715 * x**3)),
+          "erf": lambda x: _erf(x).astype(np.float64),
           "relu": lambda x: np.where(x < 0, 0.0, x), "sin": np.sin, "cos": np.cos}
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
            "max": np.maximum, "min": np.minimum, "pow": np.power,

@@ -219,7 +219,8 @@ def positive(e: Expr, checks) -> bool:
         and c.b.value >= 0 for c in checks)
 
 
-UNARY = ("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "relu", "sin", "cos")
+UNARY = ("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "erf", "relu",
+         "sin", "cos")
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")   # 1.0 where the comparison holds, else 0.0: a mask for `where`
 BINARY = ("add", "sub", "mul", "div", "max", "min", "pow") + COMPARE   # pow: by a scalar only
 REDUCE = ("max", "min", "sum")

@@ -34,10 +34,10 @@ def tolerance(dtype) -> float:
 # math libraries (CUDA's, the hosts' libm under the emulators) and the HIP/Metal headers' own erf, tanh and pow
 # fit the default; MSL compiles with fast math on the device, whose bound is looser (not measured: no Apple GPU).
 # Comparisons, where and relu are exact. docs/design.md, Numerics, gives the derivation per backend.
-MAP_TOLERANCE = {"sqrt": 1e-6, "rsqrt": 1e-6, "tanh": 1e-6, "sigmoid": 1e-6, "erf": 1e-6, "relu": 0.0,
-                 "sin": 1e-6, "cos": 1e-6, "pow": 1e-5}
-FAST_MATH_TOLERANCE = {"metal": {"sqrt": 1e-6, "rsqrt": 1e-5, "tanh": 1e-5, "sigmoid": 1e-5, "erf": 1e-5,
-                                 "sin": 1e-5, "cos": 1e-5, "pow": 1e-4}}
+MAP_TOLERANCE = {"sqrt": 1e-6, "rsqrt": 1e-6, "tanh": 1e-6, "sigmoid": 1e-6, "silu": 1e-6, "gelu": 1e-6, "erf": 1e-6,
+                 "relu": 0.0, "sin": 1e-6, "cos": 1e-6, "pow": 1e-5}
+FAST_MATH_TOLERANCE = {"metal": {"sqrt": 1e-6, "rsqrt": 1e-5, "tanh": 1e-5, "sigmoid": 1e-5, "silu": 1e-5, "gelu": 1e-5,
+                                 "erf": 1e-5, "sin": 1e-5, "cos": 1e-5, "pow": 1e-4}}
 
 
 def map_tolerance(op: str, backend=None) -> float:

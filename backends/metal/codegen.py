@@ -38,7 +38,7 @@ _RESERVED = {"smem", "ints", "floats", "tgid", "tid", "sg", "lane", "self", "blo
              "double", "volatile", "inline", "operator", "this", "true", "false", "new", "delete", "metal",
              "tiles_metal", "exp", "exp2", "log", "log2", "abs", "min", "max", "fill", "zero", "load", "store",
              "map", "convert", "vec", "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "dropout", "where", "pair_at",
-             "elem_at", "erf_as", "pow_as", *ir.UNARY}
+             "elem_at", "erf_as", "pow_as", "times_sigmoid", *ir.UNARY}
 
 _UNARY = {n: f"op_{n}" for n in ir.UNARY}     # the functors of tiles_metal/base.h
 _BINARY = {n: f"op_{n}" for n in ir.BINARY}

@@ -79,6 +79,12 @@ TC_UNARY(sqrt, sqrtf(x))
 TC_UNARY(rsqrt, rsqrtf(x))
 TC_UNARY(tanh, tanhf(x))
 TC_UNARY(sigmoid, 1.f / (1.f + expf(-x)))
+// silu and gelu (tanh form) are x sigmoid(z) = x / (1 + e^-z): z = x, and z = 2u for gelu's 0.5 x (1 + tanh u),
+// u = sqrt(2/pi) (x + 0.044715 x^3), since 1 + tanh u = 2 / (1 + e^-2u) (no cancellation where tanh u nears -1).
+// Below x = -100 e^-z is inf and the quotient -0 already; returning it keeps x = -inf from -inf / inf = NaN.
+__device__ inline float times_sigmoid(float x, float z) { return x < -100.f ? -0.f : x / (1.f + expf(-z)); }
+TC_UNARY(silu, times_sigmoid(x, x))
+TC_UNARY(gelu, times_sigmoid(x, x * (1.59576912f + 0.071354816f * x * x)))
 TC_UNARY(erf, erff(x))
 TC_UNARY(relu, x < 0.f ? 0.f : x)
 TC_UNARY(sin, sinf(x))

@@ -68,6 +68,15 @@ struct op_neg { TILES_DEV float operator()(float a) const { return -a; } };
 struct op_sqrt { TILES_DEV float operator()(float a) const { return __builtin_sqrtf(a); } };
 struct op_rsqrt { TILES_DEV float operator()(float a) const { return 1.0f / __builtin_sqrtf(a); } };
 struct op_sigmoid { TILES_DEV float operator()(float a) const { return 1.0f / (1.0f + __builtin_expf(-a)); } };
+// silu and gelu (tanh form) are x sigmoid(z) = x / (1 + e^-z): z = x, and z = 2u for gelu's 0.5 x (1 + tanh u),
+// u = sqrt(2/pi) (x + 0.044715 x^3): op_tanh's construction, 1 + tanh u = 2 - 2 / (e^2u + 1) = 2 / (1 + e^-2u),
+// with no cancellation where tanh u nears -1. Below x = -100 e^-z is inf and the quotient -0 already; returning it
+// keeps x = -inf from -inf / inf = NaN.
+TILES_DEV float times_sigmoid(float x, float z) { return x < -100.0f ? -0.0f : x / (1.0f + __builtin_expf(-z)); }
+struct op_silu { TILES_DEV float operator()(float a) const { return times_sigmoid(a, a); } };
+struct op_gelu {
+  TILES_DEV float operator()(float a) const { return times_sigmoid(a, a * (1.59576912f + 0.071354816f * a * a)); }
+};
 struct op_tanh {  // 1 - 2 / (e^2|x| + 1) with x's sign: no overflow (e^2|x| = inf gives 1), exact at 0
   TILES_DEV float operator()(float a) const {
     const float t = 1.0f - 2.0f / (__builtin_expf(2.0f * __builtin_fabsf(a)) + 1.0f);
@@ -112,8 +121,8 @@ template <class F> struct with_scalar {  // b is one runtime number
   template <class D, class A> TILES_DEV void NAME(D& d, const A& a, float s) { map(d, a, with_scalar<op_##NAME>{s}); } \
   template <class D, class A> TILES_DEV void NAME(D& d, const A& a, int s) { map(d, a, with_scalar<op_##NAME>{float(s)}); }
 TILES_UNARY(exp) TILES_UNARY(exp2) TILES_UNARY(log) TILES_UNARY(log2) TILES_UNARY(abs) TILES_UNARY(neg)
-TILES_UNARY(sqrt) TILES_UNARY(rsqrt) TILES_UNARY(tanh) TILES_UNARY(sigmoid) TILES_UNARY(erf) TILES_UNARY(relu)
-TILES_UNARY(sin) TILES_UNARY(cos)
+TILES_UNARY(sqrt) TILES_UNARY(rsqrt) TILES_UNARY(tanh) TILES_UNARY(sigmoid) TILES_UNARY(silu) TILES_UNARY(gelu)
+TILES_UNARY(erf) TILES_UNARY(relu) TILES_UNARY(sin) TILES_UNARY(cos)
 TILES_BINARY(add) TILES_BINARY(sub) TILES_BINARY(mul) TILES_BINARY(div) TILES_BINARY(max) TILES_BINARY(min)
 TILES_BINARY(pow) TILES_BINARY(lt) TILES_BINARY(le) TILES_BINARY(gt) TILES_BINARY(ge) TILES_BINARY(eq) TILES_BINARY(ne)
 #undef TILES_UNARY

@@ -72,6 +72,17 @@ struct op_sqrt { template <typename T> T operator()(T a) const { return T(metal:
 struct op_rsqrt { template <typename T> T operator()(T a) const { return T(metal::rsqrt(float(a))); } };
 struct op_tanh { template <typename T> T operator()(T a) const { return T(metal::tanh(float(a))); } };
 struct op_sigmoid { template <typename T> T operator()(T a) const { return T(1.0f / (1.0f + metal::exp(-float(a)))); } };
+// silu and gelu (tanh form) are x sigmoid(z) = x / (1 + e^-z): z = x, and z = 2u for gelu's 0.5 x (1 + tanh u),
+// u = sqrt(2/pi) (x + 0.044715 x^3), since 1 + tanh u = 2 / (1 + e^-2u) (no cancellation where tanh u nears -1).
+// Below x = -100 e^-z is inf and the quotient -0 already; returning it keeps x = -inf from -inf / inf = NaN.
+inline float times_sigmoid(float x, float z) { return x < -100.0f ? -0.0f : x / (1.0f + metal::exp(-z)); }
+struct op_silu { template <typename T> T operator()(T a) const { return T(times_sigmoid(float(a), float(a))); } };
+struct op_gelu {
+    template <typename T> T operator()(T a) const {
+        const float x = float(a);
+        return T(times_sigmoid(x, x * (1.59576912f + 0.071354816f * x * x)));
+    }
+};
 struct op_erf { template <typename T> T operator()(T a) const { return T(erf_as(float(a))); } };
 struct op_relu { template <typename T> T operator()(T a) const { return float(a) < 0.0f ? T(0.0f) : a; } };
 struct op_sin { template <typename T> T operator()(T a) const { return T(metal::sin(float(a))); } };
