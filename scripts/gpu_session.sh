@@ -54,9 +54,11 @@
 #              4096x14336x4096 (0.93x cuBLAS: tensor pipe and the wgmma waits, the epilogue's share)
 #   pdl        issue 18: programmatic dependent launch: its GPU tests, then the split-K pairs and a few one-launch
 #              kernels timed with it off and on (TILES_PDL=0/1, in turn, twice), and back to back (scripts/gpu_pdl.py)
-#   norms      12-04 17:10: rmsnorm_rows' depth (stages 2-4) and register cap (two blocks an SM) at 4096x14336 and
-#              4096x4096, where it is 0.60x / 0.84x torch.compile; ncu of add_rmsnorm at a decode step (16x4096,
-#              0.82x) beside torch.compile's kernel: where the extra microsecond goes
+#   norms      12-04 17:10: rmsnorm_rows' depth (stages 2-4) and two blocks an SM (blocks_per_sm, now on the warp
+#              schedule) at 4096x14336 and 4096x4096, where it is 0.60x / 0.84x torch.compile
+#   decode-ncu 12-04 17:10: ncu of add_rmsnorm at a decode step (16x4096, 0.82x) beside torch.compile's kernel
+#   silu       12-04 17:30: tl.silu / tl.gelu on the GPU (test_math_ops, test_examples on cuda and cuda:sm_80), then
+#              linear_silu (now one tile: 128x256 as gemm's) and the MLP against torch.compile
 #   gemm-report 12-04 17:10: the details and the SASS-level warp samples of the ncu report of gemm 4096x14336x4096
 #              taken by `next5` (carried in .scratch/, untracked: this machine has no ncu to read it)
 set -uo pipefail
@@ -292,11 +294,19 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         ncu --import $rep --page source --csv --print-source sass >"$OUT/gemm14336_sass.csv" 2>&1; echo "== sass rc=$?"
         grep -E "Duration|Throughput|Registers|Warp Cycles|Stall|Issue Slots|Eligible|Active Warps|Occupancy" \
             "$OUT/gemm14336_details.txt" | head -60 ;;
+    silu)
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_math_ops.py \
+            tests/test_examples.py >"$OUT/silu_tests.log" 2>&1; echo "== tests rc=$?"
+        grep -E "FAILED|ERROR|passed|failed" "$OUT/silu_tests.log" | tail -8
+        echo "== examples"; timeout -s INT 200 python3 -u scripts/gpu_examples.py --only linear_silu mlp \
+            --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log" ;;
     norms)
         a="python3 -m tiles compare rmsnorm --backends cuda --no-compile"
         echo "== rmsnorm 4096x14336"; timeout 90 $a --shapes 4096x14336 --set stages=2,3,4 blocks_per_sm=1,2 2>&1 | r
         echo "== rmsnorm 4096x14336 unstaged"; timeout 60 $a --shapes 4096x14336 --set staged=False workers=4,8 2>&1 | r
         echo "== rmsnorm 4096x4096"; timeout 90 $a --shapes 4096x4096 --set stages=2,3,4 RPB=1,2,4 2>&1 | r
+        ;;
+    decode-ncu)
         for run in "default --torch=no default" "unstaged --torch=no RPB=1,staged=False" "staged --torch=no RPB=1,staged=True" \
                    "compile --torch=only"; do
             set -- $run; f="$OUT/decode_$1.txt"; echo "== ncu add_rmsnorm 16x4096 $1"
