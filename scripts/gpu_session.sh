@@ -61,6 +61,9 @@
 #              linear_silu (now one tile: 128x256 as gemm's) and the MLP against torch.compile
 #   gemm-report 12-04 17:10: the details and the SASS-level warp samples of the ncu report of gemm 4096x14336x4096
 #              taken by `next5` (carried in .scratch/, untracked: this machine has no ncu to read it)
+#   epilogue   12-04 18:00: what linear_silu's epilogue costs (scripts/epilogue_cost.py: the same GEMM with nothing,
+#              a bias, bias+relu, silu, bias+silu after the K loop; the shipped gemm, torch.mm, torch.compile)
+#   rows3      12-04 18:00: the row kernels (softmax, layernorm, rmsnorm) at 2 and 3 stages, 4096 and 8192 columns
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-session}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -300,6 +303,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         grep -E "FAILED|ERROR|passed|failed" "$OUT/silu_tests.log" | tail -8
         echo "== examples"; timeout -s INT 200 python3 -u scripts/gpu_examples.py --only linear_silu mlp \
             --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log" ;;
+    epilogue)
+        echo "== epilogue"; timeout 200 python3 scripts/epilogue_cost.py --rounds 2 >"$OUT/epilogue.log" 2>&1
+        echo "rc=$?"; cat "$OUT/epilogue.log" | grep -v "^\s*$" | tail -30 ;;
+    rows3)
+        for k in softmax layernorm rmsnorm; do echo "== $k"; timeout 80 python3 -m tiles compare $k --backends cuda \
+            --no-compile --shapes 4096x4096 16384x4096 4096x8192 --set stages=2,3 2>&1 | r; done ;;
     norms)
         a="python3 -m tiles compare rmsnorm --backends cuda --no-compile"
         echo "== rmsnorm 4096x14336"; timeout 90 $a --shapes 4096x14336 --set stages=2,3,4 blocks_per_sm=1,2 2>&1 | r
