@@ -6,8 +6,9 @@ Rows that fit on chip (C a multiple of 16, up to ROW_MAX) take one pass, `rmsnor
 the block's workers; its sum of squares is reduced over the whole tile (softmax.tile_reduction), every element
 then scaled by RSTD and W. W is read once per block, before its RPB rows, and stays in registers in its own
 dtype. 16 rows of 4096 columns are 16 blocks of one row each (two passes: one block looping over the columns).
-H200, 2026-12-04: 0.76x / 0.84x / 0.87x torch.compile at 16x4096 / 4096x4096 / 16384x4096, 0.58x at 4096x14336
-(docs/benchmarks.md); compiled offline without spills for sm_80, sm_90a, gfx942 and gfx950.
+H200, 2026-12-04 (docs/benchmarks.md): 0.94x / 0.96x torch.compile at 4096x4096 / 16384x4096 with three stages,
+0.77x at 4096x8192, 0.59x at 4096x14336 (issue-bound: a 14-warp block an SM, five barriers a row; two blocks an SM,
+blocks_per_sm=2, gained 4-13%); compiled offline without spills for sm_80, sm_90a, gfx942 and gfx950.
 
 Other rows take two passes over column blocks, `rmsnorm_fwd`, as layernorm's `layernorm_fwd`: the first sums
 the squares of the row (columns past the end load as 0 and add nothing), the second reads the row again (from
@@ -22,9 +23,13 @@ import numpy as np
 
 import tiles as tl
 
+from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import (ROW_CONFIGS, ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row,
-                      tile_reduction)
+from .softmax import ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row, tile_reduction
+
+# sm_90a: rows three deep through shared memory. H200 (12-04, 4096 and 16384 rows of 4096): 25.2 / 79.2 us against
+# 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336 columns; layernorm's rows lost 6-12% at three
+ROW_CONFIGS = {**softmax.ROW_CONFIGS, "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "stages": 3}}
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X),

@@ -149,7 +149,7 @@ RPB_CHOICES = (1, 2, 4, 8, 16, 32)
 ROW_TUNE = {
     "default": dict(RPB=RPB_CHOICES),
     "sm_80": dict(RPB=RPB_CHOICES, workers=[4, 8, 16], staged=[False, True]),
-    "sm_90a": dict(RPB=RPB_CHOICES, workers=[2, 4, 8], staged=[False, True], stages=[2, 3]),
+    "sm_90a": dict(RPB=RPB_CHOICES, workers=[2, 4, 8], staged=[False, True], stages=[2, 3], blocks_per_sm=[1, 2]),
     "gfx942": dict(RPB=RPB_CHOICES, workers=[4, 8], staged=[False, True]),
     "gfx950": dict(RPB=RPB_CHOICES, workers=[4, 8], staged=[False, True]),
     "apple": dict(RPB=RPB_CHOICES, workers=[2, 4]),

@@ -243,18 +243,25 @@ def warp_traced(kernel: str, **extra):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("kernel,config", [("gemm", dict(BM=64, BN=64, workers=1)), ("rmsnorm_rows", {}),
+@pytest.mark.parametrize("kernel,config", [("gemm", dict(BM=128, BN=64, workers=2)), ("rmsnorm_rows", {}),
                                            ("rmsnorm_rows", dict(max_registers=64))])
 def test_blocks_per_sm_on_the_warp_schedule_caps_registers(kernel, config):
-    """blocks_per_sm under the warp schedule: the launch bound asks for that many blocks, the cap is the register
-    file's share of a thread (or max_registers, where lower), and ptxas keeps to it (spilling if it must:
-    rmsnorm_rows' tiles want 94 registers at 448 threads, two blocks leave 72)."""
+    """blocks_per_sm under the warp schedule: the cap is the register file's share of a thread at that many blocks
+    (or max_registers, where lower), and ptxas keeps to it (spilling if it must: rmsnorm_rows' tiles want 94
+    registers at 448 threads, two blocks leave 72)."""
     gen = generate(warp_traced(kernel, blocks_per_sm=2, **config))
     s = gen.schedule
     share = 65536 // 2 // s.threads // 8 * 8
-    assert s.max_registers == min(config.get("max_registers") or 255, share) and s.min_blocks >= 2
+    assert s.max_registers == min(config.get("max_registers") or share, share) and s.min_blocks >= 2
     assert f"__maxnreg__({s.max_registers})" in gen.source
     assert toolchain.compile(gen.source, "sm_90a").resources[gen.name].registers <= s.max_registers
+
+
+def test_blocks_per_sm_on_the_warp_schedule_where_they_fit_anyway():
+    """Two blocks of 4 warps fit at 255 registers a thread: no cap, the same code as one block (the search drops it
+    as such)."""
+    one, two = (generate(warp_traced("gemm", BM=64, BN=64, workers=1, blocks_per_sm=n)) for n in (1, 2))
+    assert two.schedule.max_registers == 0 and two.source == one.source
 
 
 def test_blocks_per_sm_refusals():

@@ -486,7 +486,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                         f"{f' with {blocks} blocks an SM' if blocks > 1 else ''}; "
                         f"use smaller tiles or fewer stages", k.loc)
     if blocks > 1 and not tma:   # the warp schedule: the register cap that lets `blocks` fit (and max_registers, if lower)
-        regs = min(regs or 255, launch_registers(warps, blocks, False, 0))
+        share = launch_registers(warps, blocks, False, 0)
+        regs = min(regs or share, share) if share < 255 else regs   # no cap where the blocks fit anyway: same code
     launch = launch_registers(warps, blocks, bool(tma), regs)
     if blocks > 1 and tma:   # ptxas fits every instruction in the launch count (C7602 where a wgmma's operands do not fit)
         need = int(tile_registers(k, warps))

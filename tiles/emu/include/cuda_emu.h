@@ -131,6 +131,9 @@ inline bool __all_sync(unsigned mask, bool p) {
 }
 inline void __syncthreads() { emu::barrier(); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }   // CUDA's math library; the host has none
+// x times the reciprocal of y, as CUDA's fast division (programming guide, intrinsic functions): 0 for
+// 2^126 < |y| (NaN for an infinite x), within 2 ulp elsewhere
+inline float __fdividef(float x, float y) { return fabsf(y) > 0x1p126f ? x * 0.0f : x / y; }
 inline float atomicAdd(float* p, float v) { return emu::atomic_add(p, v); }
 // The offset of a shared-memory address in the block's arena: what the PTX instructions below take as [addr].
 inline size_t __cvta_generic_to_shared(const void* p) {
