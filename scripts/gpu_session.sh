@@ -64,6 +64,9 @@
 #   epilogue   12-04 18:00: what linear_silu's epilogue costs (scripts/epilogue_cost.py: the same GEMM with nothing,
 #              a bias, bias+relu, silu, bias+silu after the K loop; the shipped gemm, torch.mm, torch.compile)
 #   rows3      12-04 18:00: the row kernels (softmax, layernorm, rmsnorm) at 2 and 3 stages, 4096 and 8192 columns
+#   final6     12-04 18:30, the session's last call: GPU tests of the fast-division silu and rmsnorm's three stages,
+#              the epilogue's cost again, the examples against torch.compile, rmsnorm's defaults, add_rmsnorm's decode
+#              step with the row over more warps (K 16 / 32)
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-session}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -303,6 +306,18 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         grep -E "FAILED|ERROR|passed|failed" "$OUT/silu_tests.log" | tail -8
         echo "== examples"; timeout -s INT 200 python3 -u scripts/gpu_examples.py --only linear_silu mlp \
             --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log" ;;
+    final6)
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_math_ops.py \
+            tests/test_examples.py tests/test_kernel_rmsnorm.py >"$OUT/final6_tests.log" 2>&1; echo "== tests rc=$?"
+        grep -E "FAILED|ERROR|passed|failed" "$OUT/final6_tests.log" | tail -8
+        echo "== epilogue"; timeout 150 python3 scripts/epilogue_cost.py --rounds 1 >"$OUT/epilogue.log" 2>&1
+        echo "rc=$?"; grep -v "^\s*$" "$OUT/epilogue.log" | tail -12
+        echo "== examples"; timeout -s INT 230 python3 -u scripts/gpu_examples.py --only linear_silu add_rmsnorm mlp \
+            --json "$OUT/examples.json" >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log"
+        echo "== rmsnorm"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 4096x4096 \
+            16384x4096 4096x14336 2>&1 | r
+        for k in 16 32; do timeout 40 python3 scripts/probe_add_rmsnorm.py --K $k --torch no "RPB=1 staged=True" \
+            "RPB=1 staged=False" 2>&1 | grep " us"; done ;;
     epilogue)
         echo "== epilogue"; timeout 200 python3 scripts/epilogue_cost.py --rounds 2 >"$OUT/epilogue.log" 2>&1
         echo "rc=$?"; cat "$OUT/epilogue.log" | grep -v "^\s*$" | tail -30 ;;

@@ -2,7 +2,7 @@
 run `--runs` times, configurations in turn, then the compiled PyTorch. Timed too (tiles.bench, device events).
 Under ncu, filter the kernels by name: "regex:add_rmsnorm|triton".
 
-    python3 scripts/probe_add_rmsnorm.py [--rows 16] [--cols 4096] [--runs 20] [--torch yes|no|only] ['RPB=1 staged=False' ...]"""
+    python3 scripts/probe_add_rmsnorm.py [--rows 16] [--cols 4096] [--runs 20] [--K 16] [--torch yes|no|only] ['RPB=1 staged=False' ...]"""
 import argparse
 import sys
 from pathlib import Path
@@ -20,10 +20,14 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=16)
     p.add_argument("--cols", type=int, default=4096)
     p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--K", type=int, help="the row's tile width (docs/examples.md's row_tile: the widest of 64, 32, 16)")
     p.add_argument("--torch", choices=["yes", "no", "only"], default="yes", help="torch.compile's kernel too")
     p.add_argument("configs", nargs="*", default=["default"])
     a = p.parse_args()
+    if a.K:   # a narrower tile spreads a row over more warps: TR / 16 of them, up to 16
+        ex.EX["row_tile"] = lambda cols: dict(TR=-(-cols // a.K // 16) * 16, K=a.K)
     label, ins, run, eager, ref, _ = ex.add_rmsnorm(a.rows, a.cols)
+    label += f" K={a.K}" if a.K else ""
     sets = [ins() for _ in range(4)]
     compiled = torch.compile(eager)
     config = lambda c: {} if c == "default" else eval(f"dict({c.replace(' ', ',')})")  # noqa: E731
