@@ -67,6 +67,9 @@
 #   final6     12-04 18:30, the session's last call: GPU tests of the fast-division silu and rmsnorm's three stages,
 #              the epilogue's cost again, the examples against torch.compile, rmsnorm's defaults, add_rmsnorm's decode
 #              step with the row over more warps (K 16 / 32)
+#   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
+#              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
+#              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-session}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -318,6 +321,22 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             16384x4096 4096x14336 2>&1 | r
         for k in 16 32; do timeout 40 python3 scripts/probe_add_rmsnorm.py --K $k --torch no "RPB=1 staged=True" \
             "RPB=1 staged=False" 2>&1 | grep " us"; done ;;
+    final7)
+        g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+        echo "== gemm grid"; timeout 140 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
+            --json "$OUT/gemm_grid.json" >"$OUT/gemm_grid.log" 2>&1; echo "rc=$?"; grep -E "^gemm " "$OUT/gemm_grid.log" \
+            | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//; s/checked on.*//'
+        f="$OUT/decode_staged"; timeout 60 ncu --clock-control none --kernel-name "regex:add_rmsnorm" --launch-skip 2 \
+            --launch-count 1 --set full -f -o "$f" python3 scripts/probe_add_rmsnorm.py --runs 2 --torch no \
+            "RPB=1 staged=True" >/dev/null 2>&1; echo "ncu decode rc=$?"
+        f2="$OUT/rms14336"; timeout 60 ncu --clock-control none --kernel-name "regex:rmsnorm_rows" --launch-skip 2 \
+            --launch-count 1 --set full -f -o "$f2" python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+            --no-libraries --shapes 4096x14336 >/dev/null 2>&1; echo "ncu rms rc=$?"
+        for r in "$f" "$f2"; do
+            ncu --import "$r.ncu-rep" --page details --print-details all >"$r.txt" 2>&1
+            ncu --import "$r.ncu-rep" --page source --csv --print-source sass >"$r.sass.csv" 2>&1
+            echo "== $r"; grep -E "Duration|SM Active Cycles|Stall [A-Z]" "$r.txt" | grep -v " 0$" | sort -k3 -rn | head -12
+        done ;;
     epilogue)
         echo "== epilogue"; timeout 200 python3 scripts/epilogue_cost.py --rounds 2 >"$OUT/epilogue.log" 2>&1
         echo "rc=$?"; cat "$OUT/epilogue.log" | grep -v "^\s*$" | tail -30 ;;
