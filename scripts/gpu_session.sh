@@ -335,7 +335,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         for r in "$f" "$f2"; do
             ncu --import "$r.ncu-rep" --page details --print-details all >"$r.txt" 2>&1
             ncu --import "$r.ncu-rep" --page source --csv --print-source sass >"$r.sass.csv" 2>&1
-            echo "== $r"; grep -E "Duration|SM Active Cycles|Stall [A-Z]" "$r.txt" | grep -v " 0$" | sort -k3 -rn | head -12
+            echo "== $r"; grep -E "Duration|SM Active Cycles|Stall [A-Z]" "$r.txt" | grep -v " 0$" | head -30
         done ;;
     epilogue)
         echo "== epilogue"; timeout 200 python3 scripts/epilogue_cost.py --rounds 2 >"$OUT/epilogue.log" 2>&1
