@@ -323,13 +323,13 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             "RPB=1 staged=False" 2>&1 | grep " us"; done ;;
     final7)
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
-        echo "== gemm grid"; timeout 140 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
+        echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
             --json "$OUT/gemm_grid.json" >"$OUT/gemm_grid.log" 2>&1; echo "rc=$?"; grep -E "^gemm " "$OUT/gemm_grid.log" \
             | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//; s/checked on.*//'
-        f="$OUT/decode_staged"; timeout 60 ncu --clock-control none --kernel-name "regex:add_rmsnorm" --launch-skip 2 \
+        f="$OUT/decode_staged"; timeout 45 ncu --clock-control none --kernel-name "regex:add_rmsnorm" --launch-skip 2 \
             --launch-count 1 --set full -f -o "$f" python3 scripts/probe_add_rmsnorm.py --runs 2 --torch no \
             "RPB=1 staged=True" >/dev/null 2>&1; echo "ncu decode rc=$?"
-        f2="$OUT/rms14336"; timeout 60 ncu --clock-control none --kernel-name "regex:rmsnorm_rows" --launch-skip 2 \
+        f2="$OUT/rms14336"; timeout 45 ncu --clock-control none --kernel-name "regex:rmsnorm_rows" --launch-skip 2 \
             --launch-count 1 --set full -f -o "$f2" python3 -m tiles compare rmsnorm --backends cuda --no-compile \
             --no-libraries --shapes 4096x14336 >/dev/null 2>&1; echo "ncu rms rc=$?"
         for r in "$f" "$f2"; do
