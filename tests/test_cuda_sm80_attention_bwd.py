@@ -70,5 +70,5 @@ def test_row_kernels_have_no_spills(compiler, d):
     for kernel in ("pre", "dq"):
         gen, r = build(kernel, d, "bf16", compiler)
         assert r.spills == 0 and r.stack_frame == 0, (kernel, r)
-        # the launch bound asks for 3 blocks an SM: without it ptxas kept pre at 80 registers and spilled (D 64)
-        assert "__launch_bounds__(NUM_WARPS * 32, 3)" in gen.source
+        # a cap of 168 registers (3 blocks an SM): without it ptxas kept pre at 80 registers and spilled (D 64)
+        assert "__maxnreg__(168)" in gen.source

@@ -23,6 +23,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __maxnreg__(...)
 // A block's __shared__ variable is one object that all its lanes see: a block-scope static. thread_local is
 // the one storage class that also fits `extern __shared__ unsigned char smem_base[]` (the generated kernel's
 // dynamic shared memory, defined below); blocks run one after another on one OS thread, so one copy serves.

@@ -92,6 +92,9 @@ inline float v_exp_f32(float x) {
   return r < 0x1p-126f ? 0.0f : r;
 }
 
+// v_rcp_f32: 1/x within 1 ULP (here the rounded quotient); 1/inf is 0, 1/0 is inf.
+inline float v_rcp_f32(float x) { return 1.0f / x; }
+
 // Buffer accesses: an access that does not lie wholly inside the resource's range reads 0 and is
 // not written, per lane (the raw-buffer range check).
 inline bool in_range(uint32_t bytes, uint32_t off, uint32_t n) { return off <= bytes && n <= bytes - off; }

@@ -156,6 +156,16 @@ TILES_DEV float exp2(float x) {
 #endif
 }
 
+// 1/x as one v_rcp_f32 (1 ULP), where IEEE division is ten instructions (v_div_scale twice, v_rcp, four FMAs,
+// v_div_fmas, v_div_fixup) per element: the sigmoid family's epilogues divide once per element.
+TILES_DEV float rcp(float x) {
+#if defined(TILES_EMU)
+  return hip_emu::v_rcp_f32(x);
+#else
+  return __builtin_amdgcn_rcpf(x);
+#endif
+}
+
 // v_perm_b32: byte i of the result is byte (sel >> 8 i) & 7 of the eight {lo (bytes 0-3), hi (4-7)}.
 TILES_DEV uint32_t perm(uint32_t hi, uint32_t lo, uint32_t sel) {
 #if defined(TILES_EMU)

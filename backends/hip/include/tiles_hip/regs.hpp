@@ -67,15 +67,19 @@ struct op_neg { TILES_DEV float operator()(float a) const { return -a; } };
 // others are built from them. Accuracy per op: docs/design.md, Numerics.
 struct op_sqrt { TILES_DEV float operator()(float a) const { return __builtin_sqrtf(a); } };
 struct op_rsqrt { TILES_DEV float operator()(float a) const { return 1.0f / __builtin_sqrtf(a); } };
-struct op_sigmoid { TILES_DEV float operator()(float a) const { return 1.0f / (1.0f + __builtin_expf(-a)); } };
-// silu and gelu (tanh form) are x sigmoid(z) = x / (1 + e^-z): z = x, and z = 2u for gelu's 0.5 x (1 + tanh u),
+// sigmoid, silu and gelu (tanh form) take the reciprocal of 1 + e^-z (arch::rcp, 1 ULP: IEEE division is ten
+// instructions an element): silu and gelu are x sigmoid(z), z = x, and z = 2u for gelu's 0.5 x (1 + tanh u),
 // u = sqrt(2/pi) (x + 0.044715 x^3): op_tanh's construction, 1 + tanh u = 2 - 2 / (e^2u + 1) = 2 / (1 + e^-2u),
-// with no cancellation where tanh u nears -1. Below x = -100 e^-z is inf and the quotient -0 already; returning it
-// keeps x = -inf from -inf / inf = NaN.
-TILES_DEV float times_sigmoid(float x, float z) { return x < -100.0f ? -0.0f : x / (1.0f + __builtin_expf(-z)); }
-struct op_silu { TILES_DEV float operator()(float a) const { return times_sigmoid(a, a); } };
+// with no cancellation where tanh u nears -1. x is floored at -100 (a select), where the result is -0 already
+// (1 / inf = 0), so that x = -inf gives -0, not -inf * 0 = NaN; NaN compares false and passes through.
+TILES_DEV float sigmoid_of(float z) { return arch::rcp(1.0f + __builtin_expf(-z)); }
+TILES_DEV float floored(float x) { return x < -100.0f ? -100.0f : x; }
+struct op_sigmoid { TILES_DEV float operator()(float a) const { return sigmoid_of(a); } };
+struct op_silu { TILES_DEV float operator()(float a) const { return floored(a) * sigmoid_of(floored(a)); } };
 struct op_gelu {
-  TILES_DEV float operator()(float a) const { return times_sigmoid(a, a * (1.59576912f + 0.071354816f * a * a)); }
+  TILES_DEV float operator()(float a) const {
+    return floored(a) * sigmoid_of(floored(a) * (1.59576912f + 0.071354816f * a * a));
+  }
 };
 struct op_tanh {  // 1 - 2 / (e^2|x| + 1) with x's sign: no overflow (e^2|x| = inf gives 1), exact at 0
   TILES_DEV float operator()(float a) const {
