@@ -40,12 +40,12 @@ CONFIGS = {
 
 
 def rstd_of_sum(v, n, eps):
-    """v <- 1 / sqrt(v / n + eps) of a sum v of n squares, as exp2(-log2(.) / 2)."""
+    """v <- 1 / sqrt(v / n + eps) of a sum v of n squares. One rsqrt: exp2(-log2(.) / 2), as it was first written,
+    compiles on CUDA to the library's log2f, ~15 instructions a value (rmsnorm_rows 4096x14336 spent 174 of its 855
+    instructions a thread a row between the row's sum and its store, ncu 12-04)."""
     tl.mul(v, v, 1.0 / n)
     tl.add(v, v, eps)
-    tl.log2(v, v)
-    tl.mul(v, v, -0.5)
-    tl.exp2(v, v)
+    tl.rsqrt(v, v)
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=row_bucket,

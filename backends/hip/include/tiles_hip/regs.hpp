@@ -66,7 +66,7 @@ struct op_neg { TILES_DEV float operator()(float a) const { return -a; } };
 // log2, sin and cos are native (v_sqrt_f32, v_exp_f32, v_log_f32, v_sin_f32/v_cos_f32 after a scaling), the
 // others are built from them. Accuracy per op: docs/design.md, Numerics.
 struct op_sqrt { TILES_DEV float operator()(float a) const { return __builtin_sqrtf(a); } };
-struct op_rsqrt { TILES_DEV float operator()(float a) const { return 1.0f / __builtin_sqrtf(a); } };
+struct op_rsqrt { TILES_DEV float operator()(float a) const { return arch::rcp(__builtin_sqrtf(a)); } };
 // sigmoid, silu and gelu (tanh form) take the reciprocal of 1 + e^-z (arch::rcp, 1 ULP: IEEE division is ten
 // instructions an element): silu and gelu are x sigmoid(z), z = x, and z = 2u for gelu's 0.5 x (1 + tanh u),
 // u = sqrt(2/pi) (x + 0.044715 x^3): op_tanh's construction, 1 + tanh u = 2 - 2 / (e^2u + 1) = 2 / (1 + e^-2u),
