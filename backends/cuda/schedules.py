@@ -121,8 +121,9 @@ class Schedule:
 
     @property
     def min_blocks(self) -> int:
-        """Blocks per SM the launch bound asks for, so that ptxas keeps within max_registers (an SM has 64K) or,
-        warp-specialized, within the block's share of the register file."""
+        """Blocks per SM: warp-specialized, what the launch bound asks for (ptxas keeps within the block's share of
+        the register file); under the warp schedule, what its max_registers cap (`__maxnreg__`) lets an SM's 64K
+        registers hold."""
         if self.warp_specialized:
             return self.blocks
         return 65536 // (self.threads * self.max_registers) if self.max_registers else 0
