@@ -59,7 +59,6 @@
 #   decode-ncu 12-04 17:10: ncu of add_rmsnorm at a decode step (16x4096, 0.82x) beside torch.compile's kernel
 #   silu       12-04 17:30: tl.silu / tl.gelu on the GPU (test_math_ops, test_examples on cuda and cuda:sm_80), then
 #              linear_silu (now one tile: 128x256 as gemm's) and the MLP against torch.compile
-#   gemm-report 12-04 17:10: the details and the SASS-level warp samples of the ncu report of gemm 4096x14336x4096
 #              taken by `next5` (carried in .scratch/, untracked: this machine has no ncu to read it)
 #   epilogue   12-04 18:00: what linear_silu's epilogue costs (scripts/epilogue_cost.py: the same GEMM with nothing,
 #              a bias, bias+relu, silu, bias+silu after the K loop; the shipped gemm, torch.mm, torch.compile)
@@ -301,12 +300,6 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== tune gemm"; timeout 80 python3 -m tiles tune gemm --shapes 4096x14336x4096 --top 5 >"$OUT/tune.log" 2>&1
         grep -E "^BM|choice|winner|timed" "$OUT/tune.log" | head -14
         timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x14336x4096 2>&1 | r ;;
-    gemm-report)
-        rep=.scratch/gemm14336.ncu-rep
-        ncu --import $rep --page details --print-details all >"$OUT/gemm14336_details.txt" 2>&1; echo "== details rc=$?"
-        ncu --import $rep --page source --csv --print-source sass >"$OUT/gemm14336_sass.csv" 2>&1; echo "== sass rc=$?"
-        grep -E "Duration|Throughput|Registers|Warp Cycles|Stall|Issue Slots|Eligible|Active Warps|Occupancy" \
-            "$OUT/gemm14336_details.txt" | head -60 ;;
     silu)
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_math_ops.py \
             tests/test_examples.py >"$OUT/silu_tests.log" 2>&1; echo "== tests rc=$?"
