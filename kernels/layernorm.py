@@ -25,8 +25,7 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import (ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row,
-                      tile_reduction)
+from .softmax import ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -140,7 +139,6 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
     bias = tl.regs(Bias.dtype, TR, K, name="bias")
     hr = tl.regs(H.dtype, TR, K, name="hr")     # h rounded as H stores it
     stat = tl.rvec(tl.f32, TR, name="stat")     # the row's mean, then 1 / its standard deviation
-    over_tile = tile_reduction(TR)
 
     tl.load(w, W, (0, 0))
     tl.load(bias, Bias, (0, 0))
@@ -152,12 +150,12 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
         tl.copy(hr, h)
         tl.copy(h, hr)
         store_row(H, hr, row, outs)
-        over_tile(stat, h, tl.row_sum, tl.col_sum)   # tile rows past the row's end read as 0
+        tl.tile_sum(stat, h)                         # tile rows past the row's end read as 0
         tl.mul(stat, stat, 1.0 / (X.rows * K))
         tl.sub_row(h, h, stat)
         tl.bounds_mask(h, h, X.rows, K, 0.0)         # ... but deviate from the mean: mask them
         tl.mul(x, h, h)
-        over_tile(stat, x, tl.row_sum, tl.col_sum)
+        tl.tile_sum(stat, x)
         rstd_of_sum(stat, X.rows * K, eps)
         tl.mul_row(h, h, stat)
         tl.copy(x, w)

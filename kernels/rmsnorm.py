@@ -3,7 +3,7 @@ row (RSTD, float32) for the backward pass.
 
 Rows that fit on chip (C a multiple of 16, up to ROW_MAX) take one pass, `rmsnorm_rows`, as kernels/layernorm.py's
 `layernorm_rows`: X read once and Y written once, the least traffic there is. The row is a (C/K, K) tile over
-the block's workers; its sum of squares is reduced over the whole tile (softmax.tile_reduction), every element
+the block's workers; its sum of squares is reduced over the whole tile (tl.tile_sum, one exchange), every element
 then scaled by RSTD and W. W is read once per block, before its RPB rows, and stays in registers in its own
 dtype. 16 rows of 4096 columns are 16 blocks of one row each (two passes: one block looping over the columns).
 H200, 2026-12-04 (docs/benchmarks.md): 0.94x / 0.96x torch.compile at 4096x4096 / 16384x4096 with three stages,
@@ -25,7 +25,7 @@ import tiles as tl
 
 from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row, tile_reduction
+from .softmax import ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row
 
 # sm_90a: rows three deep through shared memory. H200 (12-04, 4096 and 16384 rows of 4096): 25.2 / 79.2 us against
 # 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336 columns; layernorm's rows lost 6-12% at three
@@ -82,14 +82,13 @@ def rmsnorm_rows(Y, RSTD, X, W, eps, *, TR, K, RPB, staged):
     t = tl.regs(tl.f32, TR, K, name="t")        # X^2, then W in f32
     w = tl.regs(W.dtype, TR, K, name="w")       # W in its own dtype, read once per block
     rstd = tl.rvec(tl.f32, TR, name="rstd")     # the row's sum of squares, then 1 / sqrt(mean + eps), in every element
-    over_tile = tile_reduction(TR)
 
     tl.load(w, W, (0, 0))
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
         load_row(x, X, row, xs)
         tl.mul(t, x, x)
-        over_tile(rstd, t, tl.row_sum, tl.col_sum)      # tile rows past the row's end read as 0, add nothing
+        tl.tile_sum(rstd, t)                            # tile rows past the row's end read as 0, add nothing
         rstd_of_sum(rstd, X.rows * K, eps)
         tl.store(RSTD, rstd, (row, 0))                  # its first element: RSTD's one column
         tl.mul_row(x, x, rstd)

@@ -106,26 +106,6 @@ ROW_CONFIGS = {
 }
 
 
-def tile_reduction(TR: int):
-    """reduce(whole, x, reduce_rows, reduce_cols): every element of the rows vector `whole` <- the reduction
-    of the whole TR-row tile x: within each tile row, then across the tile rows (and so the workers) through
-    a narrow TR x 16 tile whose column reduction crosses them. For layernorm's one-pass kernel (softmax_rows
-    merges its max and sum in one exchange, tl.logsumexp2)."""
-    t = tl.regs(tl.f32, TR, 16, name="t")          # one value per tile row, spread over 16 columns
-    part = tl.rvec(tl.f32, TR, name="part")
-    cross = tl.rvec(tl.f32, 16, axis="cols", name="cross")
-
-    def reduce(whole, x, reduce_rows, reduce_cols):
-        reduce_rows(part, x)
-        tl.zero(t)
-        tl.add_row(t, t, part)
-        reduce_cols(cross, t)
-        tl.zero(t)
-        tl.add_col(t, t, cross)
-        tl.row_max(whole, t)                       # its 16 columns now hold the same value: take it
-    return reduce
-
-
 def load_row(dst, src, row, via=None):
     """dst <- row `row` of src, a (rows, C/K, K) view; through the shared tile `via` where the kernel is staged."""
     if via is None:

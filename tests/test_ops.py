@@ -124,6 +124,56 @@ def test_reduce(backend, axis, m, n):
                      tol=sum_tolerance(op, with_acc, np.abs(up(x)).sum(axis=ax) + np.abs(up(acc[0]))))
 
 
+@tl.kernel
+def reduce_tile(Out, X, Acc, *, TR, axis):
+    """A TR x 64 tile over the block's workers (TR 128: every worker holds rows), its max, min and sum in every
+    element of a 64-long vector along `axis`; past the input the tile holds each reduction's neutral value."""
+    tl.grid(1)
+    x = tl.regs(tl.f32, TR, BC)
+    masked = tl.regs(tl.f32, TR, BC)
+    v = tl.rvec(tl.f32, 64, axis=axis)
+    acc = tl.rvec(tl.f32, 64, axis=axis)
+    tl.load(x, X, (0, 0))
+    tl.load(acc, Acc, (0, 0))
+    for i, (op, (_, _, neutral)) in enumerate(REDUCE.items()):
+        tl.bounds_mask(masked, x, X.rows, X.cols, neutral)
+        getattr(tl, f"tile_{op}")(v, masked)
+        tl.store(Out, v, (2 * i, 0))
+        getattr(tl, f"tile_{op}")(v, masked, acc)
+        tl.store(Out, v, (2 * i + 1, 0))
+
+
+@pytest.mark.parametrize("axis", ["rows", "cols"])
+@settings(max_examples=4)
+@given(tr=st.sampled_from([32, 128]), data=st.data())
+def test_reduce_tile(backend, axis, tr, data):
+    m, n = data.draw(st.integers(1, tr)), data.draw(st.integers(1, BC))
+    x = random_array((m, n), "f32")
+    acc = random_array((1, 64), "f32")
+    out = poisoned((2 * len(REDUCE), 64), "f32")
+    run(backend, reduce_tile, out, x, acc, TR=tr, axis=axis)
+    for i, (op, (f, combine, _)) in enumerate(REDUCE.items()):
+        r = f(up(x))
+        tol = sum_tolerance(op, np.atleast_1d(r), np.abs(up(x)).sum())
+        assert_close(out[2 * i], np.full(64, r), "f32", tol=tol, what=op)
+        with_acc = combine(r, up(acc[0]))
+        assert_close(out[2 * i + 1], with_acc, "f32", what=f"{op} with accumulator",
+                     tol=sum_tolerance(op, with_acc, np.abs(up(x)).sum() + np.abs(up(acc[0]))))
+
+
+def test_reduce_tile_refuses_a_16_bit_destination():
+    @tl.kernel
+    def to_bf16(Out, X):
+        tl.grid(1)
+        x = tl.regs(tl.f32, 32, 64)
+        v = tl.rvec(tl.bf16, 32)
+        tl.load(x, X, (0, 0))
+        tl.tile_sum(v, x)
+
+    with pytest.raises(TileError, match=r"test_ops.py:\d+: tl.tile_sum\(v, x\)\n.*destination dtype: expected f32"):
+        to_bf16.trace([np.zeros((1, 32), np.float32), np.zeros((32, 64), np.float32)])
+
+
 def sum_tolerance(op, ref, magnitude):
     """f32's tolerance, widened for a sum by its condition number ‖Σ|x|‖ / ‖Σx‖: terms that cancel leave a small
     result whose rounding error is still relative to the terms (CI once drew a sum of -0.0083 off 1.44e-5)."""

@@ -290,6 +290,9 @@ def where(dst, mask, a, b):
     _op("where", dst, mask, _scalar_or_tile(a), _scalar_or_tile(b))
 row_max, row_min, row_sum = (_reduce(f"row_{r}") for r in ir.REDUCE)
 col_max, col_min, col_sum = (_reduce(f"col_{r}") for r in ir.REDUCE)
+# Every element of an f32 vector (either axis, any length) <- the max / min / sum of the whole tile, over every
+# worker's part of it (with acc: combined with acc's element): one exchange across the workers.
+tile_max, tile_min, tile_sum = (_reduce(f"tile_{r}") for r in ir.REDUCE)
 add_row, sub_row, mul_row, div_row = (_broadcast(f"{b}_row") for b in ir.BROADCAST)
 add_col, sub_col, mul_col, div_col = (_broadcast(f"{b}_col") for b in ir.BROADCAST)
 

@@ -2,15 +2,15 @@
 engine asked for; a disagreement beyond the dtype's tolerance, a crash, or a compile failure of a kernel the
 verifier accepted is a finding, shrunk to a small kernel printed as Python source.
 
-A generated kernel is Python source (so a finding is its own reproducer): a few independent *chains* over one
-2-D grid of R x C blocks, each starting from loads (global -> registers, or through shared memory, with dtype
-conversions, fp8 globals among them), applying random ops of the vocabulary (maps, comparisons and where,
-reductions with and without an accumulator, vector maps, conversions and round trips through shared vectors,
-broadcasts, logsumexp2, dropout, masks, copies to 16-bit and fp8 dtypes, swap_pairs, mma of every transpose
-variant and input dtype in a plain or pipelined K loop, loops whose trip count is a runtime scalar that may be 0 or
-1, atomic adds) and storing into its own depth slices of the outputs Y (tiles) and V (vectors). Several chains
-share one compile, which is what makes the emulators affordable. Argument extents are random and rarely multiples
-of the tiles.
+A generated kernel is Python source (so a finding is its own reproducer): a few independent *chains* over one 2-D
+grid of R x C blocks, each starting from loads (global -> registers, or through shared memory, with dtype
+conversions, fp8 globals among them), applying random ops of the vocabulary (maps, comparisons and where, reductions
+(of rows, columns, whole tiles) with and without an accumulator, vector maps, conversions and round trips through
+shared vectors, broadcasts, logsumexp2, dropout, masks, copies to 16-bit and fp8 dtypes, swap_pairs, mma of every
+transpose variant and input dtype in a plain or pipelined K loop, loops whose trip count is a runtime scalar that
+may be 0 or 1, atomic adds) and storing into its own depth slices of the outputs Y (tiles) and V (vectors). Several
+chains share one compile, which is what makes the emulators affordable. Argument extents are random and rarely
+multiples of the tiles.
 
 Not every op is valid on every target (fp8 exists on CDNA and sm_90a only): the verifier decides, per backend,
 which chains its target takes (all, when the whole kernel traces for it), and a backend's own refusal of a tile
@@ -306,20 +306,22 @@ class Generator:
         return u
 
     def step_reduce(self, ch, t):
-        """A row or column reduction (with or without an accumulator) broadcast back over the tile."""
+        """A row, column or whole-tile reduction (with or without an accumulator) broadcast back over the tile (a
+        whole tile's: along either axis)."""
         rng = self.rng
-        axis = rng.choice(("rows", "cols"))
+        over = rng.choice(("row", "col", "tile"))
+        axis = rng.choice(("rows", "cols")) if over == "tile" else f"{over}s"
         red = rng.choice(("max", "min", "sum"))
         v = ch.vec(axis)
         pre = "row" if axis == "rows" else "col"
         if rng.random() < 0.5:
             acc = ch.vec(axis)
             ch.emit(f"tl.fill({acc}, {rng.choice(('0.0', '1.0', 's'))})" if rng.random() < 0.8 else f"tl.zero({acc})")
-            ch.emit(f"tl.{pre}_{red}({v}, {t}, {acc})")
+            ch.emit(f"tl.{over}_{red}({v}, {t}, {acc})")
         else:
-            ch.emit(f"tl.{pre}_{red}({v}, {t})")
+            ch.emit(f"tl.{over}_{red}({v}, {t})")
         if red == "sum":
-            ch.emit(f"tl.mul({v}, {v}, {1.0 / 64})")
+            ch.emit(f"tl.mul({v}, {v}, {1.0 / (4096 if over == 'tile' else 64)})")
         return self._broadcast(ch, t, v, pre)
 
     def _broadcast(self, ch, t, v, pre):

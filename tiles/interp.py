@@ -202,11 +202,12 @@ class _Block:
                 self.put(op.dst, _UNARY[name](self.t[op.srcs[0]]))
             elif name in _BINARY:
                 self.put(op.dst, _BINARY[name](self.t[op.srcs[0]], self.val(op.srcs[1])))
-            elif name[:4] in ("row_", "col_"):
+            elif name.split("_")[0] in ir.REDUCE_OVER:
                 src, acc = op.srcs
-                r = _REDUCE[name[4:]](self.t[src], axis=1 if name.startswith("row_") else 0)
+                over, how = name.split("_")
+                r = _REDUCE[how](self.t[src], axis={"row": 1, "col": 0, "tile": None}[over])   # tile: put broadcasts
                 if acc is not None:
-                    r = _COMBINE[name[4:]](r, self.t[acc])
+                    r = _COMBINE[how](r, self.t[acc])
                 self.put(op.dst, r)
             elif name.endswith(("_row", "_col")):
                 src, vec = op.srcs

@@ -224,20 +224,25 @@ UNARY = ("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "s
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")   # 1.0 where the comparison holds, else 0.0: a mask for `where`
 BINARY = ("add", "sub", "mul", "div", "max", "min", "pow") + COMPARE   # pow: by a scalar only
 REDUCE = ("max", "min", "sum")
+REDUCE_OVER = ("row", "col", "tile")   # each row to a rows vector, each column to a cols vector, the whole tile to every
+#                                        element of a vector of either axis
 BROADCAST = ("add", "sub", "mul", "div")
 OPS = (("load", "store", "atomic_add", "mma", "zero", "fill", "copy", "swap_pairs", "causal_mask", "bounds_mask",
         "dropout", "logsumexp2", "where")
        + UNARY + BINARY
-       + tuple(f"row_{r}" for r in REDUCE) + tuple(f"col_{r}" for r in REDUCE)
+       + tuple(f"{a}_{r}" for a in REDUCE_OVER for r in REDUCE)
        + tuple(f"{b}_row" for b in BROADCAST) + tuple(f"{b}_col" for b in BROADCAST))
 
 
 def exchange_floats(op: "Op") -> int:
     """Floats per worker an op hands to the block's other workers through shared memory: one per column for a
-    column reduction (the rows are split over the workers), a (max, sum) pair for logsumexp2 of a rows vector;
-    0 for ops that stay within each worker. Backends size their exchange areas from it."""
+    column reduction (the rows are split over the workers), one for a whole-tile reduction, a (max, sum) pair for
+    logsumexp2 of a rows vector; 0 for ops that stay within each worker. Backends size their exchange areas from
+    it, and an op that exchanges synchronizes the whole block."""
     if op.name.startswith("col_"):
         return op.srcs[0].cols
+    if op.name.startswith("tile_"):
+        return 1
     if op.name == "logsumexp2" and op.dst.axis == "rows":
         return 2
     return 0

@@ -194,6 +194,15 @@ def _rule_reduce(c, op):
     dst, (src, acc) = op.dst, op.srcs
     c.kind(src, ("rt",), "source")
     c.kind(dst, ("rv",), "destination")
+    if op.name.startswith("tile_"):   # one value for the whole tile, in every element of a vector of any shape
+        for x, what in ((dst, "destination"), (acc, "accumulator")):
+            if x is not None:
+                c.expect(x.dtype == dtypes.f32, f"{what} dtype", "f32", x.dtype)
+        if acc is not None:
+            c.kind(acc, ("rv",), "accumulator")
+            c.expect((acc.length, acc.axis) == (dst.length, dst.axis), "accumulator",
+                     f"{dst.length} along {dst.axis} (as the destination)", f"{acc.length} along {acc.axis}")
+        return
     axis = "rows" if op.name.startswith("row_") else "cols"
     n = src.rows if axis == "rows" else src.cols
     c.expect(dst.axis == axis, "destination axis", axis, dst.axis)
@@ -245,7 +254,7 @@ _RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, 
           "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy, "swap_pairs": _rule_swap_pairs,
           "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout,
           "logsumexp2": _rule_logsumexp2, "pow": _rule_pow, "where": _rule_where}
-_RULES.update({f"{a}_{r}": _rule_reduce for a in ("row", "col") for r in ir.REDUCE})
+_RULES.update({f"{a}_{r}": _rule_reduce for a in ir.REDUCE_OVER for r in ir.REDUCE})
 _RULES.update({f"{b}_{a}": _rule_broadcast for a in ("row", "col") for b in ir.BROADCAST})
 _rule_map_names = ir.UNARY + ir.BINARY
 

@@ -71,7 +71,8 @@ class _Emitter:
         self.piped = pipelined_tiles(k)
         # register vectors the producer brings through the ring (schedules.pipelined_vectors): their loads
         self.ring_vectors = [op for op in schedules.pipelined_vectors(k) if op.dst.name in sched.vectors]
-        self.barrier_pending = True    # the last line written is a barrier (or the kernel starts)
+        # the shared tiles read since the last barrier (None: not known, any of them); a write to one of them waits
+        self.reads: set | None = set()
         self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
         # mma.sync: a product only added into a global is computed where it is added, a slice at a time
         self.fused = {add: m for add, m in schedules.sliced_adds(k.body).items() if m.dst.name in sched.sliced}
@@ -218,10 +219,10 @@ class _Emitter:
         w("tc::regs_acquire<CONSUMER_REGS>();")
         self.cursors()
         self.declare_regs()
-        self.barrier_pending = True   # the block just synchronized
+        self.reads = set()   # the block just synchronized
         with self.tiles():
             if self.s.persistent:
-                self.barrier_pending = False   # the last tile's readers of shared tiles precede this one
+                self.reads = None   # the last tile's readers of shared tiles precede this one
             self.stmts(self.k.body)
         if st or red:
             w("tc::store_tma_wait();")
@@ -443,9 +444,9 @@ class _Emitter:
         w, v = self.w, lp.var.name
         if lp.kind == "range":
             with w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
-                self.barrier_pending = False  # from the second iteration on, the last one's reads precede
+                self.reads = None  # from the second iteration on, the last one's reads precede
                 self.stmts(lp.body)
-            self.barrier_pending = False
+            self.reads = None
             return
         loads = self.loads(lp)
         rest = [s for s in lp.body if not any(s is op for op in loads)]
@@ -473,7 +474,7 @@ class _Emitter:
         with w.block(f"[&](int {v}, int stage) {{  // compute on iteration {v}", "});"):
             for t in {op.dst: None for op in loads}:
                 w(f"auto& {t.name} = {t.name}_stages[stage];")
-            self.barrier_pending = True  # the pipeline's barrier precedes every compute step
+            self.reads = set()  # the pipeline's barrier precedes every compute step
             self.in_flight = bool(accumulators)
             self.ring_reads.update({t: [op for op in rest if isinstance(op, ir.Op) and self.written(op)
                                         and any(x is t for x in op.srcs)]
@@ -484,7 +485,7 @@ class _Emitter:
         for t in accumulators or ():
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")
         # tc::pipeline ends with a barrier; tc::consume does not (warps leave it at their own pace)
-        self.barrier_pending = not self.s.warp_specialized
+        self.reads = None if self.s.warp_specialized else set()
 
     def consume_deferred(self, lp: ir.Loop, split: schedules.Deferred):
         """The attention-shaped body as four lambdas (schedules.Deferred), its last mma behind the next step's
@@ -510,7 +511,7 @@ class _Emitter:
                     w(f"auto& {tile.name} = {tile.name}_stages[stage];")
                 for line in head:
                     w(line)
-                self.barrier_pending = True
+                self.reads = set()
                 self.in_flight = tile is not None   # the two mma lambdas issue and do not wait
                 self.stmts(list(ops))
                 self.in_flight = False
@@ -518,12 +519,14 @@ class _Emitter:
                     w(line)
         w.depth -= 1
         w(f"tc::mma_fence({split.last.dst.name});  // its last mma group is done: it may be read")
-        self.barrier_pending = False
+        self.reads = None
 
-    def sync(self):
-        if not self.barrier_pending:
+    def sync(self, tile=None, always=False):
+        """A block barrier, where one is needed: before a write to `tile` (None: to any shared tile) that a warp may
+        still be reading, and always after a write, which every warp must see."""
+        if always or self.reads is None or (tile.name in self.reads if tile is not None else self.reads):
             self.w("tc::sync();")
-            self.barrier_pending = True
+            self.reads = set()
 
     def idx(self, op) -> str:
         idx = ["0"] * (4 - len(op.attrs["idx"])) + [expr(i) for i in op.attrs["idx"]]
@@ -534,9 +537,12 @@ class _Emitter:
         dst, srcs = op.dst, op.srcs
         writes_shared = isinstance(dst, (ST, SV))
         if writes_shared:
-            self.sync()  # no warp may still be reading the tile's old contents
+            self.sync(dst)  # no warp may still be reading the tile's old contents
         name = op.name
         st = self.s.store
+        # through a shared tile of its own (staging or a ring's stage), however its operands read
+        staged = bool(st and op is self.epilogue) or any(op is x for x in self.ring_vectors) or id(op) in self.fused \
+            or (name == "atomic_add" and bool(self.s.reduce) and srcs[0].name == self.s.reduce_src)
         if st and op is self.epilogue:   # the epilogue's store (schedules.tma_store)
             w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
         elif name == "atomic_add" and self.s.reduce and srcs[0].name == self.s.reduce_src:
@@ -574,14 +580,20 @@ class _Emitter:
             w(f"tc::mul_row_unless_ones({dst.name}, {srcs[1].name});  // a warp whose rows kept their max skips it")
         elif name == "row_sum" and any(dst is v for v in self.partial_now):
             w(f"tc::row_sum_partial({dst.name}, {srcs[0].name}, {srcs[1].name});  // this lane's columns only")
-        elif name.startswith(("row_", "col_")) and srcs[1:] and srcs[1] is None:
+        elif name.startswith(("row_", "col_", "tile_")) and srcs[1:] and srcs[1] is None:
             w(f"tc::{name}({dst.name}, {srcs[0].name});")
         else:  # maps, reductions with an accumulator, broadcasts, copy
             args = [s.name if hasattr(s, "name") and not isinstance(s, ir.Expr) else expr(s) for s in srcs]
             w(f"tc::{name}({dst.name}, {', '.join(args)});")
-        self.barrier_pending = False
+        # An exchange across the warps ends with a block barrier (ops.cuh): every warp's earlier reads are done
+        if ir.exchange_floats(op) and self.s.warps > 1:
+            self.reads = set()
+        elif staged:
+            self.reads = None
+        elif self.reads is not None:
+            self.reads |= {x.name for x in srcs if isinstance(x, (ST, SV))}
         if writes_shared:
-            self.sync()  # the new contents are visible to every warp
+            self.sync(always=True)  # the new contents are visible to every warp
 
 
 def _reads(s, t) -> bool:

@@ -805,7 +805,7 @@ class _Emitter:
         if name.startswith("row_"):
             acc = f", &{self.n(srcs[1])}" if srcs[1] is not None else ""
             return f"{name}({self.n(d)}, {self.n(srcs[0])}{acc});{line}"
-        if name.startswith("col_"):
+        if name.startswith(("col_", "tile_")):   # across the waves, through red_scratch
             acc = f"&{self.n(srcs[1])}" if srcs[1] is not None else "nullptr"
             return f"{name}<WAVES>({self.n(d)}, {self.n(srcs[0])}, {acc}, red_scratch);{line}"
         if name == "logsumexp2":

@@ -65,7 +65,7 @@ def _compute_needs_barrier(loop: ir.Loop) -> str | None:
             continue
         if isinstance(op.dst, (ST, SV)):
             return f"its body writes shared tile {op.dst.name} (line {op.loc.line if op.loc else '?'})"
-        if op.name.startswith("col_"):
+        if ir.exchange_floats(op):   # column and whole-tile reductions, logsumexp2 of a row vector
             return f"{op.name} needs block barriers (line {op.loc.line if op.loc else '?'})"
     return None
 

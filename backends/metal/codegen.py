@@ -354,13 +354,14 @@ class _Gen:
             self.w(f"where({', '.join(args)});")
         elif name == "swap_pairs":
             self.w(f"swap_pairs({self.ref(op.dst)}, {self.ref(op.srcs[0])}, self);")
-        elif name[4:] in _REDUCE and name[:4] in ("row_", "col_"):
+        elif name.split("_")[0] in ir.REDUCE_OVER:
             src, acc = op.srcs
+            over, how = name.split("_")
             args = [self.ref(op.dst), self.ref(src)] + ([self.ref(acc)] if acc is not None else [])
-            if name.startswith("col_"):
+            if over != "row":
                 args.append("exchange")
-                state = (frozenset(), frozenset())  # col_reduce synchronizes the whole threadgroup itself
-            self.w(f"{'row' if name.startswith('row_') else 'col'}_reduce<{_REDUCE[name[4:]]}>({', '.join(args)}, self);")
+                state = (frozenset(), frozenset())  # col_reduce and tile_reduce synchronize the whole threadgroup
+            self.w(f"{over}_reduce<{_REDUCE[how]}>({', '.join(args)}, self);")
         elif name == "logsumexp2":
             args = [self.ref(x) for x in (op.dst, *op.srcs)]
             if op.dst.axis == "rows":   # split over the simdgroups: they meet in the exchange

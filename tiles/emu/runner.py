@@ -217,7 +217,7 @@ def _build(build: Path, cxx: str, flags: list, includes: list, files: dict, kern
     except subprocess.TimeoutExpired:
         out = None
     if out is None or out.returncode != 0:
-        os.unlink(tmp)
+        Path(tmp).unlink(missing_ok=True)   # the compiler may have removed its failed output
         depfile.unlink(missing_ok=True)
         if out is None:
             raise CompileError(f"{cxx} timed out after 600 s compiling {kernel}")

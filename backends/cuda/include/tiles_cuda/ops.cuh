@@ -264,6 +264,45 @@ __device__ inline void col_reduce(rv<T, C, axis::cols, NW>& dst, const rt<U, R, 
     barrier();  // partial is reused by the next reduction of this shape
 }
 
+// One value for the whole tile, in every element of dst (a vector of either axis): within the lane in four
+// independent chains (one per pair slot, so that the adds need not wait on one another), over the warp's 32
+// lanes by a butterfly, then over the warps through shared memory, each warp's value once. Where a row
+// reduction and a column one would take two exchanges across the warps (a row's sum of squares, of a row held as
+// a whole tile), this takes one. The two barriers make the op block-wide, as col_reduce's.
+template <typename Op, typename U, int R, int C, int NW, int N, axis A>
+__device__ inline void tile_reduce(rv<float, N, A, NW>& dst, const rt<U, R, C, NW>& src,
+                                   const rv<float, N, A, NW>* acc) {
+    using tile = rt<U, R, C, NW>;
+    using vec = rv<float, N, A, NW>;
+    Op op;
+    float part[4];
+#pragma unroll
+    for (int p = 0; p < 4; ++p) part[p] = op(to_float(src.d[0][0][p].x), to_float(src.d[0][0][p].y));
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int j = 0; j < tile::width; ++j)
+#pragma unroll
+            for (int p = 0; p < 4; ++p)
+                if (i || j) part[p] = op(part[p], op(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y)));
+    float v = op(op(part[0], part[1]), op(part[2], part[3]));
+#pragma unroll
+    for (int x = 1; x < 32; x *= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, x));
+    if constexpr (NW > 1) {
+        alignas(16) __shared__ float partial[NW];   // aligned: read as float4s
+        if (lane_id() == 0) partial[warp_id()] = v;
+        barrier();
+        v = partial[0];
+#pragma unroll
+        for (int w = 1; w < NW; ++w) v = op(v, partial[w]);
+        barrier();  // partial is reused by the next reduction of this shape
+    }
+#pragma unroll
+    for (int o = 0; o < vec::outer; ++o)
+#pragma unroll
+        for (int k = 0; k < vec::inner; ++k) dst.d[o][k] = acc ? op(acc->d[o][k], v) : v;
+}
+
 #define TC_REDUCE(name, kind, op)                                                              \
     template <typename V, typename S> __device__ inline void name(V& dst, const S& src) {           \
         kind##_reduce<op>(dst, src, static_cast<const V*>(nullptr));                               \
@@ -277,6 +316,9 @@ TC_REDUCE(row_sum, row, sum_op)
 TC_REDUCE(col_max, col, max_op)
 TC_REDUCE(col_min, col, min_op)
 TC_REDUCE(col_sum, col, sum_op)
+TC_REDUCE(tile_max, tile, max_op)
+TC_REDUCE(tile_min, tile, min_op)
+TC_REDUCE(tile_sum, tile, sum_op)
 #undef TC_REDUCE
 
 // The codegen's rewrites (rewrites.py). row_max of src * c for c > 0, read from the unscaled src: c max(x) is

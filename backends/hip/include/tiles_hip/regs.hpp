@@ -263,6 +263,29 @@ TILES_DEV void col_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, 
   }
   arch::barrier();  // scratch may be reused right after
 }
+// Every element of dst (a row or a column vector) <- f over the whole tile: the lane's elements as a tree (fold),
+// the wave's 64 lanes by butterflies, then the waves through `scratch` (a float a wave), each wave's value once:
+// one exchange where a row reduction and a column one would take two. The two barriers make the op block-wide.
+template <int WAVES, class F, class V, class T, int R, int C, class L, int WC>
+TILES_DEV void tile_reduce(V& dst, const rt<T, R, C, L, WC>& src, const V* acc, F f, float* scratch) {
+  using X = rt<T, R, C, L, WC>;
+  float part[X::FM * X::FN * X::E];
+  TILES_UNROLL for (int m = 0; m < X::FM; ++m)
+    TILES_UNROLL for (int n = 0; n < X::FN; ++n)
+      TILES_UNROLL for (int e = 0; e < X::E; ++e) part[(m * X::FN + n) * X::E + e] = cvt<T>::to(src.v[m][n][e]);
+  float r = lane_reduce<1, 64>(fold(part, f), f);
+  if constexpr (WAVES > 1) {
+    if (arch::lane_id() == 0) scratch[arch::wave_id()] = r;
+    arch::barrier();
+    r = scratch[0];
+    for (int w = 1; w < WAVES; ++w) r = f(r, scratch[w]);
+    arch::barrier();  // scratch may be reused right after
+  }
+  static_assert(is_f32<typename V::dtype>, "a whole-tile reduction goes to an f32 vector");
+  float* d = (float*)dst.v;
+  const float* a = acc ? (const float*)acc->v : nullptr;
+  TILES_UNROLL for (int i = 0; i < int(sizeof(dst.v) / sizeof(float)); ++i) d[i] = a ? f(a[i], r) : r;
+}
 template <class V> struct same { using type = V; };  // keeps `acc` out of template deduction (nullptr)
 #define TILES_REDUCE(NAME, F)                                                                  \
   template <class V, class X> TILES_DEV void row_##NAME(V& d, const X& s, const V* acc = nullptr) { \
@@ -271,6 +294,10 @@ template <class V> struct same { using type = V; };  // keeps `acc` out of templ
   template <int WAVES, class V, class X>                                                       \
   TILES_DEV void col_##NAME(V& d, const X& s, const typename same<V>::type* acc, float* scratch) { \
     col_reduce<WAVES>(d, s, acc, F{}, scratch);                                                \
+  }                                                                                            \
+  template <int WAVES, class V, class X>                                                       \
+  TILES_DEV void tile_##NAME(V& d, const X& s, const typename same<V>::type* acc, float* scratch) { \
+    tile_reduce<WAVES>(d, s, acc, F{}, scratch);                                               \
   }
 TILES_REDUCE(sum, op_add) TILES_REDUCE(max, op_max) TILES_REDUCE(min, op_min)
 #undef TILES_REDUCE

@@ -85,6 +85,42 @@ inline void col_reduce(thread rv<V, C>& dst, const thread rt<T, R, C>& src, cons
     col_reduce<Op>(dst, src, acc, true, exchange, b);
 }
 
+// Every element of dst (a row or a column vector) <- op over the whole tile: the lane's elements, the simdgroup's 32
+// lanes by a butterfly, then the simdgroups through `exchange` (a float a simdgroup), each one's value once: one
+// exchange where a row reduction and a column one would take two. Called by the whole threadgroup.
+template <typename Op, typename W, typename T, int R, int C, int N>
+inline void tile_reduce(thread rv<float, N>& dst, const thread rt<T, R, C>& src, const thread rv<W, N>& acc,
+                        bool has_acc, threadgroup float* exchange, const thread block& b) {
+    const Op op;
+    float part = identity<Op>::value();
+    for (int i = 0; i < R / BASE; ++i)
+        for (int j = 0; j < C / BASE; ++j) {
+            float x0, x1;
+            get_elements(src.m[i][j], b, x0, x1);
+            part = op(part, op(x0, x1));
+        }
+    for (ushort k = 1; k < SIMD; k *= 2) part = op(part, simd_shuffle_xor(part, k));
+    if (b.lane == 0) exchange[b.sg] = part;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    part = exchange[0];
+    for (int g = 1; g < b.nthreads / SIMD; ++g) part = op(part, exchange[g]);
+    // the exchange may be reused by the next reduction only after every thread has read it
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int i = 0; i < N; ++i) dst.v[i] = has_acc ? op(float(acc.v[i]), part) : part;
+}
+
+template <typename Op, typename T, int R, int C, int N>
+inline void tile_reduce(thread rv<float, N>& dst, const thread rt<T, R, C>& src, threadgroup float* exchange,
+                        const thread block& b) {
+    tile_reduce<Op>(dst, src, dst, false, exchange, b);
+}
+
+template <typename Op, typename W, typename T, int R, int C, int N>
+inline void tile_reduce(thread rv<float, N>& dst, const thread rt<T, R, C>& src, const thread rv<W, N>& acc,
+                        threadgroup float* exchange, const thread block& b) {
+    tile_reduce<Op>(dst, src, acc, true, exchange, b);
+}
+
 // (m, s) <- (m, s) merged with (m2, s2): the larger max, each sum rescaled to it. The pair that holds the max keeps
 // its sum as is: no exp2((-inf) - (-inf)) when two empty pairs (-inf, 0) meet (NaN, whose handling fast math leaves
 // open).
