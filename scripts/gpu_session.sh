@@ -69,6 +69,9 @@
 #   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
 #              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
 #              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
+#   next7      12-05: the row kernels after tl.tile_sum and the barrier rule (tests; rmsnorm, layernorm, softmax at
+#              four shapes, predicted rmsnorm 4096x14336 102.6 -> 88-92 us, layernorm 186 -> ~160; variants), gemm's
+#              64x32 tiles at M 16-128 of N = K = 4096 (128 blocks instead of 64), add_rmsnorm tuned
 #   next6      planned 12-04 18:10 for the next session (no device time left): the row kernels after the rsqrt
 #              (rmsnorm, layernorm: 4096x4096, 16384x4096, 4096x8192, 4096x14336; predicted: a few % at 14336, where
 #              the log2f was 174 of 855 instructions a row, little at 4096), then gemm's defaults over
@@ -80,7 +83,7 @@ cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 r() {   # tiles compare's result rows, without its progress lines and the device's columns
-    grep -E "^(gemm|attention|attention_bwd|rmsnorm|layernorm) " | grep -v "max err" \
+    grep -E "^(gemm|attention|attention_bwd|rmsnorm|layernorm|softmax) " | grep -v "max err" \
         | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'
 }
 SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats"
@@ -326,6 +329,19 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== gemm grid, M in $half"; timeout 200 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
         done ;;
+    next7)   # 12-05 19:55: tl.tile_sum in the row norms, barriers only before writes to a tile still being read
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
+            tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_kernel_rotary.py tests/test_ops.py \
+            tests/test_examples.py >"$OUT/next7_tests.log" 2>&1; echo "== tests rc=$?"
+        grep -E "FAILED|ERROR|passed|failed" "$OUT/next7_tests.log" | tail -8
+        for k in rmsnorm layernorm softmax; do echo "== $k"; timeout 80 python3 -m tiles compare $k --backends cuda \
+            --no-compile --shapes 4096x4096 16384x4096 4096x8192 4096x14336 2>&1 | r; done
+        echo "== rmsnorm 4096x14336 variants"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+            --no-libraries --shapes 4096x14336 --set stages=2,3 blocks_per_sm=1,2 2>&1 | r
+        echo "== gemm BN=32"; timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 16x4096x4096 \
+            64x4096x4096 128x4096x4096 --set BM=64 BN=32,64 BK=64 stages=8 workers=1 SPLIT=1 2>&1 | r
+        echo "== examples"; timeout -s INT 150 python3 scripts/gpu_examples.py --only add_rmsnorm \
+            --json "$OUT/examples.json" 2>&1 | tail -12 ;;
     final7)
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
         echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
