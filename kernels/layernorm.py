@@ -172,7 +172,7 @@ def launch_plan(rows: int, cols: int, p: float = 0.0) -> dict | None:
     """The constants of `layernorm_rows` for (rows, cols), or None where the two-pass kernel applies. Rows per
     block as softmax's plan, one per 1024 columns (16384x4096 on the H200, 2026-11-30: 145.8 / 147.9 / 151.6 us
     at RPB 4 / 8 / 16)."""
-    return row_plan(rows, cols, cols_per_rpb=1024) if p == 0.0 and cols <= ROW_MAX else None
+    return row_plan(rows, cols, cols_per_rpb=1024, one_block_rpb=16) if p == 0.0 and cols <= ROW_MAX else None
 
 
 def layernorm(x, residual, weight, bias, *, eps=1e-5, p=0.0, seed=0, offset=0, backend=None, **config):

@@ -6,9 +6,9 @@ Rows that fit on chip (C a multiple of 16, up to ROW_MAX) take one pass, `rmsnor
 the block's workers; its sum of squares is reduced over the whole tile (tl.tile_sum, one exchange), every element
 then scaled by RSTD and W. W is read once per block, before its RPB rows, and stays in registers in its own
 dtype. 16 rows of 4096 columns are 16 blocks of one row each (two passes: one block looping over the columns).
-H200, 2026-12-04 (docs/benchmarks.md): 0.94x / 0.96x torch.compile at 4096x4096 / 16384x4096 with three stages,
-0.77x at 4096x8192, 0.59x at 4096x14336 (issue-bound: a 14-warp block an SM, five barriers a row; two blocks an SM,
-blocks_per_sm=2, gained 4-13%); compiled offline without spills for sm_80, sm_90a, gfx942 and gfx950.
+H200, 2026-12-04 (docs/benchmarks.md): 0.98x / 1.04x torch.compile at 4096x4096 / 16384x4096 with three stages,
+0.87x at 4096x8192, 0.94x at 4096x14336 with 16 rows a block (a 14-warp block an SM, four barriers a row, issue
+slots 44% busy); compiled offline without spills for sm_80, sm_90a, gfx942 and gfx950.
 
 Other rows take two passes over column blocks, `rmsnorm_fwd`, as layernorm's `layernorm_fwd`: the first sums
 the squares of the row (columns past the end load as 0 and add nothing), the second reads the row again (from
@@ -103,7 +103,7 @@ ROW_MAX = 16384   # the longest row held on chip: at 32768 sm_90a spills (X, its
 def launch_plan(rows: int, cols: int) -> dict | None:
     """The constants of `rmsnorm_rows` for (rows, cols), or None where the two-pass kernel applies. Rows per
     block as softmax's plan: the same traffic a row (X in, Y out; W once per block)."""
-    return row_plan(rows, cols) if cols <= ROW_MAX else None
+    return row_plan(rows, cols, one_block_rpb=16) if cols <= ROW_MAX else None
 
 
 def rmsnorm(x, weight, *, eps=1e-6, backend=None, **config):

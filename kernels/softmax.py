@@ -187,9 +187,10 @@ def softmax_rows(Y, X, *, TR, K, RPB, staged):
 ROW_MAX = 32768   # the longest row held on chip: 128 f32 registers per lane at 16 warps
 
 
-def row_plan(rows: int, cols: int, cols_per_rpb: int = 2048) -> dict | None:
+def row_plan(rows: int, cols: int, cols_per_rpb: int = 2048, one_block_rpb: int = 0) -> dict | None:
     """The constants of `softmax_rows` for (rows, cols), or None where the two-pass kernel applies: K the
-    widest of 64, 32, 16 that makes C/K a multiple of 64 (else 16), TR = C/K rounded up to one."""
+    widest of 64, 32, 16 that makes C/K a multiple of 64 (else 16), TR = C/K rounded up to one. one_block_rpb:
+    the rows per block past 8192 columns of a kernel that fits one block an SM there (0: as below)."""
     if cols % 16 or cols > ROW_MAX:
         return None
     k = next((k for k in (64, 32) if cols % (64 * k) == 0), 16)
@@ -198,6 +199,12 @@ def row_plan(rows: int, cols: int, cols_per_rpb: int = 2048) -> dict | None:
     # it, and small blocks keep the last wave of the grid short and the resident blocks out of step. Measured
     # on the H200 (2026-11-30): softmax 16384x4096 took 71.9 / 74.9 / 79.2 / 85.3 us at RPB 2 / 4 / 8 / 16.
     rpb = min(16, cols // cols_per_rpb, rows // 256)
+    if one_block_rpb and cols > 8192:
+        # One block an SM: the grid should make whole waves. H200 (2026-12-04, 4096x14336): rmsnorm 78.3 / 68.6 /
+        # 67.5 us at RPB 7 / 16 / 32 (586 blocks, 4.4 waves of 132; 256, 1.9; 128, 0.97), layernorm 157.3 / 132.0
+        # / 135.2 at 14 / 16 / 32. softmax_rows holds two blocks an SM there: 76.6 us at 7, 88.2 at 32 (half the
+        # SM's slots idle), and keeps the rule above.
+        rpb = min(one_block_rpb, rows // 256)
     if cols > ROW_MAX // 2:
         # A block's stages fill an SM's shared memory, so the grid should not outnumber the SMs: up to 32 rows a
         # block, 4096 rows in 128 blocks, one wave on the H200's 132 SMs instead of two of 256. On the H200

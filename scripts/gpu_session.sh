@@ -69,7 +69,9 @@
 #   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
 #              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
 #              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
-#   next7      12-05: the row kernels after tl.tile_sum and the barrier rule (tests; rmsnorm, layernorm, softmax at
+#   next8      12-04 20:15: RPB at 8192 and 14336 columns (predicted: 32 rows a block at 14336, 128 blocks in one
+#              wave, -5 to -8% where 586 blocks made 4.4 waves), ncu of rmsnorm_rows 4096x14336, the GEMM misses' tiles
+#   next7      12-04: the row kernels after tl.tile_sum and the barrier rule (tests; rmsnorm, layernorm, softmax at
 #              four shapes, predicted rmsnorm 4096x14336 102.6 -> 88-92 us, layernorm 186 -> ~160; variants), gemm's
 #              64x32 tiles at M 16-128 of N = K = 4096 (128 blocks instead of 64), add_rmsnorm tuned
 #   next6      planned 12-04 18:10 for the next session (no device time left): the row kernels after the rsqrt
@@ -342,6 +344,24 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             64x4096x4096 128x4096x4096 --set BM=64 BN=32,64 BK=64 stages=8 workers=1 SPLIT=1 2>&1 | r
         echo "== examples"; timeout -s INT 150 python3 scripts/gpu_examples.py --only add_rmsnorm \
             --json "$OUT/examples.json" 2>&1 | tail -12 ;;
+    next8)   # 12-04 20:15: rows a block at long rows (one wave of blocks instead of 2-4.4), rmsnorm's new profile,
+        #          split and tile choices for the GEMM grid's three shapes below 0.90x
+        a="python3 -m tiles compare"
+        echo "== rpb"; timeout 70 $a rmsnorm --backends cuda --no-compile --shapes 4096x14336 --set RPB=7,16,32 2>&1 | r
+        timeout 70 $a rmsnorm --backends cuda --no-compile --shapes 4096x8192 --set RPB=4,8,16,32 2>&1 | r
+        timeout 70 $a layernorm --backends cuda --no-compile --shapes 4096x14336 --set RPB=14,16,32 2>&1 | r
+        timeout 70 $a layernorm --backends cuda --no-compile --shapes 4096x8192 --set RPB=8,16,32 2>&1 | r
+        timeout 60 $a softmax --backends cuda --no-compile --no-libraries --shapes 4096x14336 --set RPB=7,32 2>&1 | r
+        f="$OUT/rms14336b"; timeout 60 ncu --clock-control none --kernel-name "regex:rmsnorm_rows" --launch-skip 2 \
+            --launch-count 1 --set full -f -o "$f" $a rmsnorm --backends cuda --no-compile --no-libraries \
+            --shapes 4096x14336 >/dev/null 2>&1; echo "ncu rms rc=$?"
+        ncu --import "$f.ncu-rep" --page details --print-details all >"$f.txt" 2>&1
+        ncu --import "$f.ncu-rep" --page source --csv --print-source sass >"$f.sass.csv" 2>&1
+        grep -E "Duration|Executed Instructions |Issue Slots Busy|Registers Per|Stall [A-Z]" "$f.txt" | grep -v " 0$" | head -30
+        echo "== gemm skinny"; timeout 90 $a gemm --backends cuda --no-compile --shapes 128x4096x14336 \
+            --set BM=64,128 BN=64,128 BK=64 stages=4 workers=1 SPLIT=2,4,8 2>&1 | r
+        timeout 60 $a gemm --backends cuda --no-compile --shapes 64x4096x4096 16x4096x4096 \
+            --set BM=64 BN=64 BK=64 stages=6,10,12 workers=1 SPLIT=1 2>&1 | r ;;
     final7)
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
         echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \

@@ -51,6 +51,8 @@ def test_plan_picks_one_pass_where_the_row_fits():
     MLP width; two passes past ROW_MAX or off multiples of 16; `tiles compare rmsnorm` times the same choice."""
     assert launch_plan(16, 4096) == dict(TR=64, K=64, RPB=1)
     assert launch_plan(4096, 14336) is not None and launch_plan(4096, ROW_MAX) is not None
+    # past 8192 columns one block an SM: 16 rows a block, 256 blocks (two waves of 132, not 4.4 of 7-row blocks)
+    assert launch_plan(4096, 14336)["RPB"] == 16 and launch_plan(4096, 8192)["RPB"] == 4
     for rows, cols in ((4096, ROW_MAX + 16), (4096, 32768), (16, 4100)):
         assert launch_plan(rows, cols) is None
     w = bench.WORKLOADS["rmsnorm"]
