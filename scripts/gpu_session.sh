@@ -69,6 +69,8 @@
 #   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
 #              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
 #              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
+#   next9      12-04 20:45: the row norms' plan of 16 rows a block past 8192 columns (tests, then timed at 4096 x 4096,
+#              8192, 14336), then `tiles tune` of both there and `compare` with the tuned rows beside the defaults
 #   next8      12-04 20:15: RPB at 8192 and 14336 columns (predicted: 32 rows a block at 14336, 128 blocks in one
 #              wave, -5 to -8% where 586 blocks made 4.4 waves), ncu of rmsnorm_rows 4096x14336, the GEMM misses' tiles
 #   next7      12-04: the row kernels after tl.tile_sum and the barrier rule (tests; rmsnorm, layernorm, softmax at
@@ -362,6 +364,16 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --set BM=64,128 BN=64,128 BK=64 stages=4 workers=1 SPLIT=2,4,8 2>&1 | r
         timeout 60 $a gemm --backends cuda --no-compile --shapes 64x4096x4096 16x4096x4096 \
             --set BM=64 BN=64 BK=64 stages=6,10,12 workers=1 SPLIT=1 2>&1 | r ;;
+    next9)   # 12-04 20:45: the row norms' new plan (16 rows a block past 8192 columns) tested and timed, then tuned
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
+            tests/test_kernel_layernorm.py >"$OUT/next9_tests.log" 2>&1; echo "== tests rc=$?"
+        grep -E "FAILED|ERROR|passed|failed" "$OUT/next9_tests.log" | tail -6
+        for k in rmsnorm layernorm; do
+            echo "== tune $k"; timeout 150 python3 -m tiles tune $k --shapes 4096x4096 4096x8192 4096x14336 --top 10 \
+                --json "$OUT/tune_$k.json" 2>&1 | grep -v "^\s*$" | tail -24
+            echo "== $k after tune"; timeout 80 python3 -m tiles compare $k --backends cuda --no-compile \
+                --shapes 4096x4096 4096x8192 4096x14336 2>&1 | r
+        done ;;
     final7)
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
         echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
