@@ -69,6 +69,9 @@
 #   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
 #              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
 #              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
+#   next10     12-04 21:15: copies between global and shared memory unrolled where the warp schedule's thread count
+#              fixes the chunks a thread (predicted: rmsnorm 4096x14336 -5 to -15%, its ~200 copy instructions a row
+#              down to ~60), their tests, the row kernels and rotary timed
 #   next9      12-04 20:45: the row norms' plan of 16 rows a block past 8192 columns (tests, then timed at 4096 x 4096,
 #              8192, 14336), then `tiles tune` of both there and `compare` with the tuned rows beside the defaults
 #   next8      12-04 20:15: RPB at 8192 and 14336 columns (predicted: 32 rows a block at 14336, 128 blocks in one
@@ -374,6 +377,15 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== $k after tune"; timeout 80 python3 -m tiles compare $k --backends cuda --no-compile \
                 --shapes 4096x4096 4096x8192 4096x14336 2>&1 | r
         done ;;
+    next10)  # 12-04 21:15: the warp schedule's copies with a compile-time count of chunks a thread (unrolled)
+        timeout 130 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
+            tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_kernel_rotary.py tests/test_ops.py \
+            tests/test_kernels.py >"$OUT/next10_tests.log" 2>&1; echo "== tests rc=$?"
+        grep -E "FAILED|ERROR|passed|failed" "$OUT/next10_tests.log" | tail -6
+        for k in rmsnorm layernorm softmax; do echo "== $k"; timeout 50 python3 -m tiles compare $k --backends cuda \
+            --no-compile --shapes 4096x4096 4096x8192 4096x14336 2>&1 | r; done
+        echo "== rotary"; timeout 40 python3 -m tiles compare rotary --backends cuda --no-compile \
+            --shapes 4x32x8192x128 2>&1 | grep -E "^rotary" | grep -v "max err" ;;
     final7)
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
         echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
