@@ -69,14 +69,14 @@
 #   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
 #              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
 #              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
-#   next10     12-04 21:15: copies between global and shared memory unrolled where the warp schedule's thread count
+#   next10     12-04 20:14: copies between global and shared memory unrolled where the warp schedule's thread count
 #              fixes the chunks a thread (predicted: rmsnorm 4096x14336 -5 to -15%, its ~200 copy instructions a row
 #              down to ~60), their tests, the row kernels and rotary timed
-#   next9      12-04 20:45: the row norms' plan of 16 rows a block past 8192 columns (tests, then timed at 4096 x 4096,
+#   next9      12-04 19:59: the row norms' plan of 16 rows a block past 8192 columns (tests, then timed at 4096 x 4096,
 #              8192, 14336), then `tiles tune` of both there and `compare` with the tuned rows beside the defaults
-#   next8      12-04 20:15: RPB at 8192 and 14336 columns (predicted: 32 rows a block at 14336, 128 blocks in one
+#   next8      12-04 19:50: RPB at 8192 and 14336 columns (predicted: 32 rows a block at 14336, 128 blocks in one
 #              wave, -5 to -8% where 586 blocks made 4.4 waves), ncu of rmsnorm_rows 4096x14336, the GEMM misses' tiles
-#   next7      12-04: the row kernels after tl.tile_sum and the barrier rule (tests; rmsnorm, layernorm, softmax at
+#   next7      12-04 19:44: the row kernels after tl.tile_sum and the barrier rule (tests; rmsnorm, layernorm, softmax at
 #              four shapes, predicted rmsnorm 4096x14336 102.6 -> 88-92 us, layernorm 186 -> ~160; variants), gemm's
 #              64x32 tiles at M 16-128 of N = K = 4096 (128 blocks instead of 64), add_rmsnorm tuned
 #   next6      planned 12-04 18:10 for the next session (no device time left): the row kernels after the rsqrt
@@ -336,7 +336,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== gemm grid, M in $half"; timeout 200 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
         done ;;
-    next7)   # 12-05 19:55: tl.tile_sum in the row norms, barriers only before writes to a tile still being read
+    next7)   # 12-04 19:44: tl.tile_sum in the row norms, barriers only before writes to a tile still being read
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_kernel_rotary.py tests/test_ops.py \
             tests/test_examples.py >"$OUT/next7_tests.log" 2>&1; echo "== tests rc=$?"
@@ -349,7 +349,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             64x4096x4096 128x4096x4096 --set BM=64 BN=32,64 BK=64 stages=8 workers=1 SPLIT=1 2>&1 | r
         echo "== examples"; timeout -s INT 150 python3 scripts/gpu_examples.py --only add_rmsnorm \
             --json "$OUT/examples.json" 2>&1 | tail -12 ;;
-    next8)   # 12-04 20:15: rows a block at long rows (one wave of blocks instead of 2-4.4), rmsnorm's new profile,
+    next8)   # 12-04 19:50: rows a block at long rows (one wave of blocks instead of 2-4.4), rmsnorm's new profile,
         #          split and tile choices for the GEMM grid's three shapes below 0.90x
         a="python3 -m tiles compare"
         echo "== rpb"; timeout 70 $a rmsnorm --backends cuda --no-compile --shapes 4096x14336 --set RPB=7,16,32 2>&1 | r
@@ -367,7 +367,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --set BM=64,128 BN=64,128 BK=64 stages=4 workers=1 SPLIT=2,4,8 2>&1 | r
         timeout 60 $a gemm --backends cuda --no-compile --shapes 64x4096x4096 16x4096x4096 \
             --set BM=64 BN=64 BK=64 stages=6,10,12 workers=1 SPLIT=1 2>&1 | r ;;
-    next9)   # 12-04 20:45: the row norms' new plan (16 rows a block past 8192 columns) tested and timed, then tuned
+    next9)   # 12-04 19:59: the row norms' new plan (16 rows a block past 8192 columns) tested and timed, then tuned
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py >"$OUT/next9_tests.log" 2>&1; echo "== tests rc=$?"
         grep -E "FAILED|ERROR|passed|failed" "$OUT/next9_tests.log" | tail -6
@@ -377,7 +377,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== $k after tune"; timeout 80 python3 -m tiles compare $k --backends cuda --no-compile \
                 --shapes 4096x4096 4096x8192 4096x14336 2>&1 | r
         done ;;
-    next10)  # 12-04 21:15: the warp schedule's copies with a compile-time count of chunks a thread (unrolled)
+    next10)  # 12-04 20:14: the warp schedule's copies with a compile-time count of chunks a thread (unrolled)
         timeout 130 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_kernel_rotary.py tests/test_ops.py \
             tests/test_kernels.py >"$OUT/next10_tests.log" 2>&1; echo "== tests rc=$?"
