@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import ir, targets
 from ..toolchains import _vendor_module
-from ..types import GL, ST
+from ..types import GL, ST, SV
 
 # Assumptions of the model (docs/tuning.md), to be calibrated against the timed runs:
 LATENCY_S = 1.5e-6       # a global load's latency under load: a unit's bandwidth is at most its bytes in flight / it.
@@ -60,19 +60,21 @@ def model_device(target: str, device: str | None = None) -> targets.Device:
 def work(k: ir.Kernel, args, box_rows=None) -> dict:
     """What one launch of k on these arguments does, per block (averaged over blocks where loop counts depend
     on the block, as causal attention's do): matrix FLOPs, vector operations, global bytes, and the bytes one
-    step of the pipelined loop loads (what runs ahead); and the grid's size and the arrays' total bytes.
+    step of the pipelined loop loads into shared memory (what runs ahead, `step_bytes`) and into registers (what
+    each step waits for, `step_sync`); and the grid's size and the arrays' total bytes.
     box_rows(tile rows, array rows): the rows a shared tile's load fills, zeros included (default: the tile's)."""
     from ..interp import bind
     env = bind(k, args)
     grid = [max(1, int(ir.evaluate(g, env))) for g in k.grid] or [1]
     blocks = int(np.prod(grid))
     samples = sorted({0, grid[0] // 2, grid[0] - 1})
-    total = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0, "fill": 0.0}
+    total = dict.fromkeys(_WORK, 0.0)
     for b0 in samples:
         benv = {**env, **{("block", i): 0 for i in range(len(grid))}, ("block", 0): b0}
         _work(k.body, benv, 1.0, total, False, box_rows or (lambda rows, extent: rows))
     per_block = {n: v / len(samples) for n, v in total.items()}
-    per_block["step_bytes"] = total["step_bytes"]   # a maximum, not a sum over the samples
+    for n in ("step_bytes", "step_sync"):   # maxima, not sums over the samples
+        per_block[n] = total[n]
     unique = 0.0
     for p, a in zip(k.params, args):
         if isinstance(p, GL):
@@ -80,15 +82,19 @@ def work(k: ir.Kernel, args, box_rows=None) -> dict:
     return {**per_block, "blocks": blocks, "unique_bytes": unique}
 
 
+_WORK = ("flops", "vector", "bytes", "step_bytes", "step_sync", "fill", "ahead", "sync")
+
+
 def _work(stmts, env, mult, acc, in_pipeline, box_rows):
     for s in stmts:
         if isinstance(s, ir.Loop):
             n = max(0, int(ir.evaluate(s.count, env)))
             inner = {**env, ir.key(s.var): 0}
-            if s.kind == "pipeline":   # one step's loads are what the pipeline keeps in flight
-                step = {"flops": 0.0, "vector": 0.0, "bytes": 0.0, "step_bytes": 0.0, "fill": 0.0}
+            if s.kind == "pipeline":   # one step's loads into shared tiles are what the pipeline keeps in flight
+                step = dict.fromkeys(_WORK, 0.0)
                 _work(s.body, inner, 1.0, step, True, box_rows)
-                acc["step_bytes"] = max(acc["step_bytes"], step["bytes"])
+                acc["step_bytes"] = max(acc["step_bytes"], step["ahead"])
+                acc["step_sync"] = max(acc["step_sync"], step["sync"])   # into registers: not run ahead
             _work(s.body, inner, mult * n, acc, in_pipeline or s.kind == "pipeline", box_rows)
             continue
         dst, srcs = s.dst, s.srcs
@@ -99,6 +105,7 @@ def _work(stmts, env, mult, acc, in_pipeline, box_rows):
         elif s.name == "load" and isinstance(srcs[0], GL):
             inside = _inside(dst, srcs[0], env)
             acc["bytes"] += mult * inside * srcs[0].dtype.itemsize
+            acc["ahead" if isinstance(dst, (ST, SV)) else "sync"] += mult * inside * srcs[0].dtype.itemsize
             if isinstance(dst, ST):   # a shared tile, where sm_90a loads by TMA (FILL_FROM_DRAM)
                 rows = box_rows(dst.shape[0], _extent(srcs[0].rows, env))
                 acc["fill"] += mult * (rows * dst.shape[1] - inside) * srcs[0].dtype.itemsize
@@ -135,7 +142,8 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
                  the arrays' edges) from DRAM, every block's bytes through the L2 (L2_FACTOR x
                  DRAM's rate), both at the share of the bandwidth the busy units can draw (UNIT_SHARE x theirs,
                  at most all of it); and per unit, its blocks' bytes at what its resident blocks keep in flight
-                 (stages x a pipeline step's loads) per LATENCY_S
+                 (stages x a pipeline step's loads into shared memory, plus its loads into registers, which
+                 do not run ahead) per LATENCY_S
       fixed    = waves x BLOCK_S + launches x LAUNCH_S, waves = ceil(blocks / (units x resident blocks per unit))
       estimate = max(matrix, vector, memory) + fixed
     """
@@ -155,7 +163,8 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
     matrix = per_unit * w["flops"] * units / peak * (loop["loop_stretch"] if loop else 1.0)
     matrix *= max(1.0, MATRIX_ISSUERS.get(target, 1) / (k.options.get("workers") or 1)) / MATRIX_SUSTAINED
     vector = per_unit * w["vector"] * units / vec
-    in_flight = max(1, k.options.get("stages") or 2) * w["step_bytes"] or w["bytes"]
+    # a pipeline runs its shared tiles' loads `stages` steps ahead; its loads into registers, one step at a time
+    in_flight = max(1, k.options.get("stages") or 2) * w["step_bytes"] + w["step_sync"] or w["bytes"]
     share = bw * min(1.0, min(blocks, units) * UNIT_SHARE / units)
     latency_bw = max(1, min(resident, per_unit)) * in_flight / LATENCY_S
     dram = w["unique_bytes"] + (blocks * w["fill"] if target in FILL_FROM_DRAM else 0.0)
