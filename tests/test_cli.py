@@ -101,6 +101,29 @@ def test_compare_logs_each_row_as_it_is_made_where_stderr_is_not_a_terminal(caps
             assert any(ln.startswith(f"softmax  {shape}  {backend}") and "check ok" in ln for ln in err), (shape, err)
 
 
+def test_compare_keeps_the_rows_done_before_a_time_limit_stops_it(monkeypatch, capsys, tmp_path):
+    """A time limit's SIGTERM (or Ctrl-C) mid-run: the rows finished before it are printed as the table and saved
+    with --json, and the exit status says it was stopped (130)."""
+    import os
+    import signal
+    made, run_cpu = [], cli.run_cpu
+
+    def stopped_at_the_second(w, s, label, b, host):
+        made.append(label)
+        if len(made) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)   # as `timeout` sends it
+        return run_cpu(w, s, label, b, host)
+    monkeypatch.setattr(cli, "run_cpu", stopped_at_the_second)
+    saved = tmp_path / "rows.json"
+    rc = cli.main(["compare", "softmax", "--backends", "reference", "--shapes", "20x96", "30x64", "--no-compile",
+                   "--json", str(saved)])
+    out, err = capsys.readouterr()
+    assert rc == 130 and "interrupted; the 1 rows above finished before it" in err
+    assert "20x96" in out and "30x64" not in out
+    assert [r.shape for r in report.load(saved)] == ["20x96"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # the handler is put back
+
+
 def test_compare_skips_what_the_cpu_cannot_afford(capsys):
     rc, out = tiles(capsys, "compare", "attention", "--backends", "reference", "--shapes", "1x1x4096x128",
                     "--no-compile")

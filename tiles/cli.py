@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib
 import itertools
 import math
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -261,6 +263,30 @@ def _timed(row: Row, t: bench.Timing, w: bench.Workload, s: dict, dev, copy: Row
     return row
 
 
+class Interrupted(Exception):
+    """A run stopped by Ctrl-C or SIGTERM (what a time limit's kill sends): the rows finished before it."""
+
+    def __init__(self, rows: list[Row]):
+        super().__init__(f"interrupted after {len(rows)} rows")
+        self.rows = rows
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt inside the block, as Ctrl-C does (in the main thread; elsewhere nothing)."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        before = signal.signal(signal.SIGTERM, stop)
+    except ValueError:   # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.Backend], *, time_it: bool,
                  compile_targets: list[str], seed: int | None = None, desc: str = "",
                  variants: list[dict] = ({},), tuned: bool = False, libraries: bool = True) -> list[Row]:
@@ -279,11 +305,12 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
     prog = Progress(len(parsed) * ((len(backends) + len(compile_targets)) * len(variants) + devices),
                     desc or w.name)
     rows: list[Row] = []
+    ours: list[Row] = []
     try:
         for text, s, each, tuned_s in runs:
             host = functools.cache(lambda s=s: w.inputs(s, rng))   # made once, only if a row runs
             for b in backends:
-                ours: list[Row] = []
+                ours = []
                 for label, sv in each + (_tuned_variant(w, tuned_s, text, b, host) if tuned_s else []):
                     label += _heuristic_tag(w, sv, b.target, host) if "[tuned" not in label else ""
                     prog.doing(f"{b.name} {label}")
@@ -296,12 +323,15 @@ def run_workload(w: bench.Workload, shapes: list[str], backends: list[registry.B
                     ours += run_libraries(w, s, text, b, host, ours)
                     prog.done()
                 rows += ours
+                ours = []
             for t in compile_targets:
                 for label, sv in each:
                     label += _heuristic_tag(w, sv, t, host)
                     prog.doing(f"compile {t} {label}")
                     rows.append(compile_row(w, sv, label, t, host))
                     prog.done(rows[-1:])
+    except KeyboardInterrupt:
+        raise Interrupted(rows + ours) from None
     finally:
         prog.close()
     return rows
@@ -417,6 +447,7 @@ def variants(settings: list[str]) -> list[dict]:
 
 
 def cmd_compare(a) -> int:
+    stopped = False
     if a.merge:
         rows = report.merge(a.merge)
         if a.kernel:
@@ -435,8 +466,13 @@ def cmd_compare(a) -> int:
         else:
             compile_targets = [t for t in (a.targets.split(",") if a.targets else targets.TARGETS)
                                if t not in on_device]
-        rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets, seed=a.seed,
-                            variants=variants(a.set or []), tuned=not a.set, libraries=not a.no_libraries)
+        try:   # stopped (Ctrl-C, or a time limit's SIGTERM): the rows finished so far are printed and saved
+            with terminate_as_interrupt():
+                rows = run_workload(w, shapes, backends, time_it=True, compile_targets=compile_targets,
+                                    seed=a.seed, variants=variants(a.set or []), tuned=not a.set,
+                                    libraries=not a.no_libraries)
+        except Interrupted as e:
+            rows, stopped = e.rows, True
         for r in rows:
             r.machine = report.machine()
     print(report.table(rows))
@@ -450,6 +486,9 @@ def cmd_compare(a) -> int:
             print(f"tiles compare: {e}", file=sys.stderr)
             return 2
         print(f"plotted {n} bars to {a.plot}")
+    if stopped:
+        print(f"tiles compare: interrupted; the {len(rows)} rows above finished before it", file=sys.stderr)
+        return 130
     return 1 if any(r.ok is False for r in rows) else 0
 
 
