@@ -69,6 +69,9 @@
 #   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
 #              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
 #              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
+#   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
+#              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
+#              costs: the case for a split whose last block sums the parts in the same launch)
 #   next10     12-04 20:14: copies between global and shared memory unrolled where the warp schedule's thread count
 #              fixes the chunks a thread (predicted: rmsnorm 4096x14336 -5 to -15%, its ~200 copy instructions a row
 #              down to ~60), their tests, the row kernels and rotary timed
@@ -386,6 +389,14 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --no-compile --shapes 4096x4096 4096x8192 4096x14336 2>&1 | r; done
         echo "== rotary"; timeout 40 python3 -m tiles compare rotary --backends cuda --no-compile \
             --shapes 4x32x8192x128 2>&1 | grep -E "^rotary" | grep -v "max err" ;;
+    next11)  # planned 12-04 20:50 for the next session: the GEMM grid's three misses, the split sweeps that ran out of time
+        a="python3 -m tiles compare gemm --backends cuda --no-compile"
+        echo "== 128x4096x14336, 128-row tiles"; timeout 150 $a --shapes 128x4096x14336 --set BM=128 BN=128,256 BK=64 \
+            stages=4,5 workers=2 SPLIT=2,4,8 2>&1 | r
+        echo "== 128x4096x14336, 64-row tiles"; timeout 150 $a --shapes 128x4096x14336 --set BM=64 BN=128 BK=64 \
+            stages=4 workers=1 SPLIT=4,8 blocks_per_sm=1,2 2>&1 | r
+        echo "== skinny N = K = 4096, split in two"; timeout 120 $a --shapes 16x4096x4096 64x4096x4096 \
+            --set BM=64 BN=64,128 BK=64 stages=8 workers=1 SPLIT=1,2 2>&1 | r ;;
     final7)
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
         echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
