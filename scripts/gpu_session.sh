@@ -69,6 +69,9 @@
 #   final7     12-04 17:50, a short last call: gemm's defaults over issue 18's grid (M 1-4096 at its four (N, K))
 #              against cuBLAS, and ncu reports with every stall reason and the SASS hot spots of add_rmsnorm's
 #              decode step (5.6 us of kernel against torch.compile's 3.1) and rmsnorm_rows at 4096x14336 (0.61x)
+#   rows12     planned 12-04 21:10: the row kernels with one barrier an exchange (tile_sum, logsumexp2: two buffers
+#              in turn); predicted rmsnorm 4096x14336 68.8 -> 62-66 us (3 barriers a row, was 4), layernorm 132 -> 122-128
+#              (5, was 7), softmax -2 to -5%; their GPU tests first
 #   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
 #              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
 #              costs: the case for a split whose last block sums the parts in the same launch)
@@ -397,6 +400,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             stages=4 workers=1 SPLIT=4,8 blocks_per_sm=1,2 2>&1 | r
         echo "== skinny N = K = 4096, split in two"; timeout 120 $a --shapes 16x4096x4096 64x4096x4096 \
             --set BM=64 BN=64,128 BK=64 stages=8 workers=1 SPLIT=1,2 2>&1 | r ;;
+    rows12)  # planned 12-04 21:10: the exchanges' second barrier gone (two buffers in turn), untimed so far
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
+            tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_ops.py >"$OUT/rows12_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/rows12_tests.log" | tail -6
+        for k in rmsnorm layernorm softmax; do echo "== $k"; timeout 60 python3 -m tiles compare $k --backends cuda \
+            --no-compile --shapes 4096x4096 4096x8192 4096x14336 2>&1 | r; done ;;
     final7)
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
         echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \

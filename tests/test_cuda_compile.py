@@ -143,6 +143,71 @@ def test_barriers_around_shared_writes_in_loops():
                                            "tc::load(r, s);"]
 
 
+@tl.kernel
+def sums_of_rows(Y, S, X, *, loop):
+    """Each step: a (64, 64) slice of X, the sum of its squares and the larger of that and its max (two exchanges
+    across the warps), and the slice scaled by the latter through shared memory."""
+    tl.grid(1)
+    xs = tl.shared(X.dtype, 64, 64, name="xs") if loop == "pipeline" else None
+    ys = tl.shared(Y.dtype, 64, 64, name="ys")
+    x, t = tl.regs(tl.f32, 64, 64, name="x"), tl.regs(tl.f32, 64, 64, name="t")
+    a, b = tl.rvec(tl.f32, 64, name="a"), tl.rvec(tl.f32, 64, name="b")
+    for i in (tl.pipeline if loop == "pipeline" else tl.range)(X.depth, name="i"):
+        if loop == "pipeline":   # through shared memory
+            tl.load(xs, X, (i, 0, 0))
+            tl.load(x, xs)
+        else:                    # straight into registers: no barrier in the step before its first exchange
+            tl.load(x, X, (i, 0, 0))
+        tl.mul(t, x, x)
+        tl.tile_sum(a, t)
+        tl.tile_max(b, x, a)
+        tl.store(S, a, (i, 0))
+        tl.store(S, b, (i + X.depth, 0))
+        tl.mul_row(x, x, b)
+        tl.store(ys, x)
+        tl.store(Y, ys, (i, 0, 0))
+
+
+def _sums_of_rows_source(loop):
+    args = [random_array((3, 64, 64), "bf16"), random_array((6, 64), "f32"), random_array((3, 64, 64), "bf16")]
+    k = sums_of_rows.trace(args, "sm_80", loop=loop, workers=4)
+    src = codegen.generate(k, schedules.plan(k, "sm_80", 100_000)).source
+    return [ln.strip() for ln in src[src.index("compute on iteration" if loop == "pipeline" else "for (int i"):]
+            .splitlines()[1:]]
+
+
+def test_exchanges_take_turns_between_two_buffers():
+    """An exchange across the warps writes one of two buffers and holds one barrier: the next exchange takes the
+    other buffer, so neither waits for a barrier of its own after reading; a write to a shared tile waits only
+    where a warp may still read it. In a pipeline step (the pipeline's barrier before it) nothing is pending; in a
+    tl.range loop the last step's reads may be, so its first exchange has a barrier before it."""
+    piped = _sums_of_rows_source("pipeline")
+    assert piped[piped.index("tc::mul(t, x, x);") + 1:][:2] == ["tc::tile_sum<0>(a, t);", "tc::tile_max<1>(b, x, a);"]
+    # the exchanges' barriers saw every read of ys since the last step: its write needs none before it
+    at = piped.index("tc::store(ys, x);")
+    assert piped[at - 1] != "tc::sync();" and piped[at + 1] == "tc::sync();"
+    looped = _sums_of_rows_source("range")
+    at = looped.index("tc::tile_sum<0>(a, t);")
+    assert looped[at - 1] == "tc::sync();" and looped[at + 1] == "tc::tile_max<1>(b, x, a);"
+
+
+@pytest.mark.parametrize("loop", ["pipeline", "range"])
+def test_exchanges_taking_turns_give_every_step_its_own_sums(loop):
+    """The sums above on the CPU engine, against float64, in either loop. (A buffer written again before every warp
+    read it is the codegen test's to catch: here the collectives between the read and the next write keep the
+    engine's warps in step.)"""
+    from tiles.testing import assert_close, poisoned, run
+    x = random_array((3, 64, 64), "bf16")
+    y, sums = poisoned((3, 64, 64), "bf16"), poisoned((6, 64), "f32")
+    run("cuda-emu:sm_80", sums_of_rows, y, sums, x, loop=loop, workers=4)
+    f = x.astype(np.float64)
+    a = (f * f).sum(axis=(1, 2))
+    b = np.maximum(f.max(axis=(1, 2)), a)
+    assert_close(sums[:3], np.repeat(a[:, None], 64, 1), "f32")
+    assert_close(sums[3:], np.repeat(b[:, None], 64, 1), "f32")
+    assert_close(y, f * b[:, None, None], "bf16")
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_register_shared_moves_use_ldmatrix_and_stmatrix(target):
     x = random_array((64, 64), "f32")

@@ -474,7 +474,9 @@ class _Emitter:
         with w.block(f"[&](int {v}, int stage) {{  // compute on iteration {v}", "});"):
             for t in {op.dst: None for op in loads}:
                 w(f"auto& {t.name} = {t.name}_stages[stage];")
-            self.reads = set()  # the pipeline's barrier precedes every compute step
+            # tc::pipeline's barrier precedes every compute step; tc::consume's steps have none (the ring's
+            # mbarriers order its stages alone): an exchange's buffers may still be read there
+            self.reads = set(EXCHANGE_BUFFERS) if self.s.warp_specialized else set()
             self.in_flight = bool(accumulators)
             self.ring_reads.update({t: [op for op in rest if isinstance(op, ir.Op) and self.written(op)
                                         and any(x is t for x in op.srcs)]
@@ -511,7 +513,7 @@ class _Emitter:
                     w(f"auto& {tile.name} = {tile.name}_stages[stage];")
                 for line in head:
                     w(line)
-                self.reads = set()
+                self.reads = set(EXCHANGE_BUFFERS)   # no block barrier between the consumers' steps
                 self.in_flight = tile is not None   # the two mma lambdas issue and do not wait
                 self.stmts(list(ops))
                 self.in_flight = False
@@ -528,6 +530,17 @@ class _Emitter:
             self.w("tc::sync();")
             self.reads = set()
 
+    def exchange_slot(self, op: ir.Op) -> int:
+        """Which of the two buffers of a whole-tile reduction or logsumexp2 (ops.cuh) op writes: one that no warp
+        may still be reading (not read since the last barrier), after a barrier where both may be."""
+        if not (ir.exchange_floats(op) and self.s.warps > 1):
+            return 0   # no exchange across the warps: no buffer
+        free = [i for i, b in enumerate(EXCHANGE_BUFFERS) if self.reads is not None and b not in self.reads]
+        if not free:
+            self.sync(always=True)
+            free = [0]
+        return free[0]
+
     def idx(self, op) -> str:
         idx = ["0"] * (4 - len(op.attrs["idx"])) + [expr(i) for i in op.attrs["idx"]]
         return "{" + ", ".join(idx) + "}"
@@ -540,6 +553,8 @@ class _Emitter:
             self.sync(dst)  # no warp may still be reading the tile's old contents
         name = op.name
         st = self.s.store
+        slot = self.exchange_slot(op) if name.startswith("tile_") or name == "logsumexp2" else None
+        tmpl = "" if slot is None else f"<{slot}>"
         # through a shared tile of its own (staging or a ring's stage), however its operands read
         staged = bool(st and op is self.epilogue) or any(op is x for x in self.ring_vectors) or id(op) in self.fused \
             or (name == "atomic_add" and bool(self.s.reduce) and srcs[0].name == self.s.reduce_src)
@@ -581,19 +596,25 @@ class _Emitter:
         elif name == "row_sum" and any(dst is v for v in self.partial_now):
             w(f"tc::row_sum_partial({dst.name}, {srcs[0].name}, {srcs[1].name});  // this lane's columns only")
         elif name.startswith(("row_", "col_", "tile_")) and srcs[1:] and srcs[1] is None:
-            w(f"tc::{name}({dst.name}, {srcs[0].name});")
+            w(f"tc::{name}{tmpl}({dst.name}, {srcs[0].name});")
         else:  # maps, reductions with an accumulator, broadcasts, copy
             args = [s.name if hasattr(s, "name") and not isinstance(s, ir.Expr) else expr(s) for s in srcs]
-            w(f"tc::{name}({dst.name}, {', '.join(args)});")
-        # An exchange across the warps ends with a block barrier (ops.cuh): every warp's earlier reads are done
+            w(f"tc::{name}{tmpl}({dst.name}, {', '.join(args)});")
+        # An exchange across the warps holds a block barrier (ops.cuh): past it every warp's earlier reads are
+        # done; a two-buffer one's reads of its buffer come after it
         if ir.exchange_floats(op) and self.s.warps > 1:
-            self.reads = set()
+            self.reads = set() if slot is None else {EXCHANGE_BUFFERS[slot]}
         elif staged:
             self.reads = None
         elif self.reads is not None:
             self.reads |= {x.name for x in srcs if isinstance(x, (ST, SV))}
         if writes_shared:
             self.sync(always=True)  # the new contents are visible to every warp
+
+
+# The two shared buffers of the exchanges that take turns (ops.cuh, tile_reduce), as the emitter's read set
+# names them beside the tiles (no tile name has a space)
+EXCHANGE_BUFFERS = ("exchange buffer 0", "exchange buffer 1")
 
 
 def _reads(s, t) -> bool:

@@ -264,12 +264,18 @@ __device__ inline void col_reduce(rv<T, C, axis::cols, NW>& dst, const rt<U, R, 
     barrier();  // partial is reused by the next reduction of this shape
 }
 
+// An exchange across the warps (a whole-tile reduction, logsumexp2 of a rows vector) writes one of two shared
+// buffers, SLOT, then one barrier, then every warp reads it. The generated kernel picks the slot: one no warp may
+// still be reading, i.e. one not read since the last barrier of any kind (codegen.py), else it places a barrier
+// first. Alternating exchanges so need one barrier each where a single buffer took two (write, barrier, read,
+// barrier).
+//
 // One value for the whole tile, in every element of dst (a vector of either axis): within the lane in four
 // independent chains (one per pair slot, so that the adds need not wait on one another), over the warp's 32
 // lanes by a butterfly, then over the warps through shared memory, each warp's value once. Where a row
 // reduction and a column one would take two exchanges across the warps (a row's sum of squares, of a row held as
-// a whole tile), this takes one. The two barriers make the op block-wide, as col_reduce's.
-template <typename Op, typename U, int R, int C, int NW, int N, axis A>
+// a whole tile), this takes one.
+template <typename Op, int SLOT, typename U, int R, int C, int NW, int N, axis A>
 __device__ inline void tile_reduce(rv<float, N, A, NW>& dst, const rt<U, R, C, NW>& src,
                                    const rv<float, N, A, NW>* acc) {
     using tile = rt<U, R, C, NW>;
@@ -289,13 +295,12 @@ __device__ inline void tile_reduce(rv<float, N, A, NW>& dst, const rt<U, R, C, N
 #pragma unroll
     for (int x = 1; x < 32; x *= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, x));
     if constexpr (NW > 1) {
-        alignas(16) __shared__ float partial[NW];   // aligned: read as float4s
-        if (lane_id() == 0) partial[warp_id()] = v;
+        alignas(16) __shared__ float partial[2][NW];   // aligned: read as float4s
+        if (lane_id() == 0) partial[SLOT][warp_id()] = v;
         barrier();
-        v = partial[0];
+        v = partial[SLOT][0];
 #pragma unroll
-        for (int w = 1; w < NW; ++w) v = op(v, partial[w]);
-        barrier();  // partial is reused by the next reduction of this shape
+        for (int w = 1; w < NW; ++w) v = op(v, partial[SLOT][w]);
     }
 #pragma unroll
     for (int o = 0; o < vec::outer; ++o)
@@ -316,10 +321,19 @@ TC_REDUCE(row_sum, row, sum_op)
 TC_REDUCE(col_max, col, max_op)
 TC_REDUCE(col_min, col, min_op)
 TC_REDUCE(col_sum, col, sum_op)
-TC_REDUCE(tile_max, tile, max_op)
-TC_REDUCE(tile_min, tile, min_op)
-TC_REDUCE(tile_sum, tile, sum_op)
 #undef TC_REDUCE
+#define TC_TILE_REDUCE(name, op)                                                                      \
+    template <int SLOT, typename V, typename S> __device__ inline void name(V& dst, const S& src) {   \
+        tile_reduce<op, SLOT>(dst, src, static_cast<const V*>(nullptr));                              \
+    }                                                                                                 \
+    template <int SLOT, typename V, typename S>                                                       \
+    __device__ inline void name(V& dst, const S& src, const V& acc) {                                 \
+        tile_reduce<op, SLOT>(dst, src, &acc);                                                        \
+    }
+TC_TILE_REDUCE(tile_max, max_op)
+TC_TILE_REDUCE(tile_min, min_op)
+TC_TILE_REDUCE(tile_sum, sum_op)
+#undef TC_TILE_REDUCE
 
 // The codegen's rewrites (rewrites.py). row_max of src * c for c > 0, read from the unscaled src: c max(x) is
 // max(c x) exactly, as rounding is monotone.
@@ -359,8 +373,9 @@ __device__ __forceinline__ void merge_max_sum(float& m, float& s, float m2, floa
 // Every element of dst <- log2(sum_j s[j] 2^m[j]) over the whole vectors (pairs with s[j] = 0 count as empty, so
 // that they cannot pull the max up): each lane merges the pairs it holds, then the lanes holding the vector's
 // other elements by shuffles, then a rows vector's warps through shared memory, the max and the sum in one
-// exchange. The row softmax's second cross-warp reduction, saved (kernels/softmax.py).
-template <int N, axis A, int NW>
+// exchange (of the two buffers, SLOT's: tile_reduce). The row softmax's second cross-warp reduction, saved
+// (kernels/softmax.py).
+template <int SLOT, int N, axis A, int NW>
 __device__ inline void logsumexp2(rv<float, N, A, NW>& dst, const rv<float, N, A, NW>& m,
                                   const rv<float, N, A, NW>& s) {
     using vec = rv<float, N, A, NW>;
@@ -378,17 +393,16 @@ __device__ inline void logsumexp2(rv<float, N, A, NW>& dst, const rv<float, N, A
     if constexpr (A == axis::rows && NW > 1) {   // a cols vector is whole in every warp
         static_assert(NW <= 32, "a block has at most 32 warps");
         constexpr int lanes = NW <= 2 ? 2 : NW <= 4 ? 4 : NW <= 8 ? 8 : NW <= 16 ? 16 : 32;
-        __shared__ float2 partial[NW];
-        if (lane_id() == 0) partial[warp_id()] = make_float2(top, sum);
+        __shared__ float2 partial[2][NW];
+        if (lane_id() == 0) partial[SLOT][warp_id()] = make_float2(top, sum);
         barrier();
         const int w = lane_id() % lanes;   // lane w takes warp w's pair; a butterfly merges them
-        const float2 p = w < NW ? partial[w] : make_float2(-INFINITY, 0.f);
+        const float2 p = w < NW ? partial[SLOT][w] : make_float2(-INFINITY, 0.f);
         top = p.x;
         sum = p.y;
 #pragma unroll
         for (int x = 1; x < lanes; x *= 2)
             merge_max_sum(top, sum, __shfl_xor_sync(0xffffffffu, top, x), __shfl_xor_sync(0xffffffffu, sum, x));
-        barrier();   // partial may be reused by the next call
     }
     const float lse = top + log2f(sum);
 #pragma unroll
