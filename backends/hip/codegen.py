@@ -319,12 +319,21 @@ class _Emitter:
         n = t.rows * t.cols if isinstance(t, ST) else t.length
         return -(-n * t.dtype.bits // 8 // 16) * 16
 
-    def _scratch_bytes(self) -> int:
-        """LDS of the exchanges across waves: a float per column and wave (column reductions), a (max, sum)
-        pair per wave (logsumexp2 of row vectors)."""
+    def _scratch_floats(self) -> int:
+        """Floats of one half of the reduction scratch: a float per column and wave (column reductions), a (max,
+        sum) pair per wave (logsumexp2 of row vectors), a float per wave (whole-tile reductions)."""
         floats = max((ir.exchange_floats(op) for op, _ in self.k.walk()), default=0)
-        waves = int(self.k.options.get("workers", schedules.WAVES[self.k.options.get("schedule", "plain")]))
-        return -(-4 * waves * floats // 16) * 16 + self._xpose_bytes()
+        return int(self.k.options.get("workers", schedules.WAVES[self.k.options.get("schedule", "plain")])) * floats
+
+    def _scratch_bytes(self) -> int:
+        """LDS of the exchanges across waves: two halves where exchanges take turns (_BarrierPlan), else one."""
+        halves = 2 if any(_takes_turns(op) for op, _ in self.k.walk()) else 1
+        return -(-4 * halves * self._scratch_floats() // 16) * 16 + self._xpose_bytes()
+
+    def _scratch_of(self, op) -> str:
+        """The reduction scratch, or the half of it the barrier plan gave op."""
+        half = self.barriers.halves.get(id(op), 0) if _takes_turns(op) else 0
+        return f"red_scratch + {half * self._scratch_floats()}" if half else "red_scratch"
 
     def _lds_copy(self, op) -> bool:
         """A copy into a 16-bit A operand from an accumulator-layout tile that goes through the wave's LDS and
@@ -807,10 +816,10 @@ class _Emitter:
             return f"{name}({self.n(d)}, {self.n(srcs[0])}{acc});{line}"
         if name.startswith(("col_", "tile_")):   # across the waves, through red_scratch
             acc = f"&{self.n(srcs[1])}" if srcs[1] is not None else "nullptr"
-            return f"{name}<WAVES>({self.n(d)}, {self.n(srcs[0])}, {acc}, red_scratch);{line}"
+            return f"{name}<WAVES>({self.n(d)}, {self.n(srcs[0])}, {acc}, {self._scratch_of(op)});{line}"
         if name == "logsumexp2":
             self._same_layout(op)
-            scratch = "red_scratch" if _exchanges(op) else "nullptr"   # a column vector is whole in every wave
+            scratch = self._scratch_of(op) if _exchanges(op) else "nullptr"   # a column vector is whole in every wave
             return f"logsumexp2<WAVES>({self.n(d)}, {self.n(srcs[0])}, {self.n(srcs[1])}, {scratch});{line}"
         if name.endswith("_row") or name.endswith("_col"):
             self._same_layout(op)
@@ -853,8 +862,17 @@ def _per_step(e, v: str) -> int | None:
 
 
 def _exchanges(op: ir.Op) -> bool:
-    """Ops that combine the waves' values through red_scratch, between two barriers of their own."""
+    """Ops that combine the waves' values through red_scratch, with barriers of their own."""
     return ir.exchange_floats(op) > 0
+
+
+def _takes_turns(op: ir.Op) -> bool:
+    """Exchanges with one barrier (whole-tile reductions, logsumexp2 of row vectors): each writes one of the
+    scratch's two halves, one no wave may still be reading (_BarrierPlan); column reductions keep two barriers."""
+    return _exchanges(op) and (op.name.startswith("tile_") or op.name == "logsumexp2")
+
+
+HALVES = ("scratch half 0", "scratch half 1")   # the read set's names for them (no tile name has a space)
 
 
 def _effects(op: ir.Op):
@@ -878,6 +896,7 @@ class _BarrierPlan:
     def __init__(self, staged, in_regs=frozenset()):
         self.staged, self.in_regs = staged, in_regs
         self.reads, self.writes = set(), set()
+        self.halves = {}   # id(op) -> the scratch half an exchange that takes turns writes
         self.direct = set()   # tiles written since the last barrier by global -> LDS loads (vmcnt, not lgkmcnt)
 
     def _clear(self):
@@ -888,9 +907,16 @@ class _BarrierPlan:
         into LDS (arch::barrier(), which waits for every load), else "lds" (arch::lds_barrier(): global loads
         in flight stay so)."""
         r, wr = (x - self.in_regs for x in _effects(op))
-        if _exchanges(op):   # the header brackets these with barriers of their own
+        if _takes_turns(op):   # write a half, one barrier (the header's), read it: the half must be free before
+            free = [i for i, h in enumerate(HALVES) if h not in self.reads]
             self._clear()
-            return None
+            self.halves[id(op)] = (free or [0])[0]
+            self.reads = {HALVES[self.halves[id(op)]]}
+            return None if free else "lds"
+        if _exchanges(op):   # barriers of their own around a write from the scratch's start: a half may be read
+            need = "lds" if self.reads & set(HALVES) else None
+            self._clear()
+            return need
         touched = (r & self.writes) | (wr & (self.reads | self.writes))
         need = ("vm" if touched & self.direct else "lds") if touched else None
         if need:
@@ -909,7 +935,8 @@ class _BarrierPlan:
         saved = (set(self.reads), set(self.writes))
         for op, _, _ in sim(lp.body):
             self._step(op)
-        self.reads |= saved[0]
+        # the halves the body's exchanges read, as written, may differ from this simulation's: either may be read
+        self.reads |= saved[0] | set(HALVES)
         self.writes |= saved[1]
 
     def pipeline_entry(self, staged_ops) -> bool:

@@ -265,7 +265,9 @@ TILES_DEV void col_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, 
 }
 // Every element of dst (a row or a column vector) <- f over the whole tile: the lane's elements as a tree (fold),
 // the wave's 64 lanes by butterflies, then the waves through `scratch` (a float a wave), each wave's value once:
-// one exchange where a row reduction and a column one would take two. The two barriers make the op block-wide.
+// one exchange where a row reduction and a column one would take two. One barrier, between the write and the
+// reads: the generated kernel hands each exchange one of two halves of the reduction scratch that no wave may
+// still be reading (codegen.py, _BarrierPlan), so that the next exchange need not wait for this one's reads.
 template <int WAVES, class F, class V, class T, int R, int C, class L, int WC>
 TILES_DEV void tile_reduce(V& dst, const rt<T, R, C, L, WC>& src, const V* acc, F f, float* scratch) {
   using X = rt<T, R, C, L, WC>;
@@ -279,7 +281,6 @@ TILES_DEV void tile_reduce(V& dst, const rt<T, R, C, L, WC>& src, const V* acc, 
     arch::barrier();
     r = scratch[0];
     for (int w = 1; w < WAVES; ++w) r = f(r, scratch[w]);
-    arch::barrier();  // scratch may be reused right after
   }
   static_assert(is_f32<typename V::dtype>, "a whole-tile reduction goes to an f32 vector");
   float* d = (float*)dst.v;
@@ -333,8 +334,9 @@ template <int LO, int HI, class V> TILES_DEV void merge_lanes(float& top, float&
 }
 template <class V> TILES_DEV void fill_lse(V& dst, float top, float sum) { fill(dst, top + __builtin_log2f(sum)); }
 // Every element of dst <- log2(sum_j s[j] 2^m[j]) over the whole vectors. A row vector is split over the waves:
-// after the lanes, the waves' pairs meet in `scratch` (2 floats a wave), the max and the sum in one exchange;
-// the two barriers make the op block-wide. A column vector is whole in every wave.
+// after the lanes, the waves' pairs meet in `scratch` (2 floats a wave), the max and the sum in one exchange with
+// one barrier (scratch: a half no wave may still be reading, as tile_reduce's). A column vector is whole in every
+// wave.
 template <int WAVES, class L, int R>
 TILES_DEV void logsumexp2(rv<float, R, L>& dst, const rv<float, R, L>& m, const rv<float, R, L>& s, float* scratch) {
   float top, sum;
@@ -347,7 +349,6 @@ TILES_DEV void logsumexp2(rv<float, R, L>& dst, const rv<float, R, L>& m, const 
   top = -__builtin_inff();
   sum = 0.0f;
   for (int w = 0; w < WAVES; ++w) merge_max_sum(top, sum, scratch[2 * w], scratch[2 * w + 1]);
-  arch::barrier();  // scratch may be reused right after
   fill_lse(dst, top, sum);
 }
 template <int WAVES, class L, int C>
