@@ -555,22 +555,24 @@ class _Emitter:
         st = self.s.store
         slot = self.exchange_slot(op) if name.startswith("tile_") or name == "logsumexp2" else None
         tmpl = "" if slot is None else f"<{slot}>"
-        # through a shared tile of its own (staging or a ring's stage), however its operands read
-        staged = bool(st and op is self.epilogue) or any(op is x for x in self.ring_vectors) or id(op) in self.fused \
-            or (name == "atomic_add" and bool(self.s.reduce) and srcs[0].name == self.s.reduce_src)
+        staged = False   # set where the op goes through a shared tile of its own (staging, a ring's stage)
         if st and op is self.epilogue:   # the epilogue's store (schedules.tma_store)
             w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
+            staged = True
         elif name == "atomic_add" and self.s.reduce and srcs[0].name == self.s.reduce_src:
             t = srcs[0].name   # through its staging tile and TMA (schedules.tma_reduce)
             w(f"tc::atomic_add_tma<{self.s.reduce_buffers}>(&{self.s.reduce.map}, {t}_staging, {t}_turn, {t}, "
               f"{self.idx(op)});")
+            staged = True
         elif id(op) in self.fused:   # its product, computed here a slice at a time (schedules.sliced_adds)
             m = self.fused[id(op)]
             ta, tb = ("true" if m.attrs[x] else "false" for x in ("trans_a", "trans_b"))
             w(f"tc::atomic_add_mma<{ta}, {tb}, NUM_WARPS>({dst.name}, {m.srcs[0].name}, {m.srcs[1].name}, "
               f"{self.idx(op)});  // {srcs[0].name}, never whole in registers")
+            staged = True
         elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
             w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
+            staged = True
         elif name in ("load", "store", "atomic_add"):
             src = srcs[0]
             args = [dst.name, src.name] + ([self.idx(op)] if isinstance(dst, GL) or isinstance(src, GL) else [])
