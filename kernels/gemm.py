@@ -1,13 +1,14 @@
 """GEMM: C = A @ B (or A @ B^T), bf16/f16 inputs, f32 accumulation, bf16/f16/f32 output; or C += A @ B into an
 f32 C (`accumulate`). The K loop may split over several blocks per output tile (`SPLIT`): the parallelism a skinny
 GEMM (a decode step's M of 1 to 64) lacks. Accumulating, the partial products are added into C with atomic_add;
-otherwise each goes to its own slice of an f32 workspace and a second launch (`sum_parts`) adds them and converts
-to C's dtype (the plan, `split_plan`)."""
+otherwise each goes to its own slice of an f32 workspace and the last block of a tile to finish adds them and
+converts to C's dtype (tl.store_sum; on Apple a second launch, `sum_parts`: the plan, `split_plan`)."""
 from __future__ import annotations
 
 import numpy as np
 
 import tiles as tl
+from tiles import targets
 from tiles.backend import as_rows, resolve
 from tiles.dsl import TileError
 from tiles.tune import Shaped, pow2
@@ -71,7 +72,8 @@ def skinny(target, C, A, B, **keywords):
     sm_90a, M <= 512: the timed winners of the H200's grids (docs/benchmarks.md: 12-02 17:45 and 18:40 UTC, 12-04
     12:07 UTC). Where 64x64 tiles make one wave that fills half the SMs or more with K of 4096 or less (N = 4096, up
     to 128 rows), those at 8 stages with K whole: one launch and no partial sums beat the split's (16x4096x4096
-    16.6 against 19.7 us, 128x4096x4096 16.9 against 22.0). Otherwise up to 64 rows, 64-row tiles with one consumer
+    16.6 against 19.7 us, 128x4096x4096 16.9 against 22.0; timed when a split was two launches, before
+    tl.store_sum: gpu_session.sh split13 times it again). Otherwise up to 64 rows, 64-row tiles with one consumer
     warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or 64x256 at 3 where those still make
     ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make ~100 blocks already
     (then the configured default, which won there); K split while the blocks stay within the SMs (N = 4096: four
@@ -115,14 +117,20 @@ def _split(tiles: int, k: int, blocks: int) -> int:
     return split
 
 
-def split_plan(cfg, C, A, B):
-    """A split of K into a C that does not accumulate: gemm writes each part's product to its own slice of an f32
-    workspace (parts=True), then sum_parts adds the slices and converts to C's dtype. None: one launch."""
+def split_plan(cfg, C, A, B, P=None, L=None, *, target=None):
+    """A split of K into a C that does not accumulate. Where the target orders one block's writes before another's
+    reads (targets.Target.grid_fence), one launch: each block's part goes to its own slice of an f32 workspace
+    P, and the last of a tile's parts to arrive, as the counters in L count them, adds them into C (tl.store_sum).
+    Elsewhere (Apple) two: gemm writes the slices (parts=True), then sum_parts adds them. None: one launch as
+    called."""
     split = cfg["SPLIT"]
-    if split == 1 or cfg["accumulate"] or cfg["parts"]:
+    if split == 1 or cfg["accumulate"] or cfg["parts"] or P is not None:
         return None
     depth = C.shape[0] if len(C.shape) == 3 else 1
     parts = Shaped((depth * split, C.shape[-2], C.shape[-1]), tl.f32)
+    if target is None or targets.target(target).grid_fence:
+        arrivals = Shaped((*C.shape[:-2], -(-C.shape[-2] // cfg["BM"]), -(-C.shape[-1] // cfg["BN"])), tl.i32, fill=0)
+        return [(gemm, [C, A, B, parts, arrivals], {})]
     # sum_parts is elementwise: where C's rows are contiguous it takes C and the parts as rows of its tile's
     # width, so that a skinny C (a decode step's M of 1) fills its 16-row tiles instead of masking 15 rows of 16
     width = sum_parts.config(PARTS=split)[0]["BC"]
@@ -132,14 +140,20 @@ def split_plan(cfg, C, A, B):
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, tune_where=fits, plan=split_plan, heuristic=skinny)
-def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1, parts=False):
+def gemm(C, A, B, P=None, L=None, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1, parts=False):
+    """C = A @ B (A @ B^T with trans_b); C += A @ B into an f32 C with accumulate. K split SPLIT ways: added into
+    C with atomic_add (accumulate), or summed in this launch through P, an f32 workspace of SPLIT slices a batch,
+    and L, one i32 counter per tile of C, zero (split_plan passes them), or each part to its slice of C (parts)."""
     if accumulate and C.dtype != tl.f32:
         raise TileError(f"gemm: accumulate adds into C with atomic_add, which needs an f32 C, got {C.dtype}")
     if parts and (accumulate or C.dtype != tl.f32 or C.rank != 3):
         raise TileError("gemm: parts=True writes each split of K to its own slice of an f32 C (batch x SPLIT, M, N)")
-    if SPLIT > 1 and not (accumulate or parts):
-        raise TileError(f"gemm: SPLIT={SPLIT} into a C that does not accumulate is two launches (split_plan): "
-                        "launch gemm itself, not its trace")
+    if (P is None) != (L is None) or (P is not None and (SPLIT == 1 or accumulate or parts)):
+        raise TileError("gemm: P and L (the parts and their counters) come together, with SPLIT > 1 into a C that "
+                        "neither accumulates nor takes the parts itself (split_plan)")
+    if SPLIT > 1 and not (accumulate or parts or P is not None):
+        raise TileError(f"gemm: SPLIT={SPLIT} into a C that does not accumulate needs the parts' workspace "
+                        "(split_plan): launch gemm itself, not its trace")
     if C.rank > 3:
         raise TileError(f"gemm: C of rank {C.rank}; batched GEMM takes (batch, M, N) arrays")
     batched = A.rank == 3 if parts else C.rank == 3   # (batch, M, N): the grid's third dim walks the batch
@@ -182,6 +196,8 @@ def gemm(C, A, B, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1, parts
         tl.store(C, acc, (zb, bm, bn))
     elif accumulate:
         tl.atomic_add(C, acc, on_a(bm, bn))
+    elif P is not None:
+        tl.store_sum(C, acc, on_a(bm, bn), parts=P, part=z, count=SPLIT, arrivals=L)
     else:
         tl.store(C, acc, on_a(bm, bn))
 

@@ -72,6 +72,10 @@
 #   rows12     planned 12-04 21:10: the row kernels with one barrier an exchange (tile_sum, logsumexp2: two buffers
 #              in turn); predicted rmsnorm 4096x14336 68.8 -> 62-66 us (3 barriers a row, was 4), layernorm 132 -> 122-128
 #              (5, was 7), softmax -2 to -5%; their GPU tests first
+#   split13    planned 12-04 22:40: the split of K summed in one launch (tl.store_sum: the last block of a tile adds the
+#              parts) where it was two (gemm, then sum_parts). Tests on the device, then the split shapes: predicted
+#              16x4096x14336 (SPLIT 4) 37.7 -> 34-36 us, 128x4096x14336 0.89x -> 0.93-0.96x cuBLAS, 16 and 64 x4096x4096
+#              split in two (128 blocks of 64x64) 16.6 -> 12-14 us; then the grid's decode rows with cuBLAS
 #   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
 #              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
 #              costs: the case for a split whose last block sums the parts in the same launch)
@@ -400,6 +404,20 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             stages=4 workers=1 SPLIT=4,8 blocks_per_sm=1,2 2>&1 | r
         echo "== skinny N = K = 4096, split in two"; timeout 120 $a --shapes 16x4096x4096 64x4096x4096 \
             --set BM=64 BN=64,128 BK=64 stages=8 workers=1 SPLIT=1,2 2>&1 | r ;;
+    split13)  # planned 12-04 22:40: tl.store_sum's one-launch split of K
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_ops.py \
+            tests/test_kernels.py tests/test_cuda_gpu.py -k "store_sum or gemm or split" >"$OUT/split13_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/split13_tests.log" | tail -6
+        a="python3 -m tiles compare gemm --backends cuda --no-compile"
+        echo "== skinny N = K = 4096, 64x64, split 1/2/4"; timeout 120 $a --shapes 16x4096x4096 64x4096x4096 \
+            128x4096x4096 --set BM=64 BN=64 BK=64 stages=8 workers=1 SPLIT=1,2,4 2>&1 | r
+        echo "== K = 14336, 64x128 split 2/4/8"; timeout 150 $a --shapes 1x4096x14336 16x4096x14336 \
+            --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=2,4,8 blocks_per_sm=2 2>&1 | r
+        echo "== 128x4096x14336, 128x128 split 2/4"; timeout 120 $a --shapes 128x4096x14336 --set BM=128 BN=128 BK=64 \
+            stages=5 workers=2 SPLIT=2,4 2>&1 | r
+        g=(); for m in 1 16 64 128; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+        echo "== decode rows of the grid, defaults"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile \
+            --shapes "${g[@]}" --json "$OUT/gemm_decode.json" 2>&1 | r ;;
     rows12)  # planned 12-04 21:10: the exchanges' second barrier gone (two buffers in turn), untimed so far
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_ops.py >"$OUT/rows12_tests.log" 2>&1

@@ -244,12 +244,13 @@ GLOBAL_ACCESS = re.compile(r"\b(LDG|STG|LDGSTS|RED|ATOMG|UTMALDG|UTMASTG|UTMARED
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_sm90a_code_waits_for_the_grid_before_it_ahead_of_any_global_access(target):
-    """Programmatic dependent launch (runtime.Launch): both steps of a split of K, the warp-specialized gemm (the
-    producer's TMA loads, the consumers' stores) and sum_parts (the warp schedule), wait for the grids before them
-    and let the next be scheduled once, every thread, before any global memory access; sm_80 code does neither."""
+    """Programmatic dependent launch (runtime.Launch): the warp-specialized gemm (the producer's TMA loads, the
+    consumers' stores) and sum_parts (the warp schedule, Apple's second step of a split of K, compiled here for
+    CUDA all the same) wait for the grids before them and let the next be scheduled once, every thread, before
+    any global memory access; sm_80 code does neither."""
     from tiles.kernels.gemm import sum_parts
     c, a, b = random_array((1, 256), "bf16"), random_array((1, 512), "bf16"), random_array((512, 256), "bf16")
-    steps = gemm.steps([c, a, b], target, BM=64, BN=128, BK=64, stages=5, workers=1 if target == "sm_90a" else 4,
+    steps = gemm.steps([c, a, b], "apple", BM=64, BN=128, BK=64, stages=5, workers=1 if target == "sm_90a" else 4,
                        SPLIT=4)
     assert [f for f, _, _ in steps] == [gemm, sum_parts]
     for f, args, kw in steps:
@@ -264,6 +265,23 @@ def test_sm90a_code_waits_for_the_grid_before_it_ahead_of_any_global_access(targ
         assert sass.index("ACQBULK") < first_access and sass.index("PREEXIT") < first_access, f.name
         if gen.schedule.warp_specialized:   # before the roles split: the whole block waits
             assert gen.source.index("tc::wait_prior_grids();") < gen.source.index("if (tc::is_producer())")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_split_of_k_is_one_launch_that_fences_counts_and_reads_the_parts_from_l2(target):
+    """gemm's split of K into a bf16 C, one launch (tl.store_sum): its SASS releases the block's parts device-wide
+    (MEMBAR.SC.GPU) before the count (ATOMG on the tile's counter), and the last block reads the parts with strong
+    device-scope loads (ld.global.cg), not through its SM's L1; no spills."""
+    c, a, b = random_array((16, 256), "bf16"), random_array((16, 512), "bf16"), random_array((512, 256), "bf16")
+    ((f, args, kw),) = gemm.steps([c, a, b], target, BM=64, BN=128, BK=64, stages=4,
+                                  workers=1 if target == "sm_90a" else 4, SPLIT=4)
+    assert f is gemm and len(args) == 5
+    gen, compiled = build(f, args, target, **kw)
+    sass = compiled.sass()
+    assert "tc::store_sum<4>(C, acc" in gen.source
+    fence, count = sass.index("MEMBAR.SC.GPU"), sass.index("ATOMG.E.ADD.STRONG.GPU")
+    assert fence < count < sass.index("LDG.E.64.STRONG.GPU")
+    assert compiled.resources[gen.name].spills == 0 and compiled.resources[gen.name].stack_frame == 0
 
 
 @tl.kernel

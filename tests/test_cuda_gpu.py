@@ -118,15 +118,15 @@ def test_captured_in_a_torch_cuda_graph():
         assert_close(up(c), up(a) @ up(b), "f32")
 
 
-SPLIT = dict(BM=64, BN=128, BK=64, stages=4, workers=1, SPLIT=4)   # gemm, then sum_parts (split_plan)
+SPLIT = dict(BM=64, BN=128, BK=64, stages=4, workers=1, SPLIT=4)   # the last block of a tile adds the parts (split_plan)
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="programmatic launches are for sm_90a code")
 def test_programmatic_launches_see_what_the_launch_before_wrote():
-    """Every launch of sm_90a code is programmatic (runtime.Launch): a chain of split pairs with nothing between
-    them and no synchronization, each gemm reading what the sum_parts before it wrote and writing where the gemm
-    before it read (two buffers in turn, and the workspace), then one after a torch kernel: against float64,
-    each step rounded to bf16 as the kernels round it."""
+    """Every launch of sm_90a code is programmatic (runtime.Launch): a chain of split GEMMs with nothing between
+    them and no synchronization, each reading what the one before it wrote and writing where the one before it
+    read (two buffers in turn, and one workspace and set of counters), then one after a torch kernel: against
+    float64, each step rounded to bf16 as the kernels round it."""
     n = 512
     ws = [to_torch(random_array((n, n), "bf16", scale=n ** -0.5), "bf16") for _ in range(6)]
     x = to_torch(random_array((1, n), "bf16"), "bf16")
@@ -147,8 +147,8 @@ def test_programmatic_launches_see_what_the_launch_before_wrote():
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="programmatic launches are for sm_90a code")
 def test_programmatic_pair_captured_in_a_torch_cuda_graph():
-    """A split of K (sum_parts launched programmatically after gemm) between torch kernels, captured by
-    torch.cuda.graph: stream capture keeps the programmatic launch (CUDA 12.3 on); every replay is right."""
+    """A split of K (its counters kept from launch to launch, one set per stream) between torch kernels, captured
+    by torch.cuda.graph: stream capture keeps the programmatic launch (CUDA 12.3 on); every replay is right."""
     src, b = to_torch(random_array((4, 512), "bf16"), "bf16"), to_torch(random_array((512, 256), "bf16"), "bf16")
     a, c = torch.empty_like(src), torch.full((4, 256), float("nan"), dtype=torch.bfloat16, device="cuda")
     side = torch.cuda.Stream()
@@ -161,7 +161,7 @@ def test_programmatic_pair_captured_in_a_torch_cuda_graph():
     with torch.cuda.graph(graph):
         a.copy_(src)             # a torch kernel the gemm reads after
         gemm(c, a, b, **SPLIT)
-        out = c.float() * 2      # a torch kernel that reads what sum_parts wrote
+        out = c.float() * 2      # a torch kernel that reads what the split's last blocks wrote
     for _ in range(3):
         src.copy_(to_torch(random_array((4, 512), "bf16"), "bf16"))
         graph.replay()

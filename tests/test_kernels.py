@@ -83,8 +83,9 @@ def test_gemm_accumulate_split_k(backend, m, n, k, split, dtype, trans_b):
        split=st.sampled_from([2, 3, 4]), out=st.sampled_from(["bf16", "f16", "f32"]), trans_b=st.booleans())
 def test_gemm_split_k_into_any_c(backend, batch, m, n, k, split, out, trans_b):
     """C = A @ B with K split over `split` blocks per tile into a C that does not accumulate (bf16, f16, f32;
-    batched or not): two launches, the f32 partial products each to their own slice of a poisoned workspace,
-    then their sum converted to C's dtype (kernels/gemm.py split_plan). BK=32: the split rarely divides the steps."""
+    batched or not): the f32 partial products each to their own slice of a poisoned workspace, then their sum
+    converted to C's dtype, by the last block of a tile (tl.store_sum) or, on Apple, a second launch (kernels/gemm.py
+    split_plan). BK=32: the split rarely divides the steps."""
     lead = (batch,) if batch else ()
     dtype = "f16" if out == "f16" else "bf16"
     a = random_array((*lead, m, k), dtype)
@@ -94,18 +95,24 @@ def test_gemm_split_k_into_any_c(backend, batch, m, n, k, split, out, trans_b):
     assert_close(c, up(a) @ (up(b).swapaxes(-1, -2) if trans_b else up(b)), out)
 
 
-def test_gemm_split_is_two_launches_or_refused():
-    """Split K into a C that does not accumulate is gemm's plan: its steps are gemm into an f32 workspace and
-    sum_parts; the kernel traced alone with that split (no plan) refuses, since its blocks would overwrite one
-    another's tiles."""
+def test_gemm_split_is_one_launch_or_two_or_refused():
+    """Split K into a C that does not accumulate is gemm's plan: where the target has a fence between blocks, one
+    launch with an f32 workspace of parts and zeroed counters (tl.store_sum); on Apple two, gemm into the
+    workspace and sum_parts. The kernel traced alone with that split and no workspace refuses, since its blocks
+    would overwrite one another's tiles."""
     from tiles.kernels.gemm import gemm, sum_parts
     from tiles.tune import Shaped
     args = [Shaped((5, 40), "bf16"), Shaped((5, 300), "bf16"), Shaped((300, 40), "bf16")]
-    steps = gemm.steps(args, "sm_90a", SPLIT=3)
+    for target in ("sm_90a", "gfx950", None):
+        ((f, (c, a, b, parts, arrivals), kw),) = gemm.steps(args, target, SPLIT=3, BM=64, BN=32)
+        assert f is gemm and kw == {"SPLIT": 3, "BM": 64, "BN": 32} and [c, a, b] == args
+        assert parts.shape == (3, 5, 40) and parts.fill is None
+        assert arrivals.shape == (1, 2) and arrivals.dtype == np.int32 and arrivals.fill == 0
+    steps = gemm.steps(args, "apple", SPLIT=3)
     assert [f for f, _, _ in steps] == [gemm, sum_parts]
     assert steps[0][1][0].shape == (3, 5, 40) and steps[0][2] == {"SPLIT": 3, "parts": True}
     assert gemm.steps(args, "sm_90a") == [(gemm, args, {})]
-    with pytest.raises(TileError, match="two launches"):
+    with pytest.raises(TileError, match="needs the parts' workspace"):
         gemm.trace(args, "sm_90a", SPLIT=3)
 
 
@@ -115,12 +122,12 @@ def test_gemm_split_sums_rows_of_a_contiguous_c():
     from tiles.kernels.gemm import gemm, sum_parts
     from tiles.tune import Shaped
     a, b = Shaped((1, 1024), "bf16"), Shaped((1024, 4096), "bf16")
-    (_, (parts, _, _), _), (f, (c, p), kw) = gemm.steps([Shaped((1, 4096), "bf16"), a, b], "sm_90a", SPLIT=4)
+    (_, (parts, _, _), _), (f, (c, p), kw) = gemm.steps([Shaped((1, 4096), "bf16"), a, b], "apple", SPLIT=4)
     assert f is sum_parts and kw == {"PARTS": 4}
     assert c.shape == (128, 32) and p.shape == (4, 128, 32) and p.base is parts and parts.shape == (4, 1, 4096)
     big = np.zeros((2, 128), np.float32)
     for view, rows in ((big, (8, 32)), (big[1:], (4, 32)), (big[:, :64], None), (big[:, :40], None)):
-        c = gemm.steps([view, Shaped((view.shape[0], 64), "bf16"), Shaped((64, view.shape[1]), "bf16")], "sm_90a",
+        c = gemm.steps([view, Shaped((view.shape[0], 64), "bf16"), Shaped((64, view.shape[1]), "bf16")], "apple",
                        SPLIT=2)[1][1][0]
         assert np.shares_memory(c, view) and c.shape == (rows or view.shape)
 
@@ -131,6 +138,8 @@ def test_gemm_split_steps_share_one_workspace():
     from tiles.backend import Backend
 
     class Fresh(Backend):
+        target = "apple"   # where the split is two launches
+
         def workspace(self, spec, like):
             return np.full(spec.shape, np.nan, spec.dtype)
     c, a, b = np.zeros((1, 64), np.float32), random_array((1, 256), "bf16"), random_array((256, 64), "bf16")

@@ -174,6 +174,51 @@ def test_reduce_tile_refuses_a_16_bit_destination():
         to_bf16.trace([np.zeros((1, 32), np.float32), np.zeros((32, 64), np.float32)])
 
 
+@tl.kernel
+def split_sum(C, X, P, L, *, S):
+    """S blocks a tile of C (depth C.depth), block z passing slice z of X: store_sum adds the S slices into C."""
+    br, bc, z = tl.grid(tl.cdiv(C.rows, BR), tl.cdiv(C.cols, BC), C.depth * S)
+    x = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (z, br, bc))
+    tl.store_sum(C, x, (z // S, br, bc), parts=P, part=z % S, count=S, arrivals=L)
+
+
+@settings(max_examples=4)
+@given(m=extent, n=extent, depth=st.integers(1, 2), s=st.integers(2, 4), out=st.sampled_from(["f32", "bf16", "f16"]))
+def test_store_sum(backend, m, n, depth, s, out):
+    """Twice, with fresh inputs: the sum of the S parts in C (exactly the f32 sum in part order, rounded to C's
+    dtype, whichever block came last), nothing past C's edge, and the counters back at zero. On Apple the
+    verifier refuses the op (no fence between threadgroups)."""
+    tiles = (depth, -(-m // BR), -(-n // BC))
+    arrivals = np.zeros(tiles, np.int32)
+    parts = poisoned((depth * s, m, n), "f32")
+    if backend.target is not None and not targets.target(backend.target).grid_fence:
+        with pytest.raises(TileError, match="no fence that orders"):
+            run(backend, split_sum, poisoned((depth, m, n), out), parts, parts, arrivals, S=s)
+        return
+    for _ in range(2):
+        x = random_array((depth * s, m, n), "f32")
+        c = poisoned((depth, m, n), out)
+        run(backend, split_sum, c, x, parts, arrivals, S=s)
+        in_order = x.reshape(depth, s, m, n)[:, 0].copy()
+        for p in range(1, s):
+            in_order += x.reshape(depth, s, m, n)[:, p]   # f32 adds, part by part
+        np.testing.assert_array_equal(up(c), dtypes.of(out).round(in_order))
+        assert_close(c, up(x).reshape(depth, s, m, n).sum(1), out)
+        np.testing.assert_array_equal(arrivals, 0)
+
+
+def test_store_sum_refuses_bad_arguments():
+    """Counters that are not i32, and arguments whose shapes do not match dst's tiles, each named before a launch."""
+    c, x = np.zeros((40, 70), np.float32), np.zeros((3, 40, 70), np.float32)
+    with pytest.raises(TileError, match=r"arrivals \(L\) dtype \(one counter per tile\): expected i32, got f32"):
+        split_sum.trace([c[None], x, x, np.zeros((1, 2, 2), np.float32)], S=3)
+    with pytest.raises(TileError, match=r"argument check failed: L.cols is 1 but cdiv\(C.cols, 64\) is 2"):
+        run("reference", split_sum, c[None], x, x, np.zeros((1, 2, 1), np.int32), S=3)
+    with pytest.raises(TileError, match=r"argument check failed: P.depth is 3 but \(C.depth \* 2\) is 2"):
+        run("reference", split_sum, c[None], x, x, np.zeros((1, 2, 2), np.int32), S=2)
+
+
 def sum_tolerance(op, ref, magnitude):
     """f32's tolerance, widened for a sum by its condition number ‖Σ|x|‖ / ‖Σx‖: terms that cancel leave a small
     result whose rounding error is still relative to the terms (CI once drew a sum of -0.0083 off 1.44e-5)."""

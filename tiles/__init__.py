@@ -15,7 +15,7 @@ from .dsl import (TileError, abs, add, add_col, add_row, atomic_add, bounds_mask
                   exp, exp2, fill, ge, gelu, grid, gt, kernel, le, load, log, log2, logsumexp2, lt, max, maximum,
                   min, minimum, mma_AB, mma_ABt, mma_AtB, mma_AtBt, mul, mul_col, mul_row, ne, neg, pipeline, pow,
                   range, regs, relu, row_max, row_min, row_sum, rsqrt, rvec, shared, shared_vec, sigmoid, silu, sin,
-                  sqrt, store, sub, sub_col, sub_row, swap_pairs, tanh, tile_max, tile_min, tile_sum, where, zero)
+                  sqrt, store, store_sum, sub, sub_col, sub_row, swap_pairs, tanh, tile_max, tile_min, tile_sum, where, zero)
 from .dtypes import DType, bf16, f16, f32, fp8e4m3, fp8e5m2, i32
 from . import tune  # noqa: E402 - tl.tune.pow2 and friends, for the search spaces kernels declare
 

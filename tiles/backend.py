@@ -87,7 +87,7 @@ class Backend:
     def steps(self, kfn, args, overrides: dict) -> list[tuple]:
         """kfn's launches for these arguments (KernelFn.steps), its temporaries allocated here."""
         steps = kfn.steps(args, self.target, **overrides)
-        if len(steps) == 1:
+        if not any(isinstance(a, tune.Shaped) for _, a_, _ in steps for a in a_):
             return steps
         like = next((a for a in args if hasattr(a, "shape")), None)
         temps: dict = {}   # one array per temporary, however many steps view it
@@ -104,9 +104,10 @@ class Backend:
     def workspace(self, spec, like):
         """A temporary array of spec's shape and dtype where `like` lives, reused by later launches of its shape
         (launches on one backend run in order; one launch's steps see it alone)."""
-        key = (spec.shape, spec.dtype, str(getattr(like, "device", "")))
+        key = (spec.shape, spec.dtype, spec.fill, str(getattr(like, "device", "")))
         if key not in self._workspaces:   # poisoned: a step that reads what no step wrote fails its checks
-            self._workspaces[key] = self.asarray(np.full(spec.shape, np.nan, spec.dtype))
+            fill = np.nan if spec.fill is None else spec.fill
+            self._workspaces[key] = self.asarray(np.full(spec.shape, fill, spec.dtype))
         return self._workspaces[key]
 
     @functools.cached_property

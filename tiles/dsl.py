@@ -210,6 +210,28 @@ def atomic_add(dst, src, idx):
     _op("atomic_add", dst, src, idx=_index(idx))
 
 
+def store_sum(dst, src, idx, *, parts, part, count: int, arrivals):
+    """dst's tile at idx <- the sum of the f32 tiles src that `count` blocks pass for it, each as its `part` (0 to
+    count - 1): a sum split over blocks (a GEMM's split of K) in one launch. Each block writes its src to its own
+    slice of `parts` (f32, dst's shape with depth times count: the tile (d, r, c)'s part p at depth d * count + p);
+    the last of the count to arrive, as `arrivals` counts them (i32, one counter per tile of dst: dst's shape with
+    rows and cols in tiles), adds the slices in part order, so that the sum does not depend on which block came
+    last, and stores it in dst's dtype. The counters must be zero before the launch and are left at zero."""
+    count = _size(count, "count")
+    b = _builder()
+    for a, x in ((parts, "parts"), (arrivals, "arrivals")):
+        if not isinstance(a, GL):
+            raise TileError(f"store_sum: {x} must be a global array argument, got {a!r}", _loc())
+    if isinstance(dst, GL) and isinstance(src, RT):   # the shapes the verifier's rule leaves to the launch
+        loc = _loc()
+        checks = [(parts.batch, dst.batch), (parts.depth, dst.depth * count), (parts.rows, dst.rows),
+                  (parts.cols, dst.cols), (arrivals.batch, dst.batch), (arrivals.depth, dst.depth),
+                  (arrivals.rows, cdiv(dst.rows, src.rows)), (arrivals.cols, cdiv(dst.cols, src.cols))]
+        b.checks += [ir.Check(ir.as_expr(x), ir.as_expr(y), loc) for x, y in checks
+                     if not (isinstance(x, int) and isinstance(y, int))]   # a rank's leading 1s
+    _op("store_sum", dst, src, parts, arrivals, ir.as_expr(part), idx=_index(idx), count=count)
+
+
 def _index(idx):
     if not isinstance(idx, tuple):
         idx = (idx,)
@@ -363,11 +385,16 @@ class KernelFn:
         functools.update_wrapper(self, fn)
         self.fn, self.configs = fn, dict(configs or {})
         self.tune = tune   # a tiles.tune.Space, or None: no search space
-        self.plan = plan   # plan(cfg, *args): None (one launch of this kernel) or its launches (steps())
+        self.plan = plan   # plan(cfg, *args, target=...): None (one launch of this kernel) or its launches (steps())
         self.heuristic = heuristic   # heuristic(target, *args, **kw): the configuration for these shapes, or {}
         sig = inspect.signature(fn)
-        self.arg_names = [p.name for p in sig.parameters.values()
-                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.arg_names = [p.name for p in positional]
+        # arguments a launch may leave out (a default of None: the body sees None), after every required one
+        self.required = sum(p.default is inspect.Parameter.empty for p in positional)
+        if any(p.default not in (None, inspect.Parameter.empty) for p in positional) or any(
+                p.default is inspect.Parameter.empty for p in positional[self.required:]):
+            raise TypeError(f"{fn.__name__}: an array argument may default to None only, after every required one")
         self.const_defaults = {p.name: p.default for p in sig.parameters.values() if p.kind == p.KEYWORD_ONLY}
         self._cache: dict = {}
         self._checked: set = set()   # the sets of names shape_config has checked
@@ -414,7 +441,7 @@ class KernelFn:
         if self.plan is None:
             return [(self, args, overrides)]
         consts, options = self.config(target, **overrides)
-        planned = self.plan({**consts, **options}, *args)
+        planned = self.plan({**consts, **options}, *args, target=target)
         if planned is None:
             return [(self, args, overrides)]
         return [(f, a, {**overrides, **kw} if f is self else kw) for f, a, kw in planned]
@@ -426,9 +453,10 @@ class KernelFn:
     def trace(self, args, target: str | None = None, **overrides) -> ir.Kernel:
         """Trace for argument specs (or example arrays/numbers) and a target's configuration; verified, cached."""
         specs = [ArgSpec.of(a) for a in args]
-        if len(specs) != len(self.arg_names):
-            raise TypeError(f"{self.__name__} takes {len(self.arg_names)} arguments "
-                            f"({', '.join(self.arg_names)}), got {len(specs)}")
+        if not self.required <= len(specs) <= len(self.arg_names):
+            n = len(self.arg_names)
+            count = n if self.required == n else f"{self.required} to {n}"
+            raise TypeError(f"{self.__name__} takes {count} arguments ({', '.join(self.arg_names)}), got {len(specs)}")
         consts, options = self.config(target, **overrides)
         cache_key = (tuple(s.key() for s in specs), target, tuple(sorted(map(repr, consts.items()))),
                      tuple(sorted(map(repr, options.items()))))
@@ -451,7 +479,7 @@ class KernelFn:
             raise TileError("kernels cannot be traced inside another kernel")
         _state.builder = b
         try:
-            self.fn(*params, **consts)
+            self.fn(*params, *[None] * (len(self.arg_names) - len(params)), **consts)
         finally:
             _state.builder = None
         src_file = os.path.basename(inspect.getsourcefile(self.fn) or "?")

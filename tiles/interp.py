@@ -138,6 +138,32 @@ class _Block:
             g = self.g[op.dst]
             g[gsel] = (g[gsel].astype(np.float64) + self.t[op.srcs[0]][tsel]).astype(np.float32)
 
+    def op_store_sum(self, op):
+        """The block's part to its slice; the last of the tile's parts to arrive adds them in part order."""
+        src, parts, arrivals, part = op.srcs
+        count, idx = op.attrs["count"], [int(self.val(i)) for i in op.attrs["idx"]]
+        b, d, r, c = [0] * (4 - len(idx)) + idx
+
+        def at(*ix):
+            return tuple(ir.as_expr(i) for i in ix)
+        mine = at(b, d * count + int(self.val(part)), r, c)
+        gsel, tsel, ok = self.region(parts, src, mine)
+        rows, cols = self.g[op.dst].shape[2:]
+        if not ok or r * src.rows >= rows or c * src.cols >= cols:   # no tile of dst: nothing to count
+            return
+        self.g[parts][gsel] = self.t[src][tsel].astype(np.float32)
+        counter = self.g[arrivals][b, d, r, c:c + 1]
+        counter += 1
+        if counter[0] < count:
+            return
+        counter[0] = 0
+        slices = [self.g[parts][self.region(parts, src, at(b, d * count + p, r, c))[0]] for p in range(count)]
+        total = slices[0].copy()
+        for x in slices[1:]:
+            total += x   # in f32, in part order, as the devices add
+        gsel, _, _ = self.region(op.dst, src, at(b, d, r, c))
+        self.g[op.dst][gsel] = op.dst.dtype.round(total).astype(op.dst.dtype.np)
+
     # -------------------------------------------------------- compute
 
     def op_mma(self, op):

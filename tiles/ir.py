@@ -227,7 +227,7 @@ REDUCE = ("max", "min", "sum")
 REDUCE_OVER = ("row", "col", "tile")   # each row to a rows vector, each column to a cols vector, the whole tile to every
 #                                        element of a vector of either axis
 BROADCAST = ("add", "sub", "mul", "div")
-OPS = (("load", "store", "atomic_add", "mma", "zero", "fill", "copy", "swap_pairs", "causal_mask", "bounds_mask",
+OPS = (("load", "store", "atomic_add", "store_sum", "mma", "zero", "fill", "copy", "swap_pairs", "causal_mask", "bounds_mask",
         "dropout", "logsumexp2", "where")
        + UNARY + BINARY
        + tuple(f"{a}_{r}" for a in REDUCE_OVER for r in REDUCE)
@@ -245,6 +245,8 @@ def exchange_floats(op: "Op") -> int:
         return 1
     if op.name == "logsumexp2" and op.dst.axis == "rows":
         return 2
+    if op.name == "store_sum":   # whether the block is the last of its tile's parts, from the worker that counted
+        return 1
     return 0
 
 
@@ -280,6 +282,8 @@ class Kernel:
                 if getattr(g, "kind", None) == "gl" and "idx" in op.attrs:
                     axes, first = out.setdefault(g.name, (set(self.broadcast.get(g.name, ())), {}))
                     n = len(op.attrs["idx"])
+                    if op.name == "store_sum" and g is op.srcs[1]:
+                        n = max(n, 3)   # the parts: depth holds each tile's count of slices
                     axes.update(range(4 - n, 4))
                     for ax in range(4 - n):
                         first.setdefault(ax, op)

@@ -261,6 +261,10 @@ class Target:
     # dtypes a register tile may have (None: every dtype of the target); Apple's are simdgroup matrices, which
     # MSL has of float, half and bfloat only
     reg_dtypes: frozenset[str] | None = None
+    # a fence that orders a block's global writes before another block's reads of them (CUDA __threadfence, AMDGPU
+    # agent-scope fences), which tl.store_sum's count of arrivals rests on; MSL before 3.2 orders device memory
+    # only within a threadgroup
+    grid_fence: bool = True
 
     def mma_atom(self, dtype: str) -> Atom | None:
         """The atom whose K an mma of this input dtype steps by on this target (None: no mma of that dtype)."""
@@ -323,7 +327,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            _BASE, tuple(simdgroup_8x8(d) for d in ("f16", "bf16", "f32")),
            notes="threadgroup-memory banking is not documented; 32 banks of 4 bytes assumed",
            tile=8, mma_step=tuple((d, f"simdgroup_8x8.{d}") for d in ("f16", "bf16")),
-           reg_dtypes=frozenset({"f32", "f16", "bf16"})),
+           reg_dtypes=frozenset({"f32", "f16", "bf16"}), grid_fence=False),
 )}
 
 

@@ -120,6 +120,24 @@ def _rule_atomic(c, op):
     c.expect(2 <= len(op.attrs["idx"]) <= 4, "index length", "2 to 4", len(op.attrs["idx"]))
 
 
+def _rule_store_sum(c, op):
+    dst, (src, parts, arrivals, part) = op.dst, op.srcs
+    c.kind(dst, ("gl",), "destination")
+    c.kind(src, ("rt",), "source")
+    c.expect(src.dtype == dtypes.f32, "source dtype (the parts are summed in f32)", "f32", src.dtype)
+    c.expect(dst.dtype.is_float, "destination dtype", "a float type", dst.dtype)
+    c.expect(parts.dtype == dtypes.f32, f"parts ({parts.name}) dtype", "f32", parts.dtype)
+    c.expect(arrivals.dtype == dtypes.i32, f"arrivals ({arrivals.name}) dtype (one counter per tile)", "i32",
+             arrivals.dtype)
+    c.expect(part.dtype == dtypes.i32, "part dtype", "i32", part.dtype)
+    c.expect(2 <= len(op.attrs["idx"]) <= 4, "index length", "2 to 4", len(op.attrs["idx"]))
+    c.expect(dst.rank >= 2, f"destination ({dst.name}) rank", "2 to 4", dst.rank)
+    c.expect(parts.rank == max(dst.rank, 3), f"parts ({parts.name}) rank (the destination's, with a depth of "
+             f"count slices a tile)", max(dst.rank, 3), parts.rank)
+    c.expect(arrivals.rank == dst.rank, f"arrivals ({arrivals.name}) rank (the destination's, in tiles)", dst.rank,
+             arrivals.rank)
+
+
 def _rule_mma(c, op):
     d, (a, b, acc) = op.dst, op.srcs
     ta, tb = op.attrs["trans_a"], op.attrs["trans_b"]
@@ -250,7 +268,8 @@ def _rule_dropout(c, op):
         c.expect(e.dtype == dtypes.i32, f"{name} dtype (a counter word of the generator)", "i32", e.dtype)
 
 
-_RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "mma": _rule_mma,
+_RULES = {"load": _rule_load, "store": _rule_store, "atomic_add": _rule_atomic, "store_sum": _rule_store_sum,
+          "mma": _rule_mma,
           "zero": _rule_fill, "fill": _rule_fill, "copy": _rule_copy, "swap_pairs": _rule_swap_pairs,
           "causal_mask": _rule_mask, "bounds_mask": _rule_mask, "dropout": _rule_dropout,
           "logsumexp2": _rule_logsumexp2, "pow": _rule_pow, "where": _rule_where}
@@ -303,6 +322,10 @@ def _check_target(k: ir.Kernel, target: str):
     for op, _ in k.walk():
         if op.name == "mma":
             _check_mma_step(op, t)
+        if op.name == "store_sum" and not t.grid_fence:
+            raise TileError(f"store_sum: {t.name} has no fence that orders one block's writes to device memory before "
+                            f"another block's reads, which counting the parts as they arrive needs; split the sum "
+                            f"over two launches instead (kernels/gemm.py: split_plan)", op.loc)
 
 
 def _check_mma_step(op: ir.Op, t):

@@ -95,9 +95,17 @@ class CudaBackend(Backend):
         return main
 
     def workspace(self, spec, like):
-        if type(like).__module__.startswith("torch"):   # torch's caching allocator, which orders reuse by stream
+        if type(like).__module__.startswith("torch"):
             import torch
-            return torch.empty(spec.shape, dtype=getattr(torch, spec.dtype.name), device=like.device)
+            dtype = getattr(torch, spec.dtype.name)
+            if spec.fill is None:   # torch's caching allocator, which orders reuse by stream
+                return torch.empty(spec.shape, dtype=dtype, device=like.device)
+            # kept from launch to launch (what each leaves behind is the fill), one per stream: launches on two
+            # streams may run at once
+            key = (spec.shape, spec.dtype, spec.fill, str(like.device), torch.cuda.current_stream(like.device).cuda_stream)
+            if key not in self._workspaces:
+                self._workspaces[key] = torch.full(spec.shape, spec.fill, dtype=dtype, device=like.device)
+            return self._workspaces[key]
         return super().workspace(spec, like)
 
 

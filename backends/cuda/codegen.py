@@ -573,6 +573,10 @@ class _Emitter:
         elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
             w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
             staged = True
+        elif name == "store_sum":
+            src, parts, arrivals, part = srcs
+            w(f"tc::store_sum<{op.attrs['count']}>({dst.name}, {src.name}, {self.idx(op)}, {parts.name}, "
+              f"{arrivals.name}, {expr(part)});")
         elif name in ("load", "store", "atomic_add"):
             src = srcs[0]
             args = [dst.name, src.name] + ([self.idx(op)] if isinstance(dst, GL) or isinstance(src, GL) else [])

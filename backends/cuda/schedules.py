@@ -215,7 +215,8 @@ def pipelined_vectors(k: ir.Kernel) -> list[ir.Op]:
     head instead, from shared memory, ptxas serialized the wgmma for want of registers (C7512, D 128; checked
     again at 04:50 with Delta read before and after dP^T's wait). Taken: a vector loaded once per body, from a
     global nothing in the kernel writes, in whole 16-byte pieces."""
-    written = {op.dst for op in ops(k.body) if op.name in ("store", "atomic_add")}
+    written = {op.dst for op in ops(k.body) if op.name in ("store", "atomic_add", "store_sum")}
+    written |= {g for op in ops(k.body) if op.name == "store_sum" for g in op.srcs[1:3]}
     out = []
     for lp in loops(k.body):
         if lp.kind != "pipeline":

@@ -239,7 +239,7 @@ class _Emitter:
                     and id(op.dst) in ok and id(c) in ok
             if op.name in ("zero", "fill"):
                 return True
-            if op.name in ("store", "atomic_add"):
+            if op.name in ("store", "atomic_add", "store_sum"):
                 return isinstance(op.dst, GL)
             if op.name in _UNARY or op.name in _BINARY or op.name == "where":
                 return all(isinstance(x, RT) and id(x) in ok for x in tiles)
@@ -783,6 +783,10 @@ class _Emitter:
                 fn = "store" if name == "store" else "atomic_add"
                 return f"{fn}{wv}({self.n(d)}, {r(s)}, {self.idx(op, s, shift)});{line}"
             return f"store({r(d)}, {self.n(s)});{line}"
+        if name == "store_sum":
+            s, parts, arrivals, part = srcs
+            return (f"store_sum<{op.attrs['count']}, WAVES>({self.n(d)}, {self.n(s)}, {self.idx(op, s, shift)}, "
+                    f"{self.n(parts)}, {self.n(arrivals)}, {self.expr(part, shift)}, {self._scratch_of(op)});{line}")
         if name == "mma":
             a, b, c = srcs
             if (isinstance(a, RT) or a in self.in_regs) and self.layout.get(id(a)) not in ("a", "a+"):
@@ -867,9 +871,10 @@ def _exchanges(op: ir.Op) -> bool:
 
 
 def _takes_turns(op: ir.Op) -> bool:
-    """Exchanges with one barrier (whole-tile reductions, logsumexp2 of row vectors): each writes one of the
-    scratch's two halves, one no wave may still be reading (_BarrierPlan); column reductions keep two barriers."""
-    return _exchanges(op) and (op.name.startswith("tile_") or op.name == "logsumexp2")
+    """Exchanges with one barrier (whole-tile reductions, logsumexp2 of row vectors, store_sum's flag): each writes
+    one of the scratch's two halves, one no wave may still be reading (_BarrierPlan); column reductions keep two
+    barriers."""
+    return _exchanges(op) and (op.name.startswith("tile_") or op.name in ("logsumexp2", "store_sum"))
 
 
 HALVES = ("scratch half 0", "scratch half 1")   # the read set's names for them (no tile name has a space)

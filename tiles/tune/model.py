@@ -112,6 +112,9 @@ def _work(stmts, env, mult, acc, in_pipeline, box_rows):
         elif s.name in ("store", "atomic_add") and isinstance(dst, GL):
             twice = 2 if s.name == "atomic_add" else 1
             acc["bytes"] += mult * _inside(srcs[0], dst, env) * dst.dtype.itemsize * twice
+        elif s.name == "store_sum":   # its f32 part out; one block in `count` reads them all back and writes dst
+            count = s.attrs["count"]
+            acc["bytes"] += mult * _inside(srcs[0], dst, env) * (4 + (4 * count + dst.dtype.itemsize) / count)
         elif dst is not None and hasattr(dst, "shape") and not isinstance(dst, GL) and s.name not in ("load", "store"):
             weight = TRANSCENDENTAL if s.name in ("exp", "exp2", "log", "log2") else 1
             acc["vector"] += mult * weight * np.prod(dst.shape)

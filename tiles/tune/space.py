@@ -64,13 +64,16 @@ class Space:
 class Shaped:
     """An argument as the static steps see it: a shape and a dtype, no memory (tracing reads only those)."""
 
-    def __init__(self, shape, dtype, base: Shaped | None = None):
+    def __init__(self, shape, dtype, base: Shaped | None = None, fill=None):
         self.shape, self.dtype = tuple(int(n) for n in shape), np.dtype(dtypes.of(dtype).np)
         self.base = base   # the temporary whose memory this one views in another shape (reshape), or None
+        # None: a temporary each launch writes before it reads; a value: what it holds before the first launch,
+        # and what every launch leaves in it (tl.store_sum's counters, 0), so that one allocation serves them all
+        self.fill = fill
 
     def reshape(self, shape) -> Shaped:
         """The same memory in another shape (a plan's temporary that two steps view differently)."""
-        return Shaped(shape, self.dtype, self.base or self)
+        return Shaped(shape, self.dtype, self.base or self, self.fill)
 
     @property
     def nbytes(self) -> int:

@@ -136,6 +136,9 @@ inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }   // CUDA's math librar
 // 2^126 < |y| (NaN for an infinite x), within 2 ulp elsewhere
 inline float __fdividef(float x, float y) { return fabsf(y) > 0x1p126f ? x * 0.0f : x / y; }
 inline float atomicAdd(float* p, float v) { return emu::atomic_add(p, v); }
+inline int atomicAdd(int* p, int v) { return emu::atomic_add(p, v); }
+// Blocks run one after another here: every write of an earlier block is visible to a later one without a fence.
+inline void __threadfence() {}
 // The offset of a shared-memory address in the block's arena: what the PTX instructions below take as [addr].
 inline size_t __cvta_generic_to_shared(const void* p) {
   if (!cuda_emu::in_shared(p, 0))

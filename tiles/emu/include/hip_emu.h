@@ -114,6 +114,7 @@ inline void store_u32(const uint8_t* b, uint32_t n, uint32_t off, uint32_t v) { 
 inline void store_u16(const uint8_t* b, uint32_t n, uint32_t off, uint16_t v) { store(b, n, off, v); }
 inline void store_u8(const uint8_t* b, uint32_t n, uint32_t off, uint8_t v) { store(b, n, off, v); }
 inline void atomic_add_f32(float* p, float v) { emu::atomic_add(p, v); }
+inline int atomic_add_i32(int* p, int v) { return emu::atomic_add(p, v); }
 
 // ---- MFMA: which atom of tiles/targets.py each (M, K, input type) is on this target
 template <int M, int K, class T> const emu::AtomTable& atom();

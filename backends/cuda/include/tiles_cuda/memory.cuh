@@ -340,6 +340,79 @@ __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW
     write_in_bounds(dst, src, idx, [](float* g, float v) { atomicAdd(g, v); });
 }
 
+// ---- a sum split over blocks (tl.store_sum) --------------------------------
+// Two f32 another block wrote, read from L2 (ld.global.cg), where its writes are, not from a line of this SM's L1.
+__device__ __forceinline__ pair<float> load_l2(const float* g) {
+#if defined(TILES_EMU)
+    return {g[0], g[1]};
+#else
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(g));
+    return {v.x, v.y};
+#endif
+}
+__device__ __forceinline__ float load_l2_one(const float* g) {
+#if defined(TILES_EMU)
+    return *g;
+#else
+    return __ldcg(g);
+#endif
+}
+
+// dst's tile idx <- the sum of the COUNT f32 tiles that as many blocks pass for it, each as its `part`. Each
+// block writes its own to its slice of parts (depth idx.d * COUNT + part); the block that the tile's counter in
+// arrivals counts last reads every slice back, its own too (src is then dead: its registers are free for the
+// loads), adds them in part order, so the sum does not depend on which block came last, stores it and sets the
+// counter back to zero for the next launch. The fences: a block's writes are visible device-wide before it is
+// counted, and the last reads the others' after.
+template <int COUNT, typename T, int R, int C, int NW>
+__device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& src, coord idx, const gl<float>& parts,
+                                 const gl<int>& arrivals, int part) {
+    using tile = rt<float, R, C, NW>;
+    if (idx.b >= dst.batch() || idx.d >= dst.depth() || idx.r * R >= dst.rows() || idx.c * C >= dst.cols())
+        return;   // no tile of dst (the same for the whole block): nothing to count
+    const coord first = {idx.b, idx.d * COUNT, idx.r, idx.c};   // part 0's slice
+    store(parts, src, {first.b, first.d + part, first.r, first.c});
+    __threadfence();
+    sync();
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        int* n = arrivals.row_ptr(idx.b, idx.d, idx.r) + idx.c;
+        last = atomicAdd(n, 1) == COUNT - 1;
+        if (last) *n = 0;   // every part has arrived: nothing else counts this tile in this launch
+    }
+    sync();
+    if (!last) return;
+    __threadfence();
+    const long long slice = parts.strides[1];
+    if (whole_tile<T, R, C>(dst, idx) && whole_tile<float, R, C>(parts, first)) {
+        tile::each([&](int i, int j, int p) {
+            const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+            const float* g = parts.row_ptr(first.b, first.d, r) + c;
+            pair<float> sum = load_l2(g);
+#pragma unroll
+            for (int q = 1; q < COUNT; ++q) {
+                const pair<float> v = load_l2(g + q * slice);
+                sum = {sum.x + v.x, sum.y + v.y};
+            }
+            *reinterpret_cast<pair<T>*>(dst.row_ptr(idx.b, idx.d, r) + c) = make_pair<T>(sum.x, sum.y);
+        });
+        return;
+    }
+    tile::each([&](int i, int j, int p) {   // an edge tile, or globals whose rows break pairs
+        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+        if (r >= dst.rows()) return;
+        const float* g = parts.row_ptr(first.b, first.d, r);
+        T* out = dst.row_ptr(idx.b, idx.d, r);
+#pragma unroll 1
+        for (int e = c; e < c + 2 && e < dst.cols(); ++e) {
+            float sum = load_l2_one(g + e);
+#pragma unroll 1
+            for (int q = 1; q < COUNT; ++q) sum += load_l2_one(g + q * slice + e);
+            out[e] = from_float<T>(sum);
+        }
+    });
+}
+
 // ---- global <-> register vectors ------------------------------------------
 // A vector lies along the global's last dim: idx.c counts vectors, (b, d, r) pick the row.
 // A whole vector inside the row loads without per-element checks, at constant offsets from the lane's first

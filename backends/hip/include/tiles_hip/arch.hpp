@@ -66,6 +66,18 @@ TILES_DEV uint8_t* lds_base() {
   return tiles_lds;
 }
 #endif
+// Ordering between blocks (tl.store_sum): a release makes this thread's global writes visible to every block of
+// the device before what follows (on gfx942, its XCD's L2 written back), an acquire makes other blocks' released
+// writes visible to what follows (stale cache lines dropped); agent scope. Blocks run one after another in hip-emu.
+#if defined(TILES_EMU)
+TILES_DEV void release_to_grid() {}
+TILES_DEV void acquire_from_grid() {}
+TILES_DEV int fetch_add(int* p, int v) { return hip_emu::atomic_add_i32(p, v); }
+#else
+TILES_DEV void release_to_grid() { __builtin_amdgcn_fence(__ATOMIC_RELEASE, "agent"); }
+TILES_DEV void acquire_from_grid() { __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "agent"); }
+TILES_DEV int fetch_add(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+#endif
 TILES_DEV int lane_id() { return thread_id() % WAVE; }
 // Uniform across the wave; readfirstlane tells the compiler so (an SGPR: branches on it stay scalar).
 #if defined(TILES_EMU)

@@ -110,6 +110,41 @@ TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L, WC>& src, i
       arch::buffer_atomic_add(buf, off, cvt<T>::to(src.v[m][n][e]));
     }
 }
+// dst's block tile at (r0, c0) <- the sum of the COUNT f32 tiles that as many blocks pass for it (tl.store_sum),
+// each as its `part`: its own to its slice of parts (depth d * COUNT + part); the block that the tile's counter in
+// arrivals counts last reads every slice back, its own too (src's registers are then free for the loads), adds
+// them in part order, so the sum does not depend on which came last, stores it and sets the counter back to zero
+// for the next launch. `flag`: an LDS
+// word that hands the count from the thread that took it to the block. Offsets past the globals' rows and columns
+// are OOB: the buffer loads read zeros there and the stores drop them, as in load and store above.
+template <int COUNT, int WAVES, class G, int R, int C, class L, int WC>
+TILES_DEV void store_sum(const gl<G>& dst, const rt<float, R, C, L, WC>& src, int b, int d, int r0, int c0,
+                         const gl<float>& parts, const gl<int>& arrivals, int part, float* flag) {
+  if (b >= dst.batch || d >= dst.depth || r0 >= dst.rows || c0 >= dst.cols) return;   // no tile: nothing counted
+  store(parts, src, b, d * COUNT + part, r0, c0);
+  arch::release_to_grid();
+  arch::barrier();
+  if (arch::thread_id() == 0) {
+    int* n = arrivals.ptr + (b * arrivals.sb + d * arrivals.sd + r0 / R * arrivals.sr + c0 / C);
+    const bool last = arch::fetch_add(n, 1) == COUNT - 1;
+    if (last) *n = 0;   // every part has arrived: nothing else counts this tile in this launch
+    *flag = last ? 1.f : 0.f;
+  }
+  arch::lds_barrier();
+  if (*flag == 0.f) return;
+  arch::acquire_from_grid();
+  const arch::buffer in = parts.buffer(), out = dst.buffer();
+  const int lane = arch::lane_id();
+  r0 += src.row0();
+  c0 += src.col0();
+  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
+    TILES_UNROLL for (int e = 0; e < src.E; ++e) {
+      const int r = r0 + m * L::FR + L::row(lane, e), c = c0 + n * L::FC + L::col(lane, e);
+      float sum = load_elem<float>(in, parts.offset(b, d * COUNT, r, c));
+      TILES_UNROLL for (int q = 1; q < COUNT; ++q) sum += load_elem<float>(in, parts.offset(b, d * COUNT + q, r, c));
+      store_elem<G>(out, dst.offset(b, d, r, c), convert<G>(sum));
+    }
+}
 // Vectors run along the global's last dim: element i of a row vector is column c0 + (its row).
 // Each row's value is held by several lanes; the one whose element sits in fragment column 0 writes.
 // A vector wholly inside the global (one scalar branch) is loaded as lane_steps' tiles are: a lane's values
