@@ -88,7 +88,7 @@ def skinny(target, C, A, B, **keywords):
     if target in MODELLED:
         cfg, blocks = MODELLED[target]
         tiles = -(-m // cfg["BM"]) * depth * -(-n // cfg["BN"])
-        return {**cfg, "SPLIT": _split(tiles, k, blocks)}
+        return {**cfg, "SPLIT": split_for(tiles, -(-k // 64), blocks)}
     if target != "sm_90a":
         return {}
     narrow = -(-m // 64) * depth * -(-n // 64)   # 64x64 tiles: one wave, at least half the SMs (64 at N = 4096)
@@ -100,7 +100,7 @@ def skinny(target, C, A, B, **keywords):
     if wide and bm == 128:
         return {}
     bn = 256 if wide else 128
-    split = _split(rows * -(-n // bn), k, SMS)
+    split = split_for(rows * -(-n // bn), -(-k // 64), SMS)
     if bm == 128:
         return dict(BM=bm, BN=bn, BK=64, stages=5, workers=2, SPLIT=split)
     if split > 1:
@@ -108,13 +108,21 @@ def skinny(target, C, A, B, **keywords):
     return dict(BM=bm, BN=bn, BK=64, stages=5 if bn == 128 else 3, workers=1, SPLIT=1)
 
 
-def _split(tiles: int, k: int, blocks: int) -> int:
+def split_for(tiles: int, steps: int, blocks: int) -> int:
     """The split of K (1, 2, 4 or 8) that brings the output's tiles closest to `blocks` without passing it, each
-    part 8 steps of 64 at least."""
+    part 8 of the K loop's `steps` at least."""
     split = 1
-    while split < 8 and tiles * split * 2 <= blocks and -(-k // 64) >= 16 * split:
+    while split < 8 and tiles * split * 2 <= blocks and steps >= 16 * split:
         split *= 2
     return split
+
+
+def split_workspace(C, split: int, BM: int, BN: int) -> tuple[Shaped, Shaped]:
+    """A split of K's temporaries: the f32 parts, `split` slices a batch of C, and one i32 counter per BM x BN
+    tile of C, zero (tl.store_sum)."""
+    depth = C.shape[0] if len(C.shape) == 3 else 1
+    parts = Shaped((depth * split, C.shape[-2], C.shape[-1]), tl.f32)
+    return parts, Shaped((*C.shape[:-2], -(-C.shape[-2] // BM), -(-C.shape[-1] // BN)), tl.i32, fill=0)
 
 
 def split_plan(cfg, C, A, B, P=None, L=None, *, target=None):
@@ -126,11 +134,10 @@ def split_plan(cfg, C, A, B, P=None, L=None, *, target=None):
     split = cfg["SPLIT"]
     if split == 1 or cfg["accumulate"] or cfg["parts"] or P is not None:
         return None
-    depth = C.shape[0] if len(C.shape) == 3 else 1
-    parts = Shaped((depth * split, C.shape[-2], C.shape[-1]), tl.f32)
+    parts, arrivals = split_workspace(C, split, cfg["BM"], cfg["BN"])
     if target is None or targets.target(target).grid_fence:
-        arrivals = Shaped((*C.shape[:-2], -(-C.shape[-2] // cfg["BM"]), -(-C.shape[-1] // cfg["BN"])), tl.i32, fill=0)
         return [(gemm, [C, A, B, parts, arrivals], {})]
+    depth = C.shape[0] if len(C.shape) == 3 else 1
     # sum_parts is elementwise: where C's rows are contiguous it takes C and the parts as rows of its tile's
     # width, so that a skinny C (a decode step's M of 1) fills its 16-row tiles instead of masking 15 rows of 16
     width = sum_parts.config(PARTS=split)[0]["BC"]

@@ -1,5 +1,6 @@
 """fp8 GEMM: C = (A @ B^T) * scale_a * scale_b, e4m3 inputs with per-tensor scales, f32 accumulation,
-bf16 output.
+bf16 output. K may split over SPLIT blocks a tile, summed in the same launch by the last block of each tile
+(tl.store_sum; the plan passes the workspace), as gemm's.
 
 B is given as (N, K), K contiguous (the layout cuBLAS' fp8 GEMM and every fp8 MMA want: both operands
 K-major). Only targets with fp8 MMAs run it (sm_90a, gfx942, gfx950); elsewhere the verifier refuses the
@@ -10,8 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 import tiles as tl
-from tiles.tune import pow2
 from tiles import targets
+from tiles.dsl import TileError
+from tiles.kernels.gemm import SMS, fits, split_for, split_workspace
+from tiles.tune import pow2
 
 # fp8 halves the bytes per K step, so BK doubles against the bf16 GEMM for the same shared memory.
 CONFIGS = {
@@ -22,20 +25,57 @@ CONFIGS = {
 }
 
 
-# The search space (tiles tune gemm_fp8): tile shapes, pipeline depth and workers per target, bucketed as gemm
-# (a power of two of M at each N and K).
+# The search space (tiles tune gemm_fp8): tile shapes, pipeline depth and workers per target, and a split of K
+# while the output tiles are too few to fill the GPU (gemm.fits), bucketed as gemm (a power of two of M at each N
+# and K).
 TUNE = {
-    "default": dict(BM=[32, 64], BN=[32, 64]),
-    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 256], stages=[3, 4, 5], workers=[1, 2]),
-    "gfx942": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "pingpong"]),
-    "gfx950": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "interleave"]),
+    "default": dict(BM=[32, 64], BN=[32, 64], SPLIT=[1, 2]),
+    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 256], stages=[3, 4, 5], workers=[1, 2], SPLIT=[1, 2, 4, 8]),
+    "gfx942": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "pingpong"],
+                   SPLIT=[1, 2, 4]),
+    "gfx950": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "interleave"],
+                   SPLIT=[1, 2, 4]),
 }
 
 
+def skinny(target, C, A, B, *scalars, **keywords):
+    """sm_90a, up to 128 rows: tiles of 64 rows (128 past 64) by 128, one consumer warpgroup a 64-row tile, 4
+    stages, K split while the blocks stay within the SMs (each part 8 steps of 128 at least). It is the static
+    model's first choice at 16x4096x14336, 64x4096x4096 and 128x4096x4096 (`tiles tune gemm_fp8 --static --target
+    sm_90a`) and within 3% of it at 1x4096x4096 (8.2 against 8.1 us), 1x14336x4096 (17.4 against 17.1) and
+    16x28672x8192 (55.2 against 53.7), where the configured 128x256 tiles make 16 blocks at N = 4096 (26.9 us
+    modelled at 1x4096x4096). The model's, not timed; a tuned entry or the caller's own values replace it."""
+    m = A.shape[-2]
+    if target != "sm_90a" or m > 128:
+        return {}
+    bm = 64 if m <= 64 else 128
+    tiles = -(-m // bm) * -(-C.shape[-1] // 128)
+    return dict(BM=bm, BN=128, BK=128, stages=4, workers=bm // 64,
+                SPLIT=split_for(tiles, -(-A.shape[-1] // 128), SMS))
+
+
+def split_plan(cfg, C, A, B, scale_a, scale_b, P=None, L=None, *, target=None):
+    """K split SPLIT ways: one launch with the parts' workspace and the tiles' counters (gemm.split_workspace)."""
+    if cfg["SPLIT"] == 1 or P is not None:
+        return None
+    return [(gemm_fp8, [C, A, B, scale_a, scale_b, *split_workspace(C, cfg["SPLIT"], cfg["BM"], cfg["BN"])], {})]
+
+
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=lambda C, A, *rest: (pow2(A.shape[0]), C.shape[1], A.shape[1]),
-           tune_where=lambda cfg, C, A, *rest: cfg["BM"] <= max(64, 2 * pow2(A.shape[0])))
-def gemm_fp8(C, A, B, scale_a, scale_b, *, BM, BN, BK):
-    bm, bn = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN))
+           tune_where=lambda cfg, C, A, B, *rest: fits(cfg, C, A, B), plan=split_plan, heuristic=skinny)
+def gemm_fp8(C, A, B, scale_a, scale_b, P=None, L=None, *, BM, BN, BK, SPLIT=1):
+    if (P is None) != (SPLIT == 1) or (P is None) != (L is None):
+        raise TileError(f"gemm_fp8: SPLIT={SPLIT} with{'out' if P is None else ''} the parts' workspace: a split "
+                        "of K takes P and L (split_plan passes them), and only a split does: launch gemm_fp8 itself, "
+                        "not its trace")
+    steps = tl.cdiv(A.cols, BK)
+    if SPLIT > 1:   # block (bm, bn, z): the z-th run of K steps
+        bm, bn, z = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN), SPLIT)
+        per = tl.cdiv(steps, SPLIT)
+        k0, n = z * per, tl.minimum(per, tl.maximum(steps - z * per, 0))
+    else:
+        bm, bn = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN))
+        k0, n = 0, steps
     tl.check_eq(A.rows, C.rows)
     tl.check_eq(B.rows, C.cols)
     tl.check_eq(B.cols, A.cols)
@@ -43,12 +83,15 @@ def gemm_fp8(C, A, B, scale_a, scale_b, *, BM, BN, BK):
     b = tl.shared(B.dtype, BN, BK, name="b")
     acc = tl.regs(tl.f32, BM, BN, name="acc")
     tl.zero(acc)
-    for k in tl.pipeline(tl.cdiv(A.cols, BK)):
-        tl.load(a, A, (bm, k))
-        tl.load(b, B, (bn, k))
+    for k in tl.pipeline(n):
+        tl.load(a, A, (bm, k if SPLIT == 1 else k0 + k))
+        tl.load(b, B, (bn, k if SPLIT == 1 else k0 + k))
         tl.mma_ABt(acc, a, b, acc)
-    tl.mul(acc, acc, scale_a * scale_b)  # once per output, after the sum: the scales are per tensor
-    tl.store(C, acc, (bm, bn))
+    tl.mul(acc, acc, scale_a * scale_b)  # once per output (per part), not per step: the scales are per tensor
+    if SPLIT == 1:
+        tl.store(C, acc, (bm, bn))
+    else:
+        tl.store_sum(C, acc, (bm, bn), parts=P, part=z, count=SPLIT, arrivals=L)
 
 
 def supports_fp8(target: str | None) -> bool:
