@@ -43,7 +43,8 @@ _PRECISION = ("f32", "f16", "bf16", "fp8e4m3", "fp8e5m2")   # a chain's toleranc
 FP8 = ("fp8e4m3", "fp8e5m2")
 # The kernel's parameters in order; a kernel takes those its chains name (so that a kernel without fp8 chains has
 # no fp8 argument, which a target without fp8 refuses), Y and X always (the grid is over X).
-PARAMS = ("Y", "V", "G", "X", "Z", "W", "A", "At", "B", "Bt", "E", "A8", "At8", "B8", "Bt8", "s", "nk", "seed")
+PARAMS = ("Y", "V", "G", "S", "P", "L", "X", "Z", "W", "A", "At", "B", "Bt", "E", "A8", "At8", "B8", "Bt8", "s", "nk",
+          "seed")
 
 
 @dataclasses.dataclass
@@ -87,7 +88,8 @@ class Case:
         ab, f8 = self.ab_dtype, self.f8_dtype
         nb = max(-(-M // R), -(-N // C))   # V[slot, block, :]: a vector per block, race-free (step_vector)
         return dict(Y=testing.poisoned((outputs, M, N), "f32"), V=testing.poisoned((outputs, nb, max(M, N)), "f32"),
-                    G=r((M, N), "f32"), X=r((M, N), self.x_dtype), Z=r((M, N), "f32"), W=r((2, N), "f32"),
+                    G=r((M, N), "f32"), S=testing.poisoned((outputs, M, N), "f32"),
+                    P=testing.poisoned((outputs, M, N), "f32"), L=np.zeros((outputs, -(-M // R), -(-N // C)), np.int32), X=r((M, N), self.x_dtype), Z=r((M, N), "f32"), W=r((2, N), "f32"),
                     A=r((M, KD), ab), At=r((KD, M), ab), B=r((KD, N), ab), Bt=r((N, KD), ab),
                     E=r((M, N), f8), A8=r((M, KD), f8), At8=r((KD, M), f8), B8=r((KD, N), f8), Bt8=r((N, KD), f8),
                     s=float(np.float32(rng.uniform(-2, 2))), nk=self.shapes["nk"],
@@ -101,10 +103,12 @@ class _Chain:
         self.g, self.slot, self.lines, self.low = g, slot, [], "f32"
         self.n = 0
         self.stored_vector = False   # one vector store per chain: two would overlap other blocks' (a race)
+        self.tiles = {}   # register tile -> (dtype, rows, cols)
 
     def tile(self, dtype="f32", rows=None, cols=None, layout="row"):
         self.n += 1
         name = f"t{self.slot}_{self.n}"
+        self.tiles[name] = (dtype, rows or "R", cols or "C")
         lay = f", layout={layout!r}" if layout != "row" else ""
         self.emit(f"{name} = tl.regs(tl.{dtype}, {rows or 'R'}, {cols or 'C'}{lay})")
         return name
@@ -169,6 +173,8 @@ class Generator:
             t = rng.choice(steps)(self, ch, t)
         if rng.random() < 0.2:
             ch.emit(f"tl.atomic_add(G, {t}, ({rng.choice(('0', 'br'))}, bc))")
+        if rng.random() < 0.1 and ch.tiles.get(t) == ("f32", "R", "C"):   # one part a tile: the count, flag, barriers
+            ch.emit(f"tl.store_sum(S, {t}, ({ch.slot}, br, bc), parts=P, part=0, count=1, arrivals=L)")
         if rng.random() < 0.15:   # out through a shared tile: RT -> ST, then ST -> GL
             sh = ch.shared("f32", "R", "C")
             ch.emit(f"tl.store({sh}, {t})")
@@ -526,7 +532,6 @@ class Finding:
                 + "\n".join("    " + ln for ln in self.source.splitlines()))
 
 
-_OUTPUTS = ("Y", "V", "G")
 _TILE = re.compile(r"\b[tvs](\d+)_\d+\b")   # a generated tile's name: t<slot>_<n> (vectors v, shared s)
 
 
@@ -593,8 +598,10 @@ def check(case: Case, backends, chains=None, data_seed: int = 0, ref_nan=None):
             outcomes.setdefault(b.name, ("refused", len(chains)))
             continue
         ref, slots = reference(chs), _keys(case, chs)
-        problems = [f"{o}[{i}]: {p}" for i in slots for o in "YV"
+        problems = [f"{o}[{i}]: {p}" for i in slots for o in "YVS"
                     if (p := _compare(got[o][i], ref[o][i], case.tol[i]))]
+        if got["L"].any():
+            problems.append("L (store_sum's counters): not left at zero")
         if p := _compare(got["G"], ref["G"], max(case.tol[i] for i in slots)):
             problems.append(f"G (atomic_add): {p}")
         outcomes[b.name] = ("finding" if problems else "ok", len(chains) - len(chs))
