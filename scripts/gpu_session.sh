@@ -76,6 +76,8 @@
 #              parts) where it was two (gemm, then sum_parts). Tests on the device, then the split shapes: predicted
 #              16x4096x14336 (SPLIT 4) 37.7 -> 34-36 us, 128x4096x14336 0.89x -> 0.93-0.96x cuBLAS, 16 and 64 x4096x4096
 #              split in two (128 blocks of 64x64) 16.6 -> 12-14 us; then the grid's decode rows with cuBLAS
+#   split14    12-06: split13 again after store_sum's parts were loaded a tile at a time (split13: one L2 round trip
+#              an element, 16x4096x14336 split 4 at 88 us against cuBLAS's 46 on the H100); fp8 splits 1/2/4/8
 #   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
 #              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
 #              costs: the case for a split whose last block sums the parts in the same launch)
@@ -101,7 +103,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 r() {   # tiles compare's result rows, without its progress lines and the device's columns
     grep -E "^(gemm|attention|attention_bwd|rmsnorm|layernorm|softmax) " | grep -v "max err" \
-        | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//'
+        | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'
 }
 SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats"
 for s in "$@"; do
@@ -421,6 +423,24 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== fp8 decode (gemm_fp8.skinny, the static model's choice: 1x4096x4096 modelled 26.9 -> 8.2 us)"
         timeout 90 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 1x4096x4096 16x4096x14336 \
             64x4096x4096 128x4096x4096 1x14336x4096 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" ;;
+    split14)  # 12-06: store_sum's parts loaded a whole tile at a time (split13 found one L2 round trip an element)
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_ops.py \
+            tests/test_kernels.py tests/test_cuda_gpu.py tests/test_kernel_gemm_fp8.py -k "store_sum or gemm or split" \
+            >"$OUT/split14_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/split14_tests.log" | tail -6
+        a="python3 -m tiles compare gemm --backends cuda --no-compile"
+        echo "== N = K = 4096, 64x64, split 1/2/4"; timeout 100 $a --shapes 16x4096x4096 64x4096x4096 \
+            128x4096x4096 --set BM=64 BN=64 BK=64 stages=8 workers=1 SPLIT=1,2,4 2>&1 | r
+        echo "== K = 14336, 64x128 split 1/2/4/8"; timeout 120 $a --shapes 1x4096x14336 16x4096x14336 64x4096x14336 \
+            --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=1,2,4,8 blocks_per_sm=2 2>&1 | r
+        echo "== 128x4096x14336, 128x128 split 1/2/4"; timeout 90 $a --shapes 128x4096x14336 --set BM=128 BN=128 \
+            BK=64 stages=5 workers=2 SPLIT=1,2,4 2>&1 | r
+        echo "== fp8 decode, SPLIT 1 / 4 against the heuristic"
+        timeout 100 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 1x4096x4096 16x4096x14336 \
+            64x4096x4096 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'
+        timeout 80 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --no-libraries --shapes 1x4096x4096 \
+            16x4096x14336 --set BM=64 BN=128 BK=128 stages=4 workers=1 SPLIT=1,2,8 2>&1 | grep -E "^gemm_fp8 " \
+            | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
     rows12)  # planned 12-04 21:10: the exchanges' second barrier gone (two buffers in turn), untimed so far
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_ops.py >"$OUT/rows12_tests.log" 2>&1
@@ -431,7 +451,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         g=(); for m in 1 16 64 128 512 4096; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
         echo "== gemm grid"; timeout 110 python3 -m tiles compare gemm --backends cuda --no-compile --shapes "${g[@]}" \
             --json "$OUT/gemm_grid.json" >"$OUT/gemm_grid.log" 2>&1; echo "rc=$?"; grep -E "^gemm " "$OUT/gemm_grid.log" \
-            | grep -v "max err" | sed -E 's/ +NVIDIA H200 +sm_90a//; s/ +median of.*//; s/checked on.*//'
+            | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'
         f="$OUT/decode_staged"; timeout 45 ncu --clock-control none --kernel-name "regex:add_rmsnorm" --launch-skip 2 \
             --launch-count 1 --set full -f -o "$f" python3 scripts/probe_add_rmsnorm.py --runs 2 --torch no \
             "RPB=1 staged=True" >/dev/null 2>&1; echo "ncu decode rc=$?"

@@ -259,13 +259,39 @@ template <typename U, int R, int C> __device__ __forceinline__ bool whole_tile(c
            pairs_aligned(g);
 }
 
-template <typename T, typename U, int R, int C, int NW>
-__device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
+// How load(rt, gl) reads global memory. cached: through this SM's L1, for what earlier launches (or this block)
+// wrote. from_l2: ld.global.cg, for what other blocks wrote in this launch (L1 is not coherent across SMs).
+struct cached {
+    template <typename U> static __device__ __forceinline__ pair<U> two(const U* g) {
+        return *reinterpret_cast<const pair<U>*>(g);
+    }
+    template <typename U> static __device__ __forceinline__ U one(const U* g) { return *g; }
+};
+struct from_l2 {
+    static __device__ __forceinline__ pair<float> two(const float* g) {
+#if defined(TILES_EMU)
+        return {g[0], g[1]};
+#else
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(g));
+        return {v.x, v.y};
+#endif
+    }
+    static __device__ __forceinline__ float one(const float* g) {
+#if defined(TILES_EMU)
+        return *g;
+#else
+        return __ldcg(g);
+#endif
+    }
+};
+
+template <typename T, typename U, int R, int C, int NW, typename Read = cached>
+__device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx, Read read = {}) {
     using tile = rt<T, R, C, NW>;
     if (whole_tile<U, R, C>(src, idx)) {
         tile::each([&](int i, int j, int p) {
             const U* g = src.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
-            const pair<U> v = *reinterpret_cast<const pair<U>*>(g + tile::col_of(j, p));
+            const pair<U> v = read.two(g + tile::col_of(j, p));
             dst.d[i][j][p] = make_pair<T>(to_float(v.x), to_float(v.y));
         });
         return;
@@ -276,8 +302,8 @@ __device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
         float x = 0.f, y = 0.f;
         if (in_matrix && r < src.rows()) {
             const U* g = src.row_ptr(idx.b, idx.d, r);
-            if (c < src.cols()) x = to_float(g[c]);
-            if (c + 1 < src.cols()) y = to_float(g[c + 1]);
+            if (c < src.cols()) x = to_float(read.one(g + c));
+            if (c + 1 < src.cols()) y = to_float(read.one(g + c + 1));
         }
         dst.d[i][j][p] = make_pair<T>(x, y);
     });
@@ -341,23 +367,6 @@ __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW
 }
 
 // ---- a sum split over blocks (tl.store_sum) --------------------------------
-// Two f32 another block wrote, read from L2 (ld.global.cg), where its writes are, not from a line of this SM's L1.
-__device__ __forceinline__ pair<float> load_l2(const float* g) {
-#if defined(TILES_EMU)
-    return {g[0], g[1]};
-#else
-    const float2 v = __ldcg(reinterpret_cast<const float2*>(g));
-    return {v.x, v.y};
-#endif
-}
-__device__ __forceinline__ float load_l2_one(const float* g) {
-#if defined(TILES_EMU)
-    return *g;
-#else
-    return __ldcg(g);
-#endif
-}
-
 // dst's tile idx <- the sum of the COUNT f32 tiles that as many blocks pass for it, each as its `part`. Each
 // block writes its own to its slice of parts (depth idx.d * COUNT + part); the block that the tile's counter in
 // arrivals counts last reads every slice back, its own too (src is then dead: its registers are free for the
@@ -383,34 +392,18 @@ __device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& sr
     sync();
     if (!last) return;
     __threadfence();
-    const long long slice = parts.strides[1];
-    if (whole_tile<T, R, C>(dst, idx) && whole_tile<float, R, C>(parts, first)) {
-        tile::each([&](int i, int j, int p) {
-            const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
-            const float* g = parts.row_ptr(first.b, first.d, r) + c;
-            pair<float> sum = load_l2(g);
+    // Each part is loaded whole before it is added: its loads are independent, so the tile waits one L2 round
+    // trip a part, where loading and adding element by element waited one an element.
+    tile sum, next;
+    load(sum, parts, first, from_l2{});
 #pragma unroll
-            for (int q = 1; q < COUNT; ++q) {
-                const pair<float> v = load_l2(g + q * slice);
-                sum = {sum.x + v.x, sum.y + v.y};
-            }
-            *reinterpret_cast<pair<T>*>(dst.row_ptr(idx.b, idx.d, r) + c) = make_pair<T>(sum.x, sum.y);
+    for (int q = 1; q < COUNT; ++q) {
+        load(next, parts, {first.b, first.d + q, first.r, first.c}, from_l2{});
+        tile::each([&](int i, int j, int p) {
+            sum.d[i][j][p] = {sum.d[i][j][p].x + next.d[i][j][p].x, sum.d[i][j][p].y + next.d[i][j][p].y};
         });
-        return;
     }
-    tile::each([&](int i, int j, int p) {   // an edge tile, or globals whose rows break pairs
-        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
-        if (r >= dst.rows()) return;
-        const float* g = parts.row_ptr(first.b, first.d, r);
-        T* out = dst.row_ptr(idx.b, idx.d, r);
-#pragma unroll 1
-        for (int e = c; e < c + 2 && e < dst.cols(); ++e) {
-            float sum = load_l2_one(g + e);
-#pragma unroll 1
-            for (int q = 1; q < COUNT; ++q) sum += load_l2_one(g + q * slice + e);
-            out[e] = from_float<T>(sum);
-        }
-    });
+    store(dst, sum, idx);
 }
 
 // ---- global <-> register vectors ------------------------------------------

@@ -133,17 +133,16 @@ TILES_DEV void store_sum(const gl<G>& dst, const rt<float, R, C, L, WC>& src, in
   arch::lds_barrier();
   if (*flag == 0.f) return;
   arch::acquire_from_grid();
-  const arch::buffer in = parts.buffer(), out = dst.buffer();
-  const int lane = arch::lane_id();
-  r0 += src.row0();
-  c0 += src.col0();
-  TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
-    TILES_UNROLL for (int e = 0; e < src.E; ++e) {
-      const int r = r0 + m * L::FR + L::row(lane, e), c = c0 + n * L::FC + L::col(lane, e);
-      float sum = load_elem<float>(in, parts.offset(b, d * COUNT, r, c));
-      TILES_UNROLL for (int q = 1; q < COUNT; ++q) sum += load_elem<float>(in, parts.offset(b, d * COUNT + q, r, c));
-      store_elem<G>(out, dst.offset(b, d, r, c), convert<G>(sum));
-    }
+  // Each part is loaded whole before it is added: its loads are independent, so the tile waits one round trip
+  // a part, where loading and adding element by element (a store between) waited one an element.
+  rt<float, R, C, L, WC> sum, next;
+  load(sum, parts, b, d * COUNT, r0, c0);
+  TILES_UNROLL for (int q = 1; q < COUNT; ++q) {
+    load(next, parts, b, d * COUNT + q, r0, c0);
+    TILES_UNROLL for (int m = 0; m < sum.FM; ++m) TILES_UNROLL for (int n = 0; n < sum.FN; ++n)
+      TILES_UNROLL for (int e = 0; e < sum.E; ++e) sum.v[m][n][e] += next.v[m][n][e];
+  }
+  store(dst, sum, b, d, r0, c0);
 }
 // Vectors run along the global's last dim: element i of a row vector is column c0 + (its row).
 // Each row's value is held by several lanes; the one whose element sits in fragment column 0 writes.
