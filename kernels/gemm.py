@@ -72,12 +72,12 @@ def skinny(target, C, A, B, **keywords):
     sm_90a, M <= 512: the timed winners of the H200's grids (docs/benchmarks.md: 12-02 17:45 and 18:40 UTC, 12-04
     12:07 UTC). Where 64x64 tiles make one wave that fills half the SMs or more with K of 4096 or less (N = 4096, up
     to 128 rows), those at 8 stages with K whole: one launch and no partial sums beat the split's (16x4096x4096
-    16.6 against 19.7 us, 128x4096x4096 16.9 against 22.0; timed when a split was two launches, before
-    tl.store_sum: gpu_session.sh split13 times it again). Otherwise up to 64 rows, 64-row tiles with one consumer
-    warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or 64x256 at 3 where those still make
-    ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make ~100 blocks already
-    (then the configured default, which won there); K split while the blocks stay within the SMs (N = 4096: four
-    ways).
+    18.6 against 21.0 us split in two by tl.store_sum, on the H100 on 12-06). Otherwise up to 64 rows, 64-row
+    tiles with one consumer warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or 64x256 at 3
+    where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make
+    ~100 blocks already (then the configured default, which won there); K split while the blocks stay within the
+    SMs (N = 4096, 64-row tiles: four ways, 16x4096x14336 51.9 us against 91.6 with K whole on the H100), in two
+    at most with 128-row tiles.
     sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 27.0 us on an
     A100 against 68.5 for the configured tiles, at 16.5 us on an MI355X against 72.8).
     Either way each part of K keeps 8 steps of the loop at least."""
@@ -100,7 +100,11 @@ def skinny(target, C, A, B, **keywords):
     if wide and bm == 128:
         return {}
     bn = 256 if wide else 128
-    split = split_for(rows * -(-n // bn), -(-k // 64), SMS)
+    # a 128-row tile's parts are 64 KB of f32 each, all read back through the one SM of the tile's last block:
+    # two at most (128x4096x14336 split 2, 55.0 us against split 4's 58.3 on the H100), however short (the H200's
+    # 256x4096x4096 took split 2's parts of 32 steps); 64-row tiles' parts keep PART_STEPS
+    most, least = (2, 8) if bm == 128 else (8, PART_STEPS)
+    split = split_for(rows * -(-n // bn), -(-k // 64), SMS, most=most, least=least)
     if bm == 128:
         return dict(BM=bm, BN=bn, BK=64, stages=5, workers=2, SPLIT=split)
     if split > 1:
@@ -108,11 +112,17 @@ def skinny(target, C, A, B, **keywords):
     return dict(BM=bm, BN=bn, BK=64, stages=5 if bn == 128 else 3, workers=1, SPLIT=1)
 
 
-def split_for(tiles: int, steps: int, blocks: int) -> int:
-    """The split of K (1, 2, 4 or 8) that brings the output's tiles closest to `blocks` without passing it, each
-    part 8 of the K loop's `steps` at least."""
+# sm_90a: the fewest steps of the K loop a part of a split keeps. On the H100 (12-06) every split into parts of 28
+# steps or fewer lost to a coarser one: 1x4096x14336 split 8 77.1 us against split 4's 50.3, fp8 16x4096x14336
+# split 4 34.6 against split 2's 33.5, fp8 1x4096x4096 split 2 17.4 against K whole's 15.2.
+PART_STEPS = 48
+
+
+def split_for(tiles: int, steps: int, blocks: int, most: int = 8, least: int = 8) -> int:
+    """The split of K (1, 2, 4 or 8, `most` at most) that brings the output's tiles closest to `blocks` without
+    passing it, each part `least` of the K loop's `steps` at least."""
     split = 1
-    while split < 8 and tiles * split * 2 <= blocks and steps >= 16 * split:
+    while split < most and tiles * split * 2 <= blocks and steps >= least * split * 2:
         split *= 2
     return split
 

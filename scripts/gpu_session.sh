@@ -78,6 +78,8 @@
 #              split in two (128 blocks of 64x64) 16.6 -> 12-14 us; then the grid's decode rows with cuBLAS
 #   split14    12-06: split13 again after store_sum's parts were loaded a tile at a time (split13: one L2 round trip
 #              an element, 16x4096x14336 split 4 at 88 us against cuBLAS's 46 on the H100); fp8 splits 1/2/4/8
+#   split15    12-06: wider B tiles and deeper pipes at 1 and 16 x4096x14336 (0.88x after split14), fp8 split 2,
+#              the 64/128-row defaults, ncu of ours and cuBLAS's kernel at 16x4096x14336
 #   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
 #              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
 #              costs: the case for a split whose last block sums the parts in the same launch)
@@ -441,6 +443,22 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 80 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --no-libraries --shapes 1x4096x4096 \
             16x4096x14336 --set BM=64 BN=128 BK=128 stages=4 workers=1 SPLIT=1,2,8 2>&1 | grep -E "^gemm_fp8 " \
             | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
+    split15)  # 12-06: what is left between the split of K and cuBLAS at 4096x14336 (0.88x), fp8's splits, the defaults
+        a="python3 -m tiles compare gemm --backends cuda --no-compile"
+        echo "== 4096x14336: wider B tiles, deeper pipes"; timeout 120 $a --no-libraries --shapes 1x4096x14336 \
+            16x4096x14336 --set BM=64 BN=256 BK=64 stages=4 workers=1 SPLIT=4,8 2>&1 | r
+        timeout 80 $a --no-libraries --shapes 1x4096x14336 16x4096x14336 --set BM=64 BN=128 BK=64 stages=6 workers=1 \
+            SPLIT=4 2>&1 | r
+        echo "== fp8 split 2"; timeout 80 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --no-libraries \
+            --shapes 16x4096x14336 64x4096x4096 --set BM=64 BN=128 BK=128 stages=4 workers=1 SPLIT=1,2 2>&1 \
+            | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'
+        echo "== defaults"; timeout 90 $a --shapes 64x4096x14336 128x4096x14336 128x28672x8192 2>&1 | r
+        for k in "tiles_kernel_gemm" "nvjet|sm90_xmma|cutlass"; do
+            f="$OUT/ncu_$(echo "$k" | cut -c1-12 | tr -c 'a-z0-9_\n' _)"; echo "== ncu 16x4096x14336 $k"
+            timeout 90 ncu --clock-control none --kernel-name "regex:$k" --launch-skip 5 --launch-count 1 $SECT \
+                $a --shapes 16x4096x14336 >"$f.txt" 2>&1
+            grep -E "  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|L2 Cache Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|Compute \(SM\)" "$f.txt" | head -16
+        done ;;
     rows12)  # planned 12-04 21:10: the exchanges' second barrier gone (two buffers in turn), untimed so far
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_ops.py >"$OUT/rows12_tests.log" 2>&1
