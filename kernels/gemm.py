@@ -70,17 +70,17 @@ def skinny(target, C, A, B, **keywords):
     (tiles.tune.defaults).
 
     sm_90a, M <= 512: the timed winners of the H200's grids (docs/benchmarks.md: 12-02 17:45 and 18:40 UTC, 12-04
-    12:07 UTC). Where 64x64 tiles make one wave that fills half the SMs or more with K of 4096 or less (N = 4096, up
-    to 128 rows), those at 8 stages with K whole: one launch and no partial sums beat the split's (16x4096x4096
-    18.6 against 21.0 us split in two by tl.store_sum, on the H100 on 12-06). Otherwise up to 64 rows, 64-row
-    tiles with one consumer warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or 64x256 at 3
-    where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make
-    ~100 blocks already (then the configured default, which won there); K split while the blocks stay within the
-    SMs (N = 4096, 64-row tiles: four ways, 16x4096x14336 51.9 us against 91.6 with K whole on the H100), in two
-    at most with 128-row tiles.
+    12:07 UTC) and the H100's (12-06). Where 64x64 tiles make one wave that fills half the SMs or more (N = 4096, up
+    to 128 rows), those at 8 stages: with K whole up to K = 4096, where no partial sums beat the split's
+    (16x4096x4096 18.6 against 21.0 us split in two by tl.store_sum, on the H100), K split where each part keeps
+    PART_STEPS (16x4096x14336 in two: 47.5 us against cuBLAS's 44.9 and 64x128 tiles' 51.9). Otherwise up to 64
+    rows, 64-row tiles with one consumer warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or
+    64x256 at 3 where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256
+    tiles make ~100 blocks already (then the configured default, which won there); K split while the blocks stay
+    within the SMs (64-row tiles: up to eight ways; 128-row tiles: two at most).
     sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 27.0 us on an
     A100 against 68.5 for the configured tiles, at 16.5 us on an MI355X against 72.8).
-    Either way each part of K keeps 8 steps of the loop at least."""
+    Either way each part of K keeps 8 steps of the loop at least (PART_STEPS on sm_90a's 64-row tiles)."""
     m = A.shape[-2]
     if m > 512 or (m > 64 and target != "sm_90a"):   # first: every launch asks (a few microseconds of host time)
         return {}
@@ -92,8 +92,10 @@ def skinny(target, C, A, B, **keywords):
     if target != "sm_90a":
         return {}
     narrow = -(-m // 64) * depth * -(-n // 64)   # 64x64 tiles: one wave, at least half the SMs (64 at N = 4096)
-    if m <= 128 and k <= 4096 and 64 <= narrow <= SMS:
-        return dict(BM=64, BN=64, BK=64, stages=8, workers=1, SPLIT=1)
+    if m <= 128 and 64 <= narrow <= SMS:
+        split = split_for(narrow, -(-k // 64), SMS, least=PART_STEPS)
+        if k <= 4096 or split > 1:
+            return dict(BM=64, BN=64, BK=64, stages=8, workers=1, SPLIT=split)
     bm = 64 if m <= 64 else 128
     rows = -(-m // bm) * depth
     wide = rows * -(-n // 256) >= 100

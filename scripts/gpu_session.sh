@@ -80,6 +80,9 @@
 #              an element, 16x4096x14336 split 4 at 88 us against cuBLAS's 46 on the H100); fp8 splits 1/2/4/8
 #   split15    12-06: wider B tiles and deeper pipes at 1 and 16 x4096x14336 (0.88x after split14), fp8 split 2,
 #              the 64/128-row defaults, ncu of ours and cuBLAS's kernel at 16x4096x14336
+#   skinny-ncu 12-06: full ncu sets of gemm at 16x4096x14336 and 64x4096x4096 and of cuBLAS's kernel at the first
+#              (text and SASS back in $OUT, read here): where a block's stream of B runs slower than cuBLAS's
+#   split16    12-06: 64x64 tiles at 8 and 12 stages, K split 2 / 4, at M 1-64 of 4096x14336 (cuBLAS's grid shape)
 #   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
 #              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
 #              costs: the case for a split whose last block sums the parts in the same launch)
@@ -459,6 +462,21 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
                 $a --shapes 16x4096x14336 >"$f.txt" 2>&1
             grep -E "  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|L2 Cache Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|Compute \(SM\)" "$f.txt" | head -16
         done ;;
+    skinny-ncu)  # 12-06: where the skinny GEMMs' streams lose to cuBLAS's (full ncu sets, SASS hot spots, read offline)
+        for run in "gemm16 tiles_kernel_gemm 16x4096x14336 --no-libraries" "gemm64 tiles_kernel_gemm 64x4096x4096 --no-libraries" \
+                   "cublas16 nvjet 16x4096x14336"; do
+            set -- $run; f="$OUT/$1"; echo "== ncu $1"
+            timeout 120 ncu --clock-control none --kernel-name "regex:$2" --launch-skip 5 --launch-count 1 --set full \
+                --import-source no -f -o "$f" python3 -m tiles compare gemm --backends cuda --no-compile --shapes $3 ${4:-} \
+                >"$f.log" 2>&1; echo "rc=$?"
+            ncu --import "$f.ncu-rep" --page details --print-details all >"$f.txt" 2>&1
+            [ "$1" = cublas16 ] || ncu --import "$f.ncu-rep" --page source --csv --print-source sass >"$f.sass.csv" 2>&1
+            rm -f "$f.ncu-rep" "$f.log"
+            grep -E "Duration|DRAM Throughput|Stall [A-Z]" "$f.txt" | grep -v " 0$" | head -24
+        done ;;
+    split16)  # 12-06: cuBLAS's grid at 4096x14336 (64-wide tiles of B, K in two, 180 KB of stages) on our gemm
+        timeout 200 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x14336 16x4096x14336 \
+            64x4096x14336 --set BM=64 BN=64 BK=64 workers=1 stages=8,12 SPLIT=2,4 2>&1 | r ;;
     rows12)  # planned 12-04 21:10: the exchanges' second barrier gone (two buffers in turn), untimed so far
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_ops.py >"$OUT/rows12_tests.log" 2>&1
