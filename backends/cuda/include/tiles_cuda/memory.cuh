@@ -259,39 +259,13 @@ template <typename U, int R, int C> __device__ __forceinline__ bool whole_tile(c
            pairs_aligned(g);
 }
 
-// How load(rt, gl) reads global memory. cached: through this SM's L1, for what earlier launches (or this block)
-// wrote. from_l2: ld.global.cg, for what other blocks wrote in this launch (L1 is not coherent across SMs).
-struct cached {
-    template <typename U> static __device__ __forceinline__ pair<U> two(const U* g) {
-        return *reinterpret_cast<const pair<U>*>(g);
-    }
-    template <typename U> static __device__ __forceinline__ U one(const U* g) { return *g; }
-};
-struct from_l2 {
-    static __device__ __forceinline__ pair<float> two(const float* g) {
-#if defined(TILES_EMU)
-        return {g[0], g[1]};
-#else
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(g));
-        return {v.x, v.y};
-#endif
-    }
-    static __device__ __forceinline__ float one(const float* g) {
-#if defined(TILES_EMU)
-        return *g;
-#else
-        return __ldcg(g);
-#endif
-    }
-};
-
-template <typename T, typename U, int R, int C, int NW, typename Read = cached>
-__device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx, Read read = {}) {
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     using tile = rt<T, R, C, NW>;
     if (whole_tile<U, R, C>(src, idx)) {
         tile::each([&](int i, int j, int p) {
             const U* g = src.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
-            const pair<U> v = read.two(g + tile::col_of(j, p));
+            const pair<U> v = *reinterpret_cast<const pair<U>*>(g + tile::col_of(j, p));
             dst.d[i][j][p] = make_pair<T>(to_float(v.x), to_float(v.y));
         });
         return;
@@ -302,8 +276,8 @@ __device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx, R
         float x = 0.f, y = 0.f;
         if (in_matrix && r < src.rows()) {
             const U* g = src.row_ptr(idx.b, idx.d, r);
-            if (c < src.cols()) x = to_float(read.one(g + c));
-            if (c + 1 < src.cols()) y = to_float(read.one(g + c + 1));
+            if (c < src.cols()) x = to_float(g[c]);
+            if (c + 1 < src.cols()) y = to_float(g[c + 1]);
         }
         dst.d[i][j][p] = make_pair<T>(x, y);
     });
@@ -367,12 +341,33 @@ __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW
 }
 
 // ---- a sum split over blocks (tl.store_sum) --------------------------------
+// Two f32 another block wrote, read from L2 (ld.global.cg), where its writes are, not from a line of this SM's L1.
+__device__ __forceinline__ pair<float> load_l2(const float* g) {
+#if defined(TILES_EMU)
+    return {g[0], g[1]};
+#else
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(g));
+    return {v.x, v.y};
+#endif
+}
+__device__ __forceinline__ float load_l2(const float* g, bool in) {
+#if defined(TILES_EMU)
+    return in ? *g : 0.f;
+#else
+    return in ? __ldcg(g) : 0.f;
+#endif
+}
+
 // dst's tile idx <- the sum of the COUNT f32 tiles that as many blocks pass for it, each as its `part`. Each
 // block writes its own to its slice of parts (depth idx.d * COUNT + part); the block that the tile's counter in
 // arrivals counts last reads every slice back, its own too (src is then dead: its registers are free for the
 // loads), adds them in part order, so the sum does not depend on which block came last, stores it and sets the
 // counter back to zero for the next launch. The fences: a block's writes are visible device-wide before it is
 // counted, and the last reads the others' after.
+// The last block sums CHUNK of its pairs at a time: the chunk's loads, every part's, are in flight together (one
+// L2 round trip a chunk; pair by pair, one a pair cost a split of K 1.7x cuBLAS's time, docs/benchmarks.md
+// 12-06), and its sums are stored before the next chunk's loads, which holds them to 64 registers whatever the
+// tile (a whole 128x256 tile's parts spilled on sm_90a and sm_80).
 template <int COUNT, typename T, int R, int C, int NW>
 __device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& src, coord idx, const gl<float>& parts,
                                  const gl<int>& arrivals, int part) {
@@ -392,18 +387,39 @@ __device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& sr
     sync();
     if (!last) return;
     __threadfence();
-    // Each part is loaded whole before it is added: its loads are independent, so the tile waits one L2 round
-    // trip a part, where loading and adding element by element waited one an element.
-    tile sum, next;
-    load(sum, parts, first, from_l2{});
+    constexpr int PAIRS = tile::height * tile::width * 4, CHUNK = 32 / COUNT > 0 ? 32 / COUNT : 1;
+    const bool whole = whole_tile<T, R, C>(dst, idx) && whole_tile<float, R, C>(parts, first);
+    const long long slice = parts.strides[1];
 #pragma unroll
-    for (int q = 1; q < COUNT; ++q) {
-        load(next, parts, {first.b, first.d + q, first.r, first.c}, from_l2{});
-        tile::each([&](int i, int j, int p) {
-            sum.d[i][j][p] = {sum.d[i][j][p].x + next.d[i][j][p].x, sum.d[i][j][p].y + next.d[i][j][p].y};
-        });
+    for (int k0 = 0; k0 < PAIRS; k0 += CHUNK) {
+        pair<float> sum[CHUNK];
+#pragma unroll
+        for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
+            const int i = (k0 + k) / (4 * tile::width), j = (k0 + k) / 4 % tile::width, p = (k0 + k) % 4;
+            const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+            const float* g = parts.row_ptr(first.b, first.d, r) + c;
+            const bool row = r < dst.rows(), x = row && c < dst.cols(), y = row && c + 1 < dst.cols();
+#pragma unroll
+            for (int q = 0; q < COUNT; ++q) {
+                const pair<float> v = whole ? load_l2(g + q * slice)
+                                            : pair<float>{load_l2(g + q * slice, x), load_l2(g + q * slice + 1, y)};
+                sum[k] = q == 0 ? v : pair<float>{sum[k].x + v.x, sum[k].y + v.y};
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
+            const int i = (k0 + k) / (4 * tile::width), j = (k0 + k) / 4 % tile::width, p = (k0 + k) % 4;
+            const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+            if (r >= dst.rows()) continue;
+            T* out = dst.row_ptr(idx.b, idx.d, r) + c;
+            if (whole) {
+                *reinterpret_cast<pair<T>*>(out) = make_pair<T>(sum[k].x, sum[k].y);
+                continue;
+            }
+            if (c < dst.cols()) out[0] = from_float<T>(sum[k].x);
+            if (c + 1 < dst.cols()) out[1] = from_float<T>(sum[k].y);
+        }
     }
-    store(dst, sum, idx);
 }
 
 // ---- global <-> register vectors ------------------------------------------

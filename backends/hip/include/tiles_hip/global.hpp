@@ -133,16 +133,31 @@ TILES_DEV void store_sum(const gl<G>& dst, const rt<float, R, C, L, WC>& src, in
   arch::lds_barrier();
   if (*flag == 0.f) return;
   arch::acquire_from_grid();
-  // Each part is loaded whole before it is added: its loads are independent, so the tile waits one round trip
-  // a part, where loading and adding element by element (a store between) waited one an element.
-  rt<float, R, C, L, WC> sum, next;
-  load(sum, parts, b, d * COUNT, r0, c0);
-  TILES_UNROLL for (int q = 1; q < COUNT; ++q) {
-    load(next, parts, b, d * COUNT + q, r0, c0);
-    TILES_UNROLL for (int m = 0; m < sum.FM; ++m) TILES_UNROLL for (int n = 0; n < sum.FN; ++n)
-      TILES_UNROLL for (int e = 0; e < sum.E; ++e) sum.v[m][n][e] += next.v[m][n][e];
+  // CHUNK of the lane's elements at a time: the chunk's loads, every part's, are in flight together, and its sums
+  // are stored before the next chunk's loads, which holds them to 64 VGPRs whatever the tile (element by element,
+  // with a store between, each waited one round trip; a whole 256x256 tile's parts spilled on gfx950).
+  using T = rt<float, R, C, L, WC>;
+  constexpr int ELEMS = T::FM * T::FN * T::E, CHUNK = 64 / COUNT > 0 ? 64 / COUNT : 1;
+  const arch::buffer in = parts.buffer(), out = dst.buffer();
+  const int lane = arch::lane_id();
+  r0 += src.row0();
+  c0 += src.col0();
+  TILES_UNROLL for (int k0 = 0; k0 < ELEMS; k0 += CHUNK) {
+    float sum[CHUNK];
+    TILES_UNROLL for (int k = 0; k < CHUNK && k0 + k < ELEMS; ++k) {
+      const int m = (k0 + k) / (T::FN * T::E), n = (k0 + k) / T::E % T::FN, e = (k0 + k) % T::E;
+      const int r = r0 + m * L::FR + L::row(lane, e), c = c0 + n * L::FC + L::col(lane, e);
+      TILES_UNROLL for (int q = 0; q < COUNT; ++q) {
+        const float v = load_elem<float>(in, parts.offset(b, d * COUNT + q, r, c));
+        sum[k] = q == 0 ? v : sum[k] + v;
+      }
+    }
+    TILES_UNROLL for (int k = 0; k < CHUNK && k0 + k < ELEMS; ++k) {
+      const int m = (k0 + k) / (T::FN * T::E), n = (k0 + k) / T::E % T::FN, e = (k0 + k) % T::E;
+      store_elem<G>(out, dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e)),
+                    convert<G>(sum[k]));
+    }
   }
-  store(dst, sum, b, d, r0, c0);
 }
 // Vectors run along the global's last dim: element i of a row vector is column c0 + (its row).
 // Each row's value is held by several lanes; the one whose element sits in fragment column 0 writes.
