@@ -17,6 +17,10 @@ LATENCY_S = 1.5e-6       # a global load's latency under load: a unit's bandwidt
 UNIT_SHARE = 3.0         # one SM/CU can draw up to this many times its fair share (bandwidth / units) of DRAM
 L2_FACTOR = 2.5          # the L2 (Infinity Cache) serves the blocks' repeated reads this many times faster than DRAM
 BLOCK_S = 1.5e-6         # a block's fixed cost (prologue, pipeline fill, epilogue) per wave of resident blocks
+# Round trips to memory after the main loop that nothing overlaps, LATENCY_S each: tl.store_sum's part stored and
+# fenced, its counter's atomic, the last block's reads of the parts. On the H100 (12-06) a split of K in two cost
+# 2.4 us at 16x4096x4096 (21.0 against 18.6 us, 64x64 tiles) where the model without it saved 1.7 us
+STORE_SUM_TRIPS = 3
 LAUNCH_S = 3.0e-6        # one launch
 MATRIX_SUSTAINED = 0.8   # the share of the table's matrix peak (quoted at the boost clock) a matrix-bound kernel keeps
 #                          up: on the H200 (12-02 17:45 UTC) the matrix-bound 128x256 tiles ran at 1.16-1.37x the
@@ -82,7 +86,7 @@ def work(k: ir.Kernel, args, box_rows=None) -> dict:
     return {**per_block, "blocks": blocks, "unique_bytes": unique}
 
 
-_WORK = ("flops", "vector", "bytes", "step_bytes", "step_sync", "fill", "ahead", "sync")
+_WORK = ("flops", "vector", "bytes", "step_bytes", "step_sync", "fill", "ahead", "sync", "trips")
 
 
 def _work(stmts, env, mult, acc, in_pipeline, box_rows):
@@ -115,6 +119,7 @@ def _work(stmts, env, mult, acc, in_pipeline, box_rows):
         elif s.name == "store_sum":   # its f32 part out; one block in `count` reads them all back and writes dst
             count = s.attrs["count"]
             acc["bytes"] += mult * _inside(srcs[0], dst, env) * (4 + (4 * count + dst.dtype.itemsize) / count)
+            acc["trips"] += mult * STORE_SUM_TRIPS
         elif dst is not None and hasattr(dst, "shape") and not isinstance(dst, GL) and s.name not in ("load", "store"):
             weight = TRANSCENDENTAL if s.name in ("exp", "exp2", "log", "log2") else 1
             acc["vector"] += mult * weight * np.prod(dst.shape)
@@ -147,7 +152,8 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
                  at most all of it); and per unit, its blocks' bytes at what its resident blocks keep in flight
                  (stages x a pipeline step's loads into shared memory, plus its loads into registers, which
                  do not run ahead) per LATENCY_S
-      fixed    = waves x BLOCK_S + launches x LAUNCH_S, waves = ceil(blocks / (units x resident blocks per unit))
+      fixed    = waves x (BLOCK_S + a block's unoverlapped round trips x LATENCY_S) + launches x LAUNCH_S,
+                 waves = ceil(blocks / (units x resident blocks per unit))
       estimate = max(matrix, vector, memory) + fixed
     """
     dev = device or model_device(target)
@@ -173,7 +179,7 @@ def model(k: ir.Kernel, args, target: str, static=None, device: targets.Device |
     dram = w["unique_bytes"] + (blocks * w["fill"] if target in FILL_FROM_DRAM else 0.0)
     memory = max(dram / share, blocks * w["bytes"] / (L2_FACTOR * share), per_unit * w["bytes"] / latency_bw)
     waves = math.ceil(blocks / (units * resident))
-    fixed = waves * BLOCK_S + launches * LAUNCH_S
+    fixed = waves * (BLOCK_S + w["trips"] * LATENCY_S) + launches * LAUNCH_S
     terms = {"matrix_s": matrix, "vector_s": vector, "memory_s": memory, "fixed_s": fixed, "blocks": blocks,
              "resident": resident, "waves": waves, "device": dev.name}
     terms["bound"] = max(("matrix", matrix), ("vector", vector), ("memory", memory), key=lambda x: x[1])[0]
