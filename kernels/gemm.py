@@ -78,8 +78,9 @@ def skinny(target, C, A, B, **keywords):
     64x256 at 3 where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256
     tiles make ~100 blocks already (then the configured default, which won there); K split while the blocks stay
     within the SMs (64-row tiles: up to eight ways; 128-row tiles: two at most).
-    sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 27.0 us on an
-    A100 against 68.5 for the configured tiles, at 16.5 us on an MI355X against 72.8).
+    sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 25.5 us on an
+    A100 against 68.5 for the configured tiles, at 15.0 us on an MI355X against 72.8, tl.store_sum's round trips
+    counted).
     Either way each part of K keeps 8 steps of the loop at least (PART_STEPS on sm_90a's 64-row tiles)."""
     m = A.shape[-2]
     if m > 512 or (m > 64 and target != "sm_90a"):   # first: every launch asks (a few microseconds of host time)
