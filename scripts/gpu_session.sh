@@ -83,6 +83,8 @@
 #   skinny-ncu 12-06: full ncu sets of gemm at 16x4096x14336 and 64x4096x4096 and of cuBLAS's kernel at the first
 #              (text and SASS back in $OUT, read here): where a block's stream of B runs slower than cuBLAS's
 #   split16    12-06: 64x64 tiles at 8 and 12 stages, K split 2 / 4, at M 1-64 of 4096x14336 (cuBLAS's grid shape)
+#   next1206   planned 12-06 06:15: the chunked store_sum's GPU tests, the decode rows' defaults (64x64 tiles split in two
+#              at K = 14336: 47.5 us on the H100), 64x256 split without the spills, fp8 on 64x64 tiles
 #   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
 #              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
 #              costs: the case for a split whose last block sums the parts in the same launch)
@@ -477,6 +479,20 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
     split16)  # 12-06: cuBLAS's grid at 4096x14336 (64-wide tiles of B, K in two, 180 KB of stages) on our gemm
         timeout 200 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x14336 16x4096x14336 \
             64x4096x14336 --set BM=64 BN=64 BK=64 workers=1 stages=8,12 SPLIT=2,4 2>&1 | r ;;
+    next1206)  # planned 12-06 06:15 for the next session (no device time left): the chunked store_sum and the new defaults
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_ops.py \
+            tests/test_kernels.py tests/test_kernel_gemm_fp8.py -k "store_sum or gemm or split" >"$OUT/n1206_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/n1206_tests.log" | tail -6
+        g=(); for m in 1 16 64 128; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+        echo "== decode rows, defaults"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile \
+            --shapes "${g[@]}" --json "$OUT/gemm_decode.json" 2>&1 | r
+        a="python3 -m tiles compare gemm --backends cuda --no-compile --no-libraries"
+        echo "== chunked sums: 64x128 split 4 (4 chunks), 64x256 split 8 unspilled, 128x128 split 2"
+        timeout 90 $a --shapes 16x4096x14336 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=4 blocks_per_sm=2 2>&1 | r
+        timeout 90 $a --shapes 1x4096x14336 16x4096x14336 --set BM=64 BN=256 BK=64 stages=4 workers=1 SPLIT=4,8 2>&1 | r
+        echo "== fp8 with gemm's 64x64 tiles"; timeout 90 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile \
+            --shapes 1x4096x4096 16x4096x14336 --set BM=64 BN=64 BK=128 stages=6,8 workers=1 SPLIT=1,2 2>&1 \
+            | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
     rows12)  # planned 12-04 21:10: the exchanges' second barrier gone (two buffers in turn), untimed so far
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_ops.py >"$OUT/rows12_tests.log" 2>&1
