@@ -33,3 +33,7 @@ def test_tutorial_runs_and_its_error_points_into_it(capsys):
 
 def test_tutorial_test_on_every_backend(backend):
     _namespace()["test_softmax"](backend=backend)
+
+
+def test_tutorial_sum_over_blocks_on_every_backend(backend):
+    _namespace()["test_col_sum"](backend=backend)
