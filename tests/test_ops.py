@@ -209,7 +209,8 @@ def test_store_sum(backend, m, n, depth, s, out):
 
 
 def test_store_sum_refuses_bad_arguments():
-    """Counters that are not i32, and arguments whose shapes do not match dst's tiles, each named before a launch."""
+    """Counters that are not i32, host counters not all 0 (a sum silently short of parts otherwise), and arguments
+    whose shapes do not match dst's tiles, each named before a launch."""
     c, x = np.zeros((40, 70), np.float32), np.zeros((3, 40, 70), np.float32)
     with pytest.raises(TileError, match=r"arrivals \(L\) dtype \(one counter per tile\): expected i32, got f32"):
         split_sum.trace([c[None], x, x, np.zeros((1, 2, 2), np.float32)], S=3)
@@ -217,6 +218,11 @@ def test_store_sum_refuses_bad_arguments():
         run("reference", split_sum, c[None], x, x, np.zeros((1, 2, 1), np.int32), S=3)
     with pytest.raises(TileError, match=r"argument check failed: P.depth is 3 but \(C.depth \* 2\) is 2"):
         run("reference", split_sum, c[None], x, x, np.zeros((1, 2, 2), np.int32), S=2)
+    left = np.zeros((1, 2, 2), np.int32)
+    left[0, 1, 1] = 2   # a launch that stopped after two of the tile's three parts
+    with pytest.raises(TileError, match=r"test_ops.py:\d+: tl.store_sum(?s:.*)the counters in L must all be 0 before "
+                                        r"the launch \(each launch leaves them so\); 1 of 4 are not"):
+        run("reference", split_sum, c[None], x, x, left, S=3)
 
 
 def sum_tolerance(op, ref, magnitude):
