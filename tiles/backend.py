@@ -246,15 +246,19 @@ def check_args(k: ir.Kernel, args) -> dict:
     return env
 
 
+_ARRIVALS: "weakref.WeakKeyDictionary[ir.Kernel, list]" = weakref.WeakKeyDictionary()
+
+
 def _check_arrivals(k: ir.Kernel, args) -> None:
     """store_sum's counters must be 0 before a launch: one left at n by a launch that stopped part way, or an array
     never zeroed, makes a tile's block count as last before the others' parts are in, and the sum is silently
     short. Checked where the counters are host (numpy) arrays; on a device that would cost a synchronization, and
     the kernels' own workspaces (Shaped(fill=0)) start at 0 and every launch leaves them so."""
-    for op, _ in k.walk():
-        if op.name != "store_sum":
-            continue
-        a = args[[p.name for p in k.params].index(op.srcs[2].name)]
+    if k not in _ARRIVALS:   # (argument index, the op) of each store_sum: found once a kernel
+        names = [p.name for p in k.params]
+        _ARRIVALS[k] = [(names.index(op.srcs[2].name), op) for op, _ in k.walk() if op.name == "store_sum"]
+    for i, op in _ARRIVALS[k]:
+        a = args[i]
         if isinstance(a, np.ndarray) and a.any():
             raise TileError(f"store_sum: the counters in {op.srcs[2].name} must all be 0 before the launch (each launch "
                             f"leaves them so); {np.count_nonzero(a)} of {a.size} are not", op.loc)
