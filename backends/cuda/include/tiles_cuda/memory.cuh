@@ -390,13 +390,18 @@ __device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& sr
     constexpr int PAIRS = tile::height * tile::width * 4, CHUNK = 32 / COUNT > 0 ? 32 / COUNT : 1;
     const bool whole = whole_tile<T, R, C>(dst, idx) && whole_tile<float, R, C>(parts, first);
     const long long slice = parts.strides[1];
+    const auto place = [&](int k, int& r, int& c) {   // pair k = (i * width + j) * 4 + p: its row and column
+        const int i = k / (4 * tile::width), j = k / 4 % tile::width, p = k % 4;
+        r = idx.r * R + tile::row_of(i, p);
+        c = idx.c * C + tile::col_of(j, p);
+    };
 #pragma unroll
     for (int k0 = 0; k0 < PAIRS; k0 += CHUNK) {
         pair<float> sum[CHUNK];
 #pragma unroll
         for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
-            const int i = (k0 + k) / (4 * tile::width), j = (k0 + k) / 4 % tile::width, p = (k0 + k) % 4;
-            const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+            int r, c;
+            place(k0 + k, r, c);
             const float* g = parts.row_ptr(first.b, first.d, r) + c;
             const bool row = r < dst.rows(), x = row && c < dst.cols(), y = row && c + 1 < dst.cols();
 #pragma unroll
@@ -408,8 +413,8 @@ __device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& sr
         }
 #pragma unroll
         for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
-            const int i = (k0 + k) / (4 * tile::width), j = (k0 + k) / 4 % tile::width, p = (k0 + k) % 4;
-            const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+            int r, c;
+            place(k0 + k, r, c);
             if (r >= dst.rows()) continue;
             T* out = dst.row_ptr(idx.b, idx.d, r) + c;
             if (whole) {

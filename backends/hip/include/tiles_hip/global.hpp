@@ -142,20 +142,25 @@ TILES_DEV void store_sum(const gl<G>& dst, const rt<float, R, C, L, WC>& src, in
   const int lane = arch::lane_id();
   r0 += src.row0();
   c0 += src.col0();
+  const auto place = [&](int k, int& r, int& c) {   // element k = (m * FN + n) * E + e: its row and column
+    const int m = k / (T::FN * T::E), n = k / T::E % T::FN, e = k % T::E;
+    r = r0 + m * L::FR + L::row(lane, e);
+    c = c0 + n * L::FC + L::col(lane, e);
+  };
   TILES_UNROLL for (int k0 = 0; k0 < ELEMS; k0 += CHUNK) {
     float sum[CHUNK];
     TILES_UNROLL for (int k = 0; k < CHUNK && k0 + k < ELEMS; ++k) {
-      const int m = (k0 + k) / (T::FN * T::E), n = (k0 + k) / T::E % T::FN, e = (k0 + k) % T::E;
-      const int r = r0 + m * L::FR + L::row(lane, e), c = c0 + n * L::FC + L::col(lane, e);
+      int r, c;
+      place(k0 + k, r, c);
       TILES_UNROLL for (int q = 0; q < COUNT; ++q) {
         const float v = load_elem<float>(in, parts.offset(b, d * COUNT + q, r, c));
         sum[k] = q == 0 ? v : sum[k] + v;
       }
     }
     TILES_UNROLL for (int k = 0; k < CHUNK && k0 + k < ELEMS; ++k) {
-      const int m = (k0 + k) / (T::FN * T::E), n = (k0 + k) / T::E % T::FN, e = (k0 + k) % T::E;
-      store_elem<G>(out, dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e)),
-                    convert<G>(sum[k]));
+      int r, c;
+      place(k0 + k, r, c);
+      store_elem<G>(out, dst.offset(b, d, r, c), convert<G>(sum[k]));
     }
   }
 }
