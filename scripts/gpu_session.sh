@@ -487,12 +487,28 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== decode rows, defaults"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile \
             --shapes "${g[@]}" --json "$OUT/gemm_decode.json" 2>&1 | r
         a="python3 -m tiles compare gemm --backends cuda --no-compile --no-libraries"
-        echo "== chunked sums: 64x128 split 4 (4 chunks), 64x256 split 8 unspilled, 128x128 split 2"
+        echo "== chunked sums: 64x128 split 4 (4 chunks)"
         timeout 90 $a --shapes 16x4096x14336 --set BM=64 BN=128 BK=64 stages=4 workers=1 SPLIT=4 blocks_per_sm=2 2>&1 | r
-        timeout 90 $a --shapes 1x4096x14336 16x4096x14336 --set BM=64 BN=256 BK=64 stages=4 workers=1 SPLIT=4,8 2>&1 | r
         echo "== fp8 with gemm's 64x64 tiles"; timeout 90 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile \
             --shapes 1x4096x4096 16x4096x14336 --set BM=64 BN=64 BK=128 stages=6,8 workers=1 SPLIT=1,2 2>&1 \
             | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
+    split17)  # 12-06 (H200): store_sum's edge tiles with their loads in flight together (were one L2 trip apiece)
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_ops.py \
+            tests/test_kernels.py tests/test_kernel_gemm_fp8.py tests/test_tutorial.py \
+            -k "store_sum or gemm or split or sum_over" >"$OUT/s17_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/s17_tests.log" | tail -6
+        a="python3 -m tiles compare gemm --backends cuda --no-compile"; S="1x4096x14336 16x4096x14336 64x4096x14336 128x4096x14336"
+        echo "== defaults"; timeout 100 $a --shapes $S 64x4096x4096 2>&1 | r
+        echo "== 64x128 s4 bps2"; timeout 100 $a --no-libraries --shapes $S --set BM=64 BN=128 BK=64 stages=4 workers=1 \
+            blocks_per_sm=2 SPLIT=2,4 2>&1 | r
+        echo "== 64x64 s8"; timeout 100 $a --no-libraries --shapes $S --set BM=64 BN=64 BK=64 stages=8 workers=1 SPLIT=2,4 2>&1 | r
+        echo "== 128x128 split 4"; timeout 60 $a --no-libraries --shapes 128x4096x14336 --set BM=128 BN=128 BK=64 stages=5 \
+            workers=2 SPLIT=4 2>&1 | r
+        echo "== fp8 defaults"; timeout 60 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 1x4096x4096 \
+            16x4096x14336 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
+    bwd1206)  # 12-06: the backward at head dim 64 with FA3's 128 query rows a step (spills 104-228 B so far)
+        echo "== attention_bwd D64, BM and V's home"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda \
+            --no-compile --shapes 16x16x4096x64 --set BM=64,128 v_shared_from=0,128 2>&1 | r ;;
     rows12)  # planned 12-04 21:10: the exchanges' second barrier gone (two buffers in turn), untimed so far
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernel_rmsnorm.py \
             tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_ops.py >"$OUT/rows12_tests.log" 2>&1

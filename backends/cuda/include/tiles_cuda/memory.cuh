@@ -350,12 +350,62 @@ __device__ __forceinline__ pair<float> load_l2(const float* g) {
     return {v.x, v.y};
 #endif
 }
-__device__ __forceinline__ float load_l2(const float* g, bool in) {
+__device__ __forceinline__ float load_l2_one(const float* g) {
 #if defined(TILES_EMU)
-    return in ? *g : 0.f;
+    return *g;
 #else
-    return in ? __ldcg(g) : 0.f;
+    return __ldcg(g);
 #endif
+}
+
+// store_sum's last block: dst's tile idx <- the sum of the COUNT parts in parts' slices from first.d on, CHUNK of
+// the thread's pairs at a time: the chunk's loads, every part's, are in flight together (one L2 round trip a
+// chunk; pair by pair, one a pair cost a split of K 1.7x cuBLAS's time, docs/benchmarks.md 12-06), and its sums
+// are stored before the next chunk's loads, which holds them to 64 registers whatever the tile (a whole 128x256
+// tile's parts spilled on sm_90a and sm_80). WHOLE: the tile lies inside dst and parts (8-byte loads and stores).
+// An edge tile's loads are unconditional too, each from its element's address clamped into parts (a value from
+// outside is then dropped): a load behind a branch of its own was waited for before the next one's, one L2 round
+// trip per element and part (SASS, sm_90a; a split of K 1.6x slower on the H200, docs/benchmarks.md 12-06).
+template <bool WHOLE, int COUNT, typename T, int R, int C, int NW>
+__device__ inline void add_parts(const gl<T>& dst, coord idx, const gl<float>& parts, coord first) {
+    using tile = rt<float, R, C, NW>;
+    constexpr int PAIRS = tile::height * tile::width * 4, CHUNK = 32 / COUNT > 0 ? 32 / COUNT : 1;
+    const long long slice = parts.strides[1];
+    const int last_r = parts.rows() - 1, last_c = parts.cols() - 1;
+    const auto place = [&](int k, int& r, int& c) {   // pair k = (i * width + j) * 4 + p: its row and column
+        const int i = k / (4 * tile::width), j = k / 4 % tile::width, p = k % 4;
+        r = idx.r * R + tile::row_of(i, p);
+        c = idx.c * C + tile::col_of(j, p);
+    };
+#pragma unroll
+    for (int k0 = 0; k0 < PAIRS; k0 += CHUNK) {
+        pair<float> sum[CHUNK];
+#pragma unroll
+        for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
+            int r, c;
+            place(k0 + k, r, c);
+            const float* g = parts.row_ptr(first.b, first.d, WHOLE ? r : imin(r, last_r));
+            const int x = WHOLE ? c : imin(c, last_c), y = WHOLE ? c + 1 : imin(c + 1, last_c);
+#pragma unroll
+            for (int q = 0; q < COUNT; ++q) {
+                const float* h = g + q * slice;
+                const pair<float> v = WHOLE ? load_l2(h + c) : pair<float>{load_l2_one(h + x), load_l2_one(h + y)};
+                sum[k] = q == 0 ? v : pair<float>{sum[k].x + v.x, sum[k].y + v.y};
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
+            int r, c;
+            place(k0 + k, r, c);
+            T* out = dst.row_ptr(idx.b, idx.d, r) + c;
+            if (WHOLE) {
+                *reinterpret_cast<pair<T>*>(out) = make_pair<T>(sum[k].x, sum[k].y);
+            } else if (r < dst.rows()) {
+                if (c < dst.cols()) out[0] = from_float<T>(sum[k].x);
+                if (c + 1 < dst.cols()) out[1] = from_float<T>(sum[k].y);
+            }
+        }
+    }
 }
 
 // dst's tile idx <- the sum of the COUNT f32 tiles that as many blocks pass for it, each as its `part`. Each
@@ -364,14 +414,9 @@ __device__ __forceinline__ float load_l2(const float* g, bool in) {
 // loads), adds them in part order, so the sum does not depend on which block came last, stores it and sets the
 // counter back to zero for the next launch. The fences: a block's writes are visible device-wide before it is
 // counted, and the last reads the others' after.
-// The last block sums CHUNK of its pairs at a time: the chunk's loads, every part's, are in flight together (one
-// L2 round trip a chunk; pair by pair, one a pair cost a split of K 1.7x cuBLAS's time, docs/benchmarks.md
-// 12-06), and its sums are stored before the next chunk's loads, which holds them to 64 registers whatever the
-// tile (a whole 128x256 tile's parts spilled on sm_90a and sm_80).
 template <int COUNT, typename T, int R, int C, int NW>
 __device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& src, coord idx, const gl<float>& parts,
                                  const gl<int>& arrivals, int part) {
-    using tile = rt<float, R, C, NW>;
     if (idx.b >= dst.batch() || idx.d >= dst.depth() || idx.r * R >= dst.rows() || idx.c * C >= dst.cols())
         return;   // no tile of dst (the same for the whole block): nothing to count
     const coord first = {idx.b, idx.d * COUNT, idx.r, idx.c};   // part 0's slice
@@ -387,44 +432,10 @@ __device__ inline void store_sum(const gl<T>& dst, const rt<float, R, C, NW>& sr
     sync();
     if (!last) return;
     __threadfence();
-    constexpr int PAIRS = tile::height * tile::width * 4, CHUNK = 32 / COUNT > 0 ? 32 / COUNT : 1;
-    const bool whole = whole_tile<T, R, C>(dst, idx) && whole_tile<float, R, C>(parts, first);
-    const long long slice = parts.strides[1];
-    const auto place = [&](int k, int& r, int& c) {   // pair k = (i * width + j) * 4 + p: its row and column
-        const int i = k / (4 * tile::width), j = k / 4 % tile::width, p = k % 4;
-        r = idx.r * R + tile::row_of(i, p);
-        c = idx.c * C + tile::col_of(j, p);
-    };
-#pragma unroll
-    for (int k0 = 0; k0 < PAIRS; k0 += CHUNK) {
-        pair<float> sum[CHUNK];
-#pragma unroll
-        for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
-            int r, c;
-            place(k0 + k, r, c);
-            const float* g = parts.row_ptr(first.b, first.d, r) + c;
-            const bool row = r < dst.rows(), x = row && c < dst.cols(), y = row && c + 1 < dst.cols();
-#pragma unroll
-            for (int q = 0; q < COUNT; ++q) {
-                const pair<float> v = whole ? load_l2(g + q * slice)
-                                            : pair<float>{load_l2(g + q * slice, x), load_l2(g + q * slice + 1, y)};
-                sum[k] = q == 0 ? v : pair<float>{sum[k].x + v.x, sum[k].y + v.y};
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < CHUNK && k0 + k < PAIRS; ++k) {
-            int r, c;
-            place(k0 + k, r, c);
-            if (r >= dst.rows()) continue;
-            T* out = dst.row_ptr(idx.b, idx.d, r) + c;
-            if (whole) {
-                *reinterpret_cast<pair<T>*>(out) = make_pair<T>(sum[k].x, sum[k].y);
-                continue;
-            }
-            if (c < dst.cols()) out[0] = from_float<T>(sum[k].x);
-            if (c + 1 < dst.cols()) out[1] = from_float<T>(sum[k].y);
-        }
-    }
+    if (whole_tile<T, R, C>(dst, idx) && whole_tile<float, R, C>(parts, first))
+        add_parts<true, COUNT, T, R, C, NW>(dst, idx, parts, first);
+    else
+        add_parts<false, COUNT, T, R, C, NW>(dst, idx, parts, first);
 }
 
 // ---- global <-> register vectors ------------------------------------------
