@@ -506,6 +506,16 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             workers=2 SPLIT=4 2>&1 | r
         echo "== fp8 defaults"; timeout 60 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 1x4096x4096 \
             16x4096x14336 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
+    split18)  # 12-06: the split of K at K = 4096 now that edge tiles' sums are not serialized, and M = 128 at K = 14336
+        a="python3 -m tiles compare gemm --backends cuda --no-compile"; n="--no-libraries"
+        echo "== K 4096"; timeout 100 $a --shapes 1x4096x4096 16x4096x4096 64x4096x4096 --set BM=64 BN=64 BK=64 stages=8 \
+            workers=1 SPLIT=1,2,4 2>&1 | r
+        timeout 70 $a $n --shapes 1x4096x4096 16x4096x4096 64x4096x4096 --set BM=64 BN=128 BK=64 stages=4 workers=1 \
+            blocks_per_sm=2 SPLIT=2,4 2>&1 | r
+        echo "== K 14336 defaults"; timeout 80 $a --shapes 1x4096x14336 16x4096x14336 64x4096x14336 2>&1 | r
+        echo "== M 128"; timeout 100 $a --shapes 128x4096x14336 --set BM=128 BN=128 BK=64 stages=5 workers=2 SPLIT=2,4 2>&1 | r
+        timeout 60 $a $n --shapes 128x4096x14336 --set BM=64 BN=128 BK=64 stages=4 workers=1 blocks_per_sm=2 SPLIT=2,4 2>&1 | r
+        timeout 60 $a $n --shapes 128x4096x14336 --set BM=128 BN=64 BK=64 stages=8 workers=2 SPLIT=1,2 2>&1 | r ;;
     bwd1206)  # 12-06: the backward at head dim 64 with FA3's 128 query rows a step (spills 104-228 B so far)
         echo "== attention_bwd D64, BM and V's home"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda \
             --no-compile --shapes 16x16x4096x64 --set BM=64,128 v_shared_from=0,128 2>&1 | r ;;
