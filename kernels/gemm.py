@@ -73,11 +73,14 @@ def skinny(target, C, A, B, **keywords):
     12:07 UTC) and the H100's (12-06). Where 64x64 tiles make one wave that fills half the SMs or more (N = 4096, up
     to 128 rows), those at 8 stages: with K whole up to K = 4096, where no partial sums beat the split's
     (16x4096x4096 18.6 against 21.0 us split in two by tl.store_sum, on the H100), K split where each part keeps
-    PART_STEPS (16x4096x14336 in two: 47.5 us against cuBLAS's 44.9 and 64x128 tiles' 51.9). Otherwise up to 64
-    rows, 64-row tiles with one consumer warpgroup, 64x128 at 5 stages (4, two blocks an SM, where K is split), or
-    64x256 at 3 where those still make ~100 blocks (N = 28672); up to 512 rows, 128x128 at 5 stages, unless 128x256
-    tiles make ~100 blocks already (then the configured default, which won there); K split while the blocks stay
-    within the SMs (64-row tiles: up to eight ways; 128-row tiles: two at most).
+    PART_STEPS (16x4096x14336 in two: 47.5 us against cuBLAS's 44.9 and 64x128 tiles' 51.9); past 64 rows, where
+    K is longer and too short to split, 128x64 tiles over two consumer warpgroups, whose 64-row halves share each
+    B tile (128x4096x14336 49.4 us against 128x128 split 2's 55.0 and cuBLAS's 55.1 on the H100, 12-06; the static
+    model's first choice there). Otherwise up to 64 rows, 64-row tiles with one consumer warpgroup, 64x128 at 5
+    stages (4, two blocks an SM, where K is split), or 64x256 at 3 where those still make ~100 blocks (N =
+    28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make ~100 blocks already (then the configured
+    default, which won there); K split while the blocks stay within the SMs (64-row tiles: up to eight ways;
+    128-row tiles: two at most).
     sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 25.5 us on an
     A100 against 68.5 for the configured tiles, at 15.0 us on an MI355X against 72.8, tl.store_sum's round trips
     counted).
@@ -97,6 +100,8 @@ def skinny(target, C, A, B, **keywords):
         split = split_for(narrow, -(-k // 64), SMS, least=PART_STEPS)
         if k <= 4096 or split > 1:
             return dict(BM=64, BN=64, BK=64, stages=8, workers=1, SPLIT=split)
+        if m > 64 and narrow >= 128:   # 128x64 tiles, half the SMs or more: each B tile read once, not twice
+            return dict(BM=128, BN=64, BK=64, stages=8, workers=2, SPLIT=1)
     bm = 64 if m <= 64 else 128
     rows = -(-m // bm) * depth
     wide = rows * -(-n // 256) >= 100

@@ -516,6 +516,20 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== M 128"; timeout 100 $a --shapes 128x4096x14336 --set BM=128 BN=128 BK=64 stages=5 workers=2 SPLIT=2,4 2>&1 | r
         timeout 60 $a $n --shapes 128x4096x14336 --set BM=64 BN=128 BK=64 stages=4 workers=1 blocks_per_sm=2 SPLIT=2,4 2>&1 | r
         timeout 60 $a $n --shapes 128x4096x14336 --set BM=128 BN=64 BK=64 stages=8 workers=2 SPLIT=1,2 2>&1 | r ;;
+    last1206)  # 12-06: gemm's 128x64 tiles past 64 rows (the H100's winner at 128x4096x14336), fp8 on 64x64 tiles
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_kernels.py \
+            tests/test_kernel_gemm_fp8.py -k "gemm" >"$OUT/l1206_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/l1206_tests.log" | tail -6
+        a="python3 -m tiles compare gemm --backends cuda --no-compile"
+        echo "== M 128, defaults"; timeout 90 $a --shapes 128x4096x14336 128x4096x8192 96x4096x14336 2>&1 | r
+        timeout 60 $a --no-libraries --shapes 128x4096x14336 128x4096x8192 96x4096x14336 --set BM=128 BN=128 BK=64 \
+            stages=5 workers=2 SPLIT=2 2>&1 | r
+        f="python3 -m tiles compare gemm_fp8 --backends cuda --no-compile"
+        fr() { grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'; }
+        echo "== fp8, K whole"; timeout 80 $f --shapes 1x4096x4096 64x4096x4096 --set BM=64 BK=128 workers=1 SPLIT=1 \
+            BN=64,128 stages=4,8 2>&1 | fr
+        echo "== fp8, K split 2"; timeout 80 $f --shapes 16x4096x14336 --set BM=64 BK=128 workers=1 SPLIT=2 BN=64,128 \
+            stages=4,8 2>&1 | fr ;;
     bwd1206)  # 12-06: the backward at head dim 64 with FA3's 128 query rows a step (spills 104-228 B so far)
         echo "== attention_bwd D64, BM and V's home"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda \
             --no-compile --shapes 16x16x4096x64 --set BM=64,128 v_shared_from=0,128 2>&1 | r ;;
