@@ -39,17 +39,19 @@ TUNE = {
 
 
 def skinny(target, C, A, B, *scalars, **keywords):
-    """sm_90a, up to 128 rows: tiles of 64 rows (128 past 64) by 128, one consumer warpgroup a 64-row tile, 4
-    stages, where the configured 128x256 tiles make 16 blocks at N = 4096. K split while the blocks stay within the
-    SMs and each part keeps gemm.PART_STEPS steps of 128: timed on the H100 (12-06) against cuBLASLt
-    (torch._scaled_mm), 1x4096x4096 15.2 us (K whole) against 11.5, 16x4096x14336 33.5 (split 2) against 27.9,
-    64x4096x4096 15.7 against 12.1. A tuned entry or the caller's own values replace it."""
-    m = A.shape[-2]
+    """sm_90a, up to 128 rows: tiles of 64 rows (128 past 64), one consumer warpgroup a 64-row tile, where the
+    configured 128x256 tiles make 16 blocks at N = 4096: up to 64 rows 64x64 at 8 stages where those make no more
+    blocks than SMs, else 128 columns at 4 stages. K split while the blocks stay within the SMs and each part keeps
+    gemm.PART_STEPS steps of 128. Timed on the H100 (12-06) against cuBLASLt (torch._scaled_mm), 64x64 at 8 stages
+    against 64x128 at 4: 1x4096x4096 12.8 us against 15.2 (cuBLASLt 11.4), 64x4096x4096 12.6 against 15.7 (12.1),
+    16x4096x14336 split 2 30.0 against 33.5 (27.9). A tuned entry or the caller's own values replace it."""
+    m, n = A.shape[-2], C.shape[-1]
     if target != "sm_90a" or m > 128:
         return {}
     bm = 64 if m <= 64 else 128
-    tiles = -(-m // bm) * -(-C.shape[-1] // 128)
-    return dict(BM=bm, BN=128, BK=128, stages=4, workers=bm // 64,
+    bn, stages = (64, 8) if m <= 64 and -(-n // 64) <= SMS else (128, 4)
+    tiles = -(-m // bm) * -(-n // bn)
+    return dict(BM=bm, BN=bn, BK=128, stages=stages, workers=bm // 64,
                 SPLIT=split_for(tiles, -(-A.shape[-1] // 128), SMS, least=PART_STEPS))
 
 

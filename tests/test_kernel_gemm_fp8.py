@@ -57,7 +57,7 @@ def test_gemm_fp8_split_is_one_launch_with_its_workspace():
 
 
 def test_gemm_fp8_decode_shapes_split_k_on_sm90a():
-    """Up to 128 rows, sm_90a gets 64- or 128-row tiles by 128 (kernels/gemm_fp8.py skinny), not the 16 blocks of
+    """Up to 128 rows, sm_90a gets 64- or 128-row tiles by 64 or 128 (kernels/gemm_fp8.py skinny), not the 16 blocks of
     the configured 128x256, with K split to fill the SMs where each part keeps gemm.PART_STEPS steps (the H100's
     winners: K whole at 4096, split 2 at 14336); other shapes and targets keep their configuration."""
     from tiles.tune import Shaped
@@ -65,7 +65,8 @@ def test_gemm_fp8_decode_shapes_split_k_on_sm90a():
     def chosen(m, n, k, target="sm_90a"):
         return gemm_fp8.shape_config(target, [Shaped((m, n), "bf16"), Shaped((m, k), "fp8e4m3"),
                                               Shaped((n, k), "fp8e4m3"), 1.0, 1.0])
-    assert chosen(1, 4096, 4096) == dict(BM=64, BN=128, BK=128, stages=4, workers=1, SPLIT=1)
+    assert chosen(1, 4096, 4096) == dict(BM=64, BN=64, BK=128, stages=8, workers=1, SPLIT=1)
+    assert chosen(16, 14336, 4096)["BN"] == 128   # 224 blocks of 64 columns: more than the SMs
     assert chosen(16, 4096, 14336)["SPLIT"] == 2
     assert chosen(128, 4096, 4096)["BM"] == 128 and chosen(128, 4096, 4096)["workers"] == 2
     assert chosen(16, 28672, 8192)["SPLIT"] == 1   # 224 tiles fill the SMs already
