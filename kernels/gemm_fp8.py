@@ -30,7 +30,7 @@ CONFIGS = {
 # and K).
 TUNE = {
     "default": dict(BM=[32, 64], BN=[32, 64], SPLIT=[1, 2]),
-    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 256], stages=[3, 4, 5], workers=[1, 2], SPLIT=[1, 2, 4, 8]),
+    "sm_90a": dict(BM=[64, 128], BN=[64, 128, 256], stages=[3, 4, 5, 8], workers=[1, 2], SPLIT=[1, 2, 4, 8]),
     "gfx942": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "pingpong"],
                    SPLIT=[1, 2, 4]),
     "gfx950": dict(BM=[128, 256], BN=[128, 256], BK=[64, 128], workers=[4, 8], schedule=["plain", "interleave"],

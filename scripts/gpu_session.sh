@@ -530,6 +530,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             BN=64,128 stages=4,8 2>&1 | fr
         echo "== fp8, K split 2"; timeout 80 $f --shapes 16x4096x14336 --set BM=64 BK=128 workers=1 SPLIT=2 BN=64,128 \
             stages=4,8 2>&1 | fr ;;
+    grid1206)  # 12-06, the session's last call: the decode rows of issue 18's grid with every default of the day, fp8's
+        g=(); for m in 1 16 64 128; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+        echo "== decode rows, defaults"; timeout 170 python3 -m tiles compare gemm --backends cuda --no-compile \
+            --shapes "${g[@]}" --json "$OUT/gemm_grid.json" 2>&1 | r
+        echo "== fp8 defaults"; timeout 90 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 1x4096x4096 \
+            16x4096x14336 64x4096x4096 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
     bwd1206)  # 12-06: the backward at head dim 64 with FA3's 128 query rows a step (spills 104-228 B so far)
         echo "== attention_bwd D64, BM and V's home"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda \
             --no-compile --shapes 16x16x4096x64 --set BM=64,128 v_shared_from=0,128 2>&1 | r ;;
