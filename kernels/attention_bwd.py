@@ -1,17 +1,19 @@
 """Attention backward (FlashAttention-2 scheme): dQ, dK, dV from the forward's O and log-sum-exp.
 
 MHA and GQA, causal or not, head dim 64 or 128. Three launches:
-  1. attention_bwd_pre: Delta = rowsum(dO * O) per query row, and the f32 dQ accumulator zeroed;
+  1. attention_bwd_pre: per query row Delta = rowsum(dO * O) and LSE2 = LSE * log2(e), the form the step uses,
+     and the f32 dQ accumulator zeroed;
   2. attention_bwd: a block owns BN rows of K and V of one kv head and walks every query block of every
      query head of its group, working transposed so that its kv rows are the tiles' rows:
-         S^T = K Q^T,  P^T = exp(S^T * scale - LSE),  dV += P^T dO,
+         S^T = K Q^T,  P^T = exp2(S^T * scale * log2(e) - LSE2),  dV += P^T dO,
          dP^T = V dO^T,  dS^T = P^T * (dP^T - Delta) * scale,  dK += dS^T Q,
          dQ += (dS^T)^T K   (added atomically into the f32 accumulator: other kv blocks add to it too);
      dK and dV sum over the group's query heads in registers and are stored once, without atomics;
      causal: the walk starts at the diagonal and masks only the query blocks that cross it;
   3. attention_bwd_dq: the f32 accumulator converted to dQ in q's dtype.
-Q, O, dO: (B, H, N, D); K, V: (B, H_kv, N_kv, D); LSE (natural log, as kernels/attention.py returns it)
-and Delta: (B, H, N) float32.
+Q, O, dO: (B, H, N, D); K, V: (B, H_kv, N_kv, D); LSE (natural log, as kernels/attention.py returns it),
+LSE2 and Delta: (B, H, N) float32. The step reads LSE2 as it is, never rescaled (FlashAttention-3's
+preprocessing): a backend may then leave it in shared memory and read it where it is used (`shared_vectors`).
 """
 from __future__ import annotations
 
@@ -53,20 +55,26 @@ ROW_CONFIGS = {
 
 
 @tl.kernel(configs=ROW_CONFIGS)
-def attention_bwd_pre(Delta, DQacc, O, dO, *, D, BM):
+def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, *, D, BM):
     bm, h, b = tl.grid(tl.cdiv(O.rows, BM), O.depth, O.batch)
     tl.check_eq(O.cols, D)
     tl.check_eq(dO.cols, D)
     tl.check_eq(dO.rows, O.rows)
     tl.check_eq(Delta.cols, O.rows)
+    tl.check_eq(LSE.cols, O.rows)
+    tl.check_eq(LSE2.cols, O.rows)
     o = tl.regs(tl.f32, BM, D, name="o")
     do = tl.regs(tl.f32, BM, D, name="dout")
     delta = tl.rvec(tl.f32, BM, name="delta")
+    lse = tl.rvec(tl.f32, BM, name="lse")
     tl.load(o, O, (b, h, bm, 0))
     tl.load(do, dO, (b, h, bm, 0))
     tl.mul(o, o, do)
     tl.row_sum(delta, o)
     tl.store(Delta, delta, (b, h, bm))
+    tl.load(lse, LSE, (b, h, bm))
+    tl.mul(lse, lse, LOG2E)
+    tl.store(LSE2, lse, (b, h, bm))
     tl.zero(o)
     tl.store(DQacc, o, (b, h, bm, 0))
 
@@ -76,7 +84,7 @@ TUNE = {  # as attention_fwd (sequence lengths and batch x heads in powers of tw
     "default": dict(BM=[32, 64], BN=[32, 64]),
     "sm_80": dict(BM=[32, 64], BN=[64, 128], stages=[1, 2], workers=[4, 8]),
     "sm_90a": dict(BM=[64, 128], BN=[64, 128, 192], v_shared_from=[0, 128], stages=[1, 2], workers=[1, 2, 3],
-                   dv_early=[False, True]),
+                   dv_early=[False, True], shared_vectors=[False, True]),
     "gfx942": dict(BM=[32, 64], BN=[64, 128], workers=[4], schedule=["plain", "interleave"]),
     "gfx950": dict(BM=[32, 64], BN=[64, 128], v_shared_from=[0, 128], workers=[4], schedule=["plain", "interleave"]),
     "apple": dict(BM=[16, 32], BN=[16, 32]),
@@ -88,16 +96,19 @@ def bucket(dK, dV, DQacc, Q, K, *rest):
     return tl.tune.pow2(n), tl.tune.pow2(K.shape[2]), tl.tune.pow2(b * h), d
 
 
-def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, **keywords):
+def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **keywords):
     """sm_90a at head dim 128: dV issued as soon as P^T is there, as FlashAttention-3 orders it, so that its
     wgmma run through dS^T's arithmetic and handoff (H200, 12-04: 4x32x8192x128 22.19 -> 21.74 ms); not at 64,
-    where it lost (16x16x4096x64 7.30 -> 7.77 ms; docs/backends/cuda.md)."""
-    return dict(dv_early=True) if target == "sm_90a" and D == 128 else {}
+    where it lost (16x16x4096x64 7.30 -> 7.77 ms; docs/backends/cuda.md). sm_80 at head dim 128, causal: 16 query
+    rows a step, where 32 sit at 255 registers and ptxas spills 52 bytes (12-06; not timed, no A100 here)."""
+    if target == "sm_90a" and D == 128:
+        return dict(dv_early=True)
+    return dict(BM=16) if target == "sm_80" and D == 128 and causal else {}
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, heuristic=per_head_dim,
            tune_where=lambda cfg, dK, dV, DQacc, Q, K, *rest: cfg["BN"] <= max(64, 2 * tl.tune.pow2(K.shape[2])))
-def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v_shared_from=None, dv_early=False,
+def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, v_shared_from=None, dv_early=False,
                   causal=False):
     bn, hk, b = tl.grid(tl.cdiv(K.rows, BN), K.depth, K.batch)
     for a in (Q, K, V, dO, DQacc, dK, dV):
@@ -105,8 +116,8 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
     tl.check_eq(K.rows, V.rows)
     tl.check_eq(K.depth, V.depth)
     tl.check_eq(Q.depth % K.depth, 0)
-    tl.check_eq(LSE.rows, Q.depth)
-    tl.check_eq(LSE.cols, Q.rows)
+    tl.check_eq(LSE2.rows, Q.depth)
+    tl.check_eq(LSE2.cols, Q.rows)
     tl.check_eq(Delta.cols, Q.rows)
     if causal:
         tl.check_eq(K.rows, Q.rows)
@@ -139,7 +150,7 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         """Query block i of query head h against this block's K and V."""
         tl.load(q, Q, (b, h, i, 0))
         tl.load(do, dO, (b, h, i, 0))
-        tl.load(lse, LSE, (b, h, i))
+        tl.load(lse, LSE2, (b, h, i))
         # the matrix products in two batches of independent ones (S^T and dP^T; dQ, dV and dK), which a backend
         # may keep in flight together, each waited for where its result is first needed: the softmax of S^T
         # while dP^T is computed, dQ's accumulation while dV and dK are
@@ -153,7 +164,6 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE, Delta, scale, *, D, BM, BN, v
         tl.mma_ABt(dp, v, do, dp)
         tl.load(delta, Delta, (b, h, i))   # only now: registers are short while S^T and dP^T are in flight
         tl.mul(s, s, scale * LOG2E)
-        tl.mul(lse, lse, LOG2E)
         tl.sub_col(s, s, lse)
         tl.exp2(s, s)
         tl.copy(p, s)
@@ -217,12 +227,13 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend
                          f"k {k.shape}, v {v.shape}")
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     delta = np.full(lse.shape, np.nan, dtype=np.float32)
+    lse2 = np.full(lse.shape, np.nan, dtype=np.float32)
     dq_acc = np.full(q.shape, np.nan, dtype=np.float32)
     dq = np.full(q.shape, np.nan, dtype=q.dtype)
     dk = np.full(k.shape, np.nan, dtype=k.dtype)
     dv = np.full(v.shape, np.nan, dtype=v.dtype)
-    attention_bwd_pre(delta, dq_acc, o, do, backend=backend, D=d)
-    attention_bwd(dk, dv, dq_acc, q, k, v, do, lse, delta, float(scale), backend=backend, D=d, causal=causal,
+    attention_bwd_pre(delta, lse2, dq_acc, o, do, lse, backend=backend, D=d)
+    attention_bwd(dk, dv, dq_acc, q, k, v, do, lse2, delta, float(scale), backend=backend, D=d, causal=causal,
                   **config)
     attention_bwd_dq(dq, dq_acc, backend=backend, D=d)
     return dq, dk, dv

@@ -536,6 +536,18 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --shapes "${g[@]}" --json "$OUT/gemm_grid.json" 2>&1 | r
         echo "== fp8 defaults"; timeout 90 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 1x4096x4096 \
             16x4096x14336 64x4096x4096 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
+    bwd-sv)  # planned 12-06 for the next session: the backward's LSE read from its ring stage (shared_vectors), untimed
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_cuda_gpu.py \
+            tests/test_kernel_attention_bwd.py tests/test_cuda_warp_specialized.py -k "attention or bwd or shared_vectors" \
+            >"$OUT/bwdsv_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/bwdsv_tests.log" | tail -6
+        a="python3 -m tiles compare attention_bwd --backends cuda --no-compile"
+        echo "== D64: BM 128 with LSE in shared memory (predicted 6.6-7.2 ms) against the default"
+        timeout 100 $a --shapes 16x16x4096x64 16x16x4096x64,causal 2>&1 | r
+        timeout 100 $a --no-libraries --shapes 16x16x4096x64 16x16x4096x64,causal --set BM=128 v_shared_from=0 \
+            shared_vectors=True,False 2>&1 | r
+        echo "== D128, the default block with the option (predicted within 1%)"
+        timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
     bwd1206)  # 12-06: the backward at head dim 64 with FA3's 128 query rows a step (spills 104-228 B so far)
         echo "== attention_bwd D64, BM and V's home"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda \
             --no-compile --shapes 16x16x4096x64 --set BM=64,128 v_shared_from=0,128 2>&1 | r ;;

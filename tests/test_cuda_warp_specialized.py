@@ -145,7 +145,7 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         # stage's shared vector (UBLKCP), the consumers' 8-byte shared reads
         assert s.vectors == ("lse",) and "UBLKCP.S.G" in producer_sass(sass)
         assert "tc::load_stage(lse, lse_stages[stage]);" in gen.source
-        assert gen.source.count("tc::load_bulk(lse_stages[stage], LSE, full,") == gen.source.count("tc::produce<")
+        assert gen.source.count("tc::load_bulk(lse_stages[stage], LSE2, full,") == gen.source.count("tc::produce<")
         assert len(re.findall(r"LDS\.64 ", consumer)) == 8
         assert "tc::rt_cols<float, 64, " in gen.source
         producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
@@ -658,3 +658,55 @@ def test_short_attention_fits_q_k_and_v_boxes_and_announces_them():
             in gen.source
         assert f"tc::zero_past_box({t}_{'slots' if t == 'q' else 'stages'}, {slots}, {g}.rows());" in gen.source
     assert "tc::refill(q_ring, q_cursor, q_bytes)" in gen.source
+
+
+@needs_nvrtc
+def test_shared_vectors_are_read_where_they_are_used():
+    """shared_vectors: attention backward's LSE, which the producer brings through the ring and only sub_col reads,
+    stays in its stage's shared vector; its broadcast reads it there, no register vector is declared, and at 128
+    query rows a step (head dim 64, V in shared memory) ptxas spills nothing where the whole vector spilled.
+    Delta, loaded after the step's first mma (not through the ring), keeps its registers; without the option
+    nothing changes."""
+    k = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=0, shared_vectors=True, **WS)
+    assert schedules.shared_vectors(k) == {t for t in k.tiles if t.name == "lse"}
+    gen = generate(k)
+    assert "tc::sub_col(s, s, lse_stages[stage]);" in gen.source and "tc::load_stage(lse" not in gen.source
+    assert not re.search(r"tc::rv<[^>]*> lse;", gen.source) and re.search(r"tc::rv<[^>]*> delta;", gen.source)
+    res = toolchain.compile(gen.source, "sm_90a").resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0, res
+    plain = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=0, **WS)
+    assert schedules.shared_vectors(plain) == set() and "tc::load_stage(lse, lse_stages[stage]);" in generate(plain).source
+
+
+@tl.kernel
+def _shifted_products(C, A, B, V, *, BM=64, BN=64, BK=64, scaled=False):
+    """C = sum over K steps of (A B)_step - V[step] per column: a ring vector that only sub_col reads, or not."""
+    bm, bn = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN))
+    a, b = tl.shared(A.dtype, BM, BK, name="a"), tl.shared(B.dtype, BK, BN, name="b")
+    c, t = tl.regs(tl.f32, BM, BN, name="c"), tl.regs(tl.f32, BM, BN, name="t")
+    v = tl.rvec(tl.f32, BN, axis="cols", name="v")
+    tl.zero(c)
+    for it in tl.pipeline(tl.cdiv(A.cols, BK), name="it"):
+        tl.load(a, A, (bm, it))
+        tl.load(b, B, (it, bn))
+        tl.load(v, V, (it, bn))
+        if scaled:   # written in the body: it must be whole in registers
+            tl.mul(v, v, 2.0)
+        tl.zero(t)
+        tl.mma_AB(t, a, b, t)
+        tl.sub_col(t, t, v)
+        tl.add(c, c, t)
+    tl.store(C, c, (bm, bn))
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("scaled", [False, True])
+def test_shared_vectors_take_only_vectors_that_broadcasts_alone_read(scaled):
+    x = random_array((256, 256), "bf16")
+    k = _shifted_products.trace([x, x, x, np.zeros((4, 256), np.float32)], "sm_90a", scaled=scaled,
+                                shared_vectors=True, **WS)
+    assert [op.dst.name for op in schedules.pipelined_vectors(k)] == ["v"]
+    assert {t.name for t in schedules.shared_vectors(k)} == (set() if scaled else {"v"})
+    gen = generate(k)
+    assert ("tc::sub_col(t, t, v);" if scaled else "tc::sub_col(t, t, v_stages[stage]);") in gen.source
+    assert gen.name in toolchain.compile(gen.source, "sm_90a").resources   # the broadcast from shared compiles

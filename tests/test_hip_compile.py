@@ -58,8 +58,8 @@ KERNELS = {
     "rmsnorm": lambda t: rmsnorm_fwd.trace([G("bf16", 2), G("f32", 1), G("bf16", 2), G("bf16", 1), F32], t),
     "rotary_half": lambda t: rotary_half.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 2, t, W=64),
     "rotary_interleaved": lambda t: rotary_interleaved.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 4, t),
-    "attention_bwd_pre": lambda t: attention_bwd_pre.trace([G("f32", 3), G("f32", 4), G("bf16", 4), G("bf16", 4)],
-                                                           t, D=128),
+    "attention_bwd_pre": lambda t: attention_bwd_pre.trace([G("f32", 3), G("f32", 3), G("f32", 4), G("bf16", 4),
+                                                            G("bf16", 4), G("f32", 3)], t, D=128),
     # MHA and GQA are one kernel (the group size is a runtime number); causal adds the masked loop
     "attention_bwd": lambda t: _attention_bwd(t, causal=True),
     "attention_bwd_noncausal": lambda t: _attention_bwd(t, causal=False),

@@ -744,14 +744,14 @@ class AttentionBwd(Attention):
                 poisoned((b, h, n, d), "f32"), poisoned((b, h, n), "f32"),              # dQ accumulator, Delta
                 q, random_array((b, hk, n, d), dt, rng), random_array((b, hk, n, d), dt, rng),
                 random_array((b, h, n, d), dt, rng, 0.3), random_array((b, h, n, d), dt, rng),   # O, dO
-                lse.astype(np.float32), scale]
+                lse.astype(np.float32), scale, poisoned((b, h, n), "f32")]                      # LSE2 last
 
     def launches(self, s, args):
         from .kernels import attention_bwd as ab
-        dq, dk, dv, acc, delta, q, k, v, o, do, lse, scale = args
+        dq, dk, dv, acc, delta, q, k, v, o, do, lse, scale, lse2 = args
         d, causal = s["D"], bool(s.get("causal"))
-        return [(ab.attention_bwd_pre, [delta, acc, o, do], {"D": d}),
-                (ab.attention_bwd, [dk, dv, acc, q, k, v, do, lse, delta, scale], {"D": d, "causal": causal}),
+        return [(ab.attention_bwd_pre, [delta, lse2, acc, o, do, lse], {"D": d}),
+                (ab.attention_bwd, [dk, dv, acc, q, k, v, do, lse2, delta, scale], {"D": d, "causal": causal}),
                 (ab.attention_bwd_dq, [dq, acc], {"D": d})]
 
     def outputs(self, s):

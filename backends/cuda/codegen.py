@@ -71,6 +71,8 @@ class _Emitter:
         self.piped = pipelined_tiles(k)
         # register vectors the producer brings through the ring (schedules.pipelined_vectors): their loads
         self.ring_vectors = [op for op in schedules.pipelined_vectors(k) if op.dst.name in sched.vectors]
+        # those of them read where they are used, from the stage's shared vector (schedules.shared_vectors)
+        self.at_use = {op.dst for op in self.ring_vectors} & schedules.shared_vectors(k)
         # the shared tiles read since the last barrier (None: not known, any of them); a write to one of them waits
         self.reads: set | None = set()
         self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
@@ -348,7 +350,7 @@ class _Emitter:
             if t.name in self.s.col_split:
                 self.w(f"tc::rt_cols<{ctype(t.dtype)}, {t.rows}, {t.cols}, NUM_WARPS> {t.name};"
                        f"  // too few rows for every warpgroup: each takes {t.cols * 4 // self.s.warps} of its columns")
-            elif isinstance(t, (RT, RV)) and not any(t is m.dst for m in self.fused.values()):
+            elif isinstance(t, (RT, RV)) and t not in self.at_use and not any(t is m.dst for m in self.fused.values()):
                 self.w(f"{tile_type(t)} {t.name};")
 
     # ---- statements -----------------------------------------------------------------------------------------
@@ -570,6 +572,9 @@ class _Emitter:
             w(f"tc::atomic_add_mma<{ta}, {tb}, NUM_WARPS>({dst.name}, {m.srcs[0].name}, {m.srcs[1].name}, "
               f"{self.idx(op)});  // {srcs[0].name}, never whole in registers")
             staged = True
+        elif dst in self.at_use and any(op is x for x in self.ring_vectors):
+            w(f"// {dst.name}: read from {dst.name}_stages[stage] where it is used (shared_vectors)")
+            staged = True
         elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
             w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
             staged = True
@@ -604,7 +609,8 @@ class _Emitter:
         elif name.startswith(("row_", "col_", "tile_")) and srcs[1:] and srcs[1] is None:
             w(f"tc::{name}{tmpl}({dst.name}, {srcs[0].name});")
         else:  # maps, reductions with an accumulator, broadcasts, copy
-            args = [s.name if hasattr(s, "name") and not isinstance(s, ir.Expr) else expr(s) for s in srcs]
+            args = [f"{s.name}_stages[stage]" if any(s is t for t in self.at_use) else
+                    s.name if hasattr(s, "name") and not isinstance(s, ir.Expr) else expr(s) for s in srcs]
             w(f"tc::{name}{tmpl}({dst.name}, {', '.join(args)});")
         # An exchange across the warps holds a block barrier (ops.cuh): past it every warp's earlier reads are
         # done; a two-buffer one's reads of its buffer come after it

@@ -230,6 +230,23 @@ def pipelined_vectors(k: ir.Kernel) -> list[ir.Op]:
     return [s for s in out if all(x.srcs[0].dtype == s.srcs[0].dtype for x in out if x.dst is s.dst)]
 
 
+def shared_vectors(k: ir.Kernel) -> set:
+    """The pipelined vectors (pipelined_vectors) that stay in their stage's shared vector, read where used (the
+    `shared_vectors` option): those only broadcasts read and nothing but their ring load writes. A broadcast then
+    reads each pair of its vector once per step from shared memory where the registers held the whole vector for
+    the step: at 128 query rows, attention backward's LSE took 32 registers a thread and the consumers spilled."""
+    if not k.options.get("shared_vectors"):
+        return set()
+    ring = {op.dst for op in pipelined_vectors(k)}
+    broadcasts = {f"{b}_{a}" for a in ("row", "col") for b in ("add", "sub", "mul")}   # (div takes reciprocals)
+    for op in ops(k.body):
+        for t in [t for t in ring if any(x is t for x in (op.dst, *op.srcs))]:
+            read = op.name in broadcasts and op.srcs[1] is t and op.dst is not t and op.srcs[0] is not t
+            if not (read or op.name == "load" and op.dst is t):
+                ring.discard(t)
+    return ring
+
+
 def accumulators(body) -> list | None:
     """The accumulators when a pipeline body (its loads left out) is only mma ops, each adding into a register
     tile that nothing else in the body reads or writes: then its wgmma may still run when the next step starts
