@@ -1,19 +1,19 @@
 """Attention backward (FlashAttention-2 scheme): dQ, dK, dV from the forward's O and log-sum-exp.
 
 MHA and GQA, causal or not, head dim 64 or 128. Three launches:
-  1. attention_bwd_pre: per query row Delta = rowsum(dO * O) and LSE2 = LSE * log2(e), the form the step uses,
-     and the f32 dQ accumulator zeroed;
+  1. attention_bwd_pre: per query row Delta = rowsum(dO * O) * scale and LSE2 = LSE * log2(e), the forms the
+     step uses, and the f32 dQ accumulator zeroed;
   2. attention_bwd: a block owns BN rows of K and V of one kv head and walks every query block of every
      query head of its group, working transposed so that its kv rows are the tiles' rows:
          S^T = K Q^T,  P^T = exp2(S^T * scale * log2(e) - LSE2),  dV += P^T dO,
-         dP^T = V dO^T,  dS^T = P^T * (dP^T - Delta) * scale,  dK += dS^T Q,
+         dP^T = V dO^T,  dS^T = P^T * (dP^T * scale - Delta),  dK += dS^T Q,
          dQ += (dS^T)^T K   (added atomically into the f32 accumulator: other kv blocks add to it too);
      dK and dV sum over the group's query heads in registers and are stored once, without atomics;
      causal: the walk starts at the diagonal and masks only the query blocks that cross it;
   3. attention_bwd_dq: the f32 accumulator converted to dQ in q's dtype.
 Q, O, dO: (B, H, N, D); K, V: (B, H_kv, N_kv, D); LSE (natural log, as kernels/attention.py returns it),
-LSE2 and Delta: (B, H, N) float32. The step reads LSE2 as it is, never rescaled (FlashAttention-3's
-preprocessing): a backend may then leave it in shared memory and read it where it is used (`shared_vectors`).
+LSE2 and Delta: (B, H, N) float32. The step reads LSE2 and Delta as they are, never rescaled (FlashAttention-3's
+preprocessing): a backend may then leave them in shared memory and read them where used (`shared_vectors`).
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ ROW_CONFIGS = {
 
 
 @tl.kernel(configs=ROW_CONFIGS)
-def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, *, D, BM):
+def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM):
     bm, h, b = tl.grid(tl.cdiv(O.rows, BM), O.depth, O.batch)
     tl.check_eq(O.cols, D)
     tl.check_eq(dO.cols, D)
@@ -71,6 +71,7 @@ def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, *, D, BM):
     tl.load(do, dO, (b, h, bm, 0))
     tl.mul(o, o, do)
     tl.row_sum(delta, o)
+    tl.mul(delta, delta, scale)
     tl.store(Delta, delta, (b, h, bm))
     tl.load(lse, LSE, (b, h, bm))
     tl.mul(lse, lse, LOG2E)
@@ -171,9 +172,8 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
             # dV as soon as P^T is there (FlashAttention-3's order): a backend that keeps it in flight runs it on
             # the tensor cores through dS^T's arithmetic, its store and the barrier around its shared tile
             tl.mma_AB(dv, p, do, dv)
-        # dS^T = P^T * (dP^T scale - Delta scale): scale folded here (dK and dQ need no rescale), onto the vector
-        # Delta rather than the tile, so that the tile's multiply and subtract fuse (one FMA per element)
-        tl.mul(delta, delta, scale)
+        # dS^T = P^T * (dP^T scale - Delta scale): scale folded here (dK and dQ need no rescale), Delta scaled by
+        # attention_bwd_pre, so that the tile's multiply and subtract fuse (one FMA per element)
         tl.mul(dp, dp, scale)
         tl.sub_col(dp, dp, delta)
         tl.mul(dp, dp, s)
@@ -232,7 +232,7 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend
     dq = np.full(q.shape, np.nan, dtype=q.dtype)
     dk = np.full(k.shape, np.nan, dtype=k.dtype)
     dv = np.full(v.shape, np.nan, dtype=v.dtype)
-    attention_bwd_pre(delta, lse2, dq_acc, o, do, lse, backend=backend, D=d)
+    attention_bwd_pre(delta, lse2, dq_acc, o, do, lse, float(scale), backend=backend, D=d)
     attention_bwd(dk, dv, dq_acc, q, k, v, do, lse2, delta, float(scale), backend=backend, D=d, causal=causal,
                   **config)
     attention_bwd_dq(dq, dq_acc, backend=backend, D=d)

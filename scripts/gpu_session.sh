@@ -536,7 +536,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --shapes "${g[@]}" --json "$OUT/gemm_grid.json" 2>&1 | r
         echo "== fp8 defaults"; timeout 90 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 1x4096x4096 \
             16x4096x14336 64x4096x4096 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//' ;;
-    bwd-sv)  # planned 12-06 for the next session: the backward's LSE read from its ring stage (shared_vectors), untimed
+    bwd-sv)  # planned 12-06 for the next session: the backward's LSE and Delta read from the ring stage (shared_vectors)
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_cuda_gpu.py \
             tests/test_kernel_attention_bwd.py tests/test_cuda_warp_specialized.py -k "attention or bwd or shared_vectors" \
             >"$OUT/bwdsv_tests.log" 2>&1

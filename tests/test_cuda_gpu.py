@@ -306,8 +306,8 @@ def test_attention_d64_in_192_row_query_blocks_matches_float64(seq, causal, pers
 @settings(max_examples=6, deadline=None)
 @given(seq=st.integers(2, 300), causal=st.booleans(), group=st.sampled_from([1, 2]), d=st.sampled_from([64, 128]))
 def test_attention_backward_with_lse_read_from_shared_memory_matches_float64(seq, causal, group, d):
-    """shared_vectors: the backward's LSE read from its ring stage where sub_col uses it (never whole in
-    registers), at FlashAttention-3's 128 query rows a step at head dim 64 (V in shared memory) and at the
+    """shared_vectors: the backward's LSE and Delta read from their ring stage where sub_col uses them (never
+    whole in registers), at FlashAttention-3's 128 query rows a step at head dim 64 (V in shared memory) and at the
     default block at 128; ragged ends, GQA, causal, against float64 gradients."""
     from test_kernel_attention_bwd import reference_attention_grads
     from tiles.kernels.attention_bwd import attention_backward

@@ -21,7 +21,8 @@ def build(kernel: str, d: int, dtype: str, compiler: str, causal: bool = False):
     x = random_array((1, 4, 128, d), dtype)
     f = lambda *s: np.zeros(s, np.float32)  # noqa: E731
     kfn, args, consts = {
-        "pre": (ab.attention_bwd_pre, [f(1, 4, 128), f(1, 4, 128), f(1, 4, 128, d), x, x, f(1, 4, 128)], {}),
+        "pre": (ab.attention_bwd_pre, [f(1, 4, 128), f(1, 4, 128), f(1, 4, 128, d), x, x, f(1, 4, 128), 0.1],
+                {}),
         "main": (ab.attention_bwd, [x, x, f(1, 4, 128, d), x, x, x, x, f(1, 4, 128), f(1, 4, 128), 0.1],
                  {"causal": causal}),
         "dq": (ab.attention_bwd_dq, [x, f(1, 4, 128, d)], {}),

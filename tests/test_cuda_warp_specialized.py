@@ -661,21 +661,27 @@ def test_short_attention_fits_q_k_and_v_boxes_and_announces_them():
 
 
 @needs_nvrtc
-def test_shared_vectors_are_read_where_they_are_used():
-    """shared_vectors: attention backward's LSE, which the producer brings through the ring and only sub_col reads,
-    stays in its stage's shared vector; its broadcast reads it there, no register vector is declared, and at 128
-    query rows a step (head dim 64, V in shared memory) ptxas spills nothing where the whole vector spilled.
-    Delta, loaded after the step's first mma (not through the ring), keeps its registers; without the option
-    nothing changes."""
-    k = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=0, shared_vectors=True, **WS)
-    assert schedules.shared_vectors(k) == {t for t in k.tiles if t.name == "lse"}
+@pytest.mark.parametrize("v_shared_from", [0, 128])
+def test_shared_vectors_are_read_where_they_are_used(v_shared_from):
+    """shared_vectors: attention backward's LSE and Delta, which only sub_col reads, come through the ring (Delta
+    too, though it is loaded after the step's first mma) and stay in their stage's shared vectors; the broadcasts
+    read them there, no register vector is declared, no wgmma is serialized, and at 128 query rows a step (head
+    dim 64, V in shared memory) ptxas spills nothing where the whole vectors spilled 104+104 bytes. Without the
+    option LSE is loaded into registers at the head and Delta from global memory."""
+    k = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=v_shared_from, shared_vectors=True,
+                            **WS)
+    assert {t.name for t in schedules.shared_vectors(k)} == {"lse", "delta"}
     gen = generate(k)
-    assert "tc::sub_col(s, s, lse_stages[stage]);" in gen.source and "tc::load_stage(lse" not in gen.source
-    assert not re.search(r"tc::rv<[^>]*> lse;", gen.source) and re.search(r"tc::rv<[^>]*> delta;", gen.source)
-    res = toolchain.compile(gen.source, "sm_90a").resources[gen.name]
-    assert res.spills == 0 and res.stack_frame == 0, res
-    plain = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=0, **WS)
-    assert schedules.shared_vectors(plain) == set() and "tc::load_stage(lse, lse_stages[stage]);" in generate(plain).source
+    for v, t in (("lse", "s"), ("delta", "dp")):
+        assert f"tc::sub_col({t}, {t}, {v}_stages[stage]);" in gen.source and f"tc::load_stage({v}" not in gen.source
+        assert not re.search(rf"tc::rv<[^>]*> {v};", gen.source)
+    c = toolchain.compile(gen.source, "sm_90a")
+    assert "C7511" not in c.log and "C7512" not in c.log and "C7515" not in c.log   # no wgmma serialized
+    if v_shared_from == 0:   # (V in registers too: 12 bytes spill)
+        assert c.resources[gen.name].spills == 0 and c.resources[gen.name].stack_frame == 0, c.resources[gen.name]
+    plain = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=v_shared_from, **WS)
+    assert schedules.shared_vectors(plain) == set() and [op.dst.name for op in schedules.pipelined_vectors(plain)] \
+        == ["lse"] and "tc::load(delta, Delta," in generate(plain).source
 
 
 @tl.kernel

@@ -59,7 +59,7 @@ KERNELS = {
     "rotary_half": lambda t: rotary_half.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 2, t, W=64),
     "rotary_interleaved": lambda t: rotary_interleaved.trace([G("bf16", 4)] * 4 + [G("bf16", 2)] * 4, t),
     "attention_bwd_pre": lambda t: attention_bwd_pre.trace([G("f32", 3), G("f32", 3), G("f32", 4), G("bf16", 4),
-                                                            G("bf16", 4), G("f32", 3)], t, D=128),
+                                                            G("bf16", 4), G("f32", 3), F32], t, D=128),
     # MHA and GQA are one kernel (the group size is a runtime number); causal adds the masked loop
     "attention_bwd": lambda t: _attention_bwd(t, causal=True),
     "attention_bwd_noncausal": lambda t: _attention_bwd(t, causal=False),

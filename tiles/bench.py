@@ -750,7 +750,7 @@ class AttentionBwd(Attention):
         from .kernels import attention_bwd as ab
         dq, dk, dv, acc, delta, q, k, v, o, do, lse, scale, lse2 = args
         d, causal = s["D"], bool(s.get("causal"))
-        return [(ab.attention_bwd_pre, [delta, lse2, acc, o, do, lse], {"D": d}),
+        return [(ab.attention_bwd_pre, [delta, lse2, acc, o, do, lse, scale], {"D": d}),
                 (ab.attention_bwd, [dk, dv, acc, q, k, v, do, lse2, delta, scale], {"D": d, "causal": causal}),
                 (ab.attention_bwd_dq, [dq, acc], {"D": d})]
 

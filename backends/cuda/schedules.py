@@ -213,15 +213,18 @@ def pipelined_vectors(k: ir.Kernel) -> list[ir.Op]:
     instruction, ~9% of the consumers' samples). Later loads (its Delta) stay global loads: the mma in flight
     hides part of their latency (Delta's still took ~4% of the samples at 04:26 UTC, 11-30), and loaded at the
     head instead, from shared memory, ptxas serialized the wgmma for want of registers (C7512, D 128; checked
-    again at 04:50 with Delta read before and after dP^T's wait). Taken: a vector loaded once per body, from a
-    global nothing in the kernel writes, in whole 16-byte pieces."""
+    again at 04:50 with Delta read before and after dP^T's wait). Under the `shared_vectors` option a later load
+    is taken too when only broadcasts read its vector (shared_vectors: it then holds no registers). Taken: a
+    vector loaded once per body, from a global nothing in the kernel writes, in whole 16-byte pieces."""
     written = {op.dst for op in ops(k.body) if op.name in ("store", "atomic_add", "store_sum")}
     written |= {g for op in ops(k.body) if op.name == "store_sum" for g in op.srcs[1:3]}
+    later = k.options.get("shared_vectors")
     out = []
     for lp in loops(k.body):
         if lp.kind != "pipeline":
             continue
         head = list(itertools.takewhile(lambda s: isinstance(s, ir.Op) and s.name != "mma", lp.body))
+        head += [s for s in lp.body[len(head):] if later and isinstance(s, ir.Op) and _broadcast_only(k, s.dst)]
         vecs = [s for s in head if s.name == "load" and isinstance(s.dst, RV) and isinstance(s.srcs[0], GL)
                 and s.srcs[0] not in written and (s.dst.length * s.srcs[0].dtype.itemsize) % 16 == 0]
         out += [s for s in vecs if sum(isinstance(x, ir.Op) and x.name == "load" and x.dst is s.dst
@@ -234,17 +237,26 @@ def shared_vectors(k: ir.Kernel) -> set:
     """The pipelined vectors (pipelined_vectors) that stay in their stage's shared vector, read where used (the
     `shared_vectors` option): those only broadcasts read and nothing but their ring load writes. A broadcast then
     reads each pair of its vector once per step from shared memory where the registers held the whole vector for
-    the step: at 128 query rows, attention backward's LSE took 32 registers a thread and the consumers spilled."""
+    the step: at 128 query rows, attention backward's LSE and Delta took 32 registers a thread each and the
+    consumers spilled."""
     if not k.options.get("shared_vectors"):
         return set()
-    ring = {op.dst for op in pipelined_vectors(k)}
-    broadcasts = {f"{b}_{a}" for a in ("row", "col") for b in ("add", "sub", "mul")}   # (div takes reciprocals)
+    return {op.dst for op in pipelined_vectors(k) if _broadcast_only(k, op.dst)}
+
+
+_BROADCASTS = {f"{b}_{a}" for a in ("row", "col") for b in ("add", "sub", "mul")}   # (div takes reciprocals)
+
+
+def _broadcast_only(k: ir.Kernel, t) -> bool:
+    """Whether register vector t is written by loads alone and read by add/sub/mul broadcasts alone."""
+    if not isinstance(t, RV):
+        return False
     for op in ops(k.body):
-        for t in [t for t in ring if any(x is t for x in (op.dst, *op.srcs))]:
-            read = op.name in broadcasts and op.srcs[1] is t and op.dst is not t and op.srcs[0] is not t
+        if any(x is t for x in (op.dst, *op.srcs)):
+            read = op.name in _BROADCASTS and op.srcs[1] is t and op.dst is not t and op.srcs[0] is not t
             if not (read or op.name == "load" and op.dst is t):
-                ring.discard(t)
-    return ring
+                return False
+    return True
 
 
 def accumulators(body) -> list | None:

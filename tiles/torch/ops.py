@@ -92,14 +92,14 @@ def _(q, k, v, causal, scale, backend):
 @torch.library.custom_op("tiles::attention_bwd", mutates_args=())
 def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool, scale: float,
                   backend: str) -> tuple[Tensor, Tensor, Tensor]:
-    """(dQ, dK, dV) through the shipped backward: Delta = rowsum(dO * O) and LSE in log2 units, then dK, dV
+    """(dQ, dK, dV) through the shipped backward: Delta = rowsum(dO * O) scale and LSE in log2 units, then dK, dV
     (summed over a kv head's query heads) with dQ accumulated in float32, then dQ converted to q's dtype."""
     _check_attention(q, k, v, causal)
     do, q, k, v, o, lse = map(_operand, (do, q, k, v, o, lse))
     d = q.shape[3]
     delta, lse2, dq_acc = _empty(lse.shape, lse), _empty(lse.shape, lse), _empty(q.shape, q, torch.float32)
     dq, dk, dv = _empty(q.shape, q), _empty(k.shape, k), _empty(v.shape, v)
-    launch(_attn_bwd.attention_bwd_pre, (delta, lse2, dq_acc, o, do, lse), backend, D=d)
+    launch(_attn_bwd.attention_bwd_pre, (delta, lse2, dq_acc, o, do, lse, float(scale)), backend, D=d)
     launch(_attn_bwd.attention_bwd, (dk, dv, dq_acc, q, k, v, do, lse2, delta, float(scale)), backend, D=d,
            causal=causal)
     launch(_attn_bwd.attention_bwd_dq, (dq, dq_acc), backend, D=d)
