@@ -432,37 +432,22 @@ __device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C,
     });
 }
 // The same with the vector in shared memory (a ring stage's, the `shared_vectors` option), read where it is
-// used: one 8-byte read per pair of columns a lane holds, applied to every row it holds, or one read per row.
+// used: a pair of columns (one 8-byte read) or a row's value, each read once and reused for every pair that
+// shares it (no shared write in between: the compiler keeps the first read).
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, const sv<V, C>& v, F f) {
-    using tile = rt<T, R, C, NW>;
-#pragma unroll
-    for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {   // pairs p = 2h (row g) and 2h + 1 (row g + 8) share columns
-            const pair<V> y = *reinterpret_cast<const pair<V>*>(v.data + tile::col_of(j, 2 * h));
-#pragma unroll
-            for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-                for (int p = 2 * h; p < 2 * h + 2; ++p)
-                    dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), to_float(y.x)),
-                                                  f(to_float(src.d[i][j][p].y), to_float(y.y)));
-        }
+    rt<T, R, C, NW>::each([&](int i, int j, int p) {
+        const pair<V> y = *reinterpret_cast<const pair<V>*>(v.data + rt<T, R, C, NW>::col_of(j, p));
+        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), to_float(y.x)),
+                                      f(to_float(src.d[i][j][p].y), to_float(y.y)));
+    });
 }
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void with_row(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, const sv<V, R>& v, F f) {
-    using tile = rt<T, R, C, NW>;
-#pragma unroll
-    for (int i = 0; i < tile::height; ++i)
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {   // rows g and g + 8
-            const float y = to_float(v.data[tile::row_of(i, q)]);
-#pragma unroll
-            for (int j = 0; j < tile::width; ++j)
-#pragma unroll
-                for (int p = q; p < 4; p += 2)
-                    dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), y), f(to_float(src.d[i][j][p].y), y));
-        }
+    rt<T, R, C, NW>::each([&](int i, int j, int p) {
+        const float y = to_float(v.data[rt<T, R, C, NW>::row_of(i, p)]);
+        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), y), f(to_float(src.d[i][j][p].y), y));
+    });
 }
 #define TC_BROADCAST(name, kind, expr)                                                  \
     template <typename D, typename S, typename V>                                       \
