@@ -14,11 +14,11 @@ a TypeError/ValueError naming the configuration) is an answer; a finding is
 Drawn per case: block extents from 16..256 (powers of two and 3x multiples: 48, 96, 192) for every block constant
 the kernel has (BM, BN, BK, BR, BC, W ...), stages 1..8, workers 1..8 (16 on sm_80), SPLIT, blocks_per_sm,
 schedule names of the target's backend, mfma, persistent, wgmma, max_registers, the sm_90a switches (rings,
-deferred, turns, resident, boxes, rewrites, exp2_poly), head dims (attention's D, also 32/96/256, by rewriting the
-workload's shape) and the kernels' own switches (staged, HG, RPB, v_shared_from, trans_b); accumulate, causal, bt,
-interleaved and f16 come from the shapes' flags. Shapes are the workloads' small shapes and a few skinny/long ones:
-tracing reads only dtypes and ranks, but a shape picks the heuristic's configuration, gemm's plan (SPLIT into
-sum_parts, whose launch is compiled too) and the row kernels' one-pass plan.
+deferred, turns, resident, boxes, rewrites, shared_vectors, exp2_poly), head dims (attention's D, also 32/96/256,
+by rewriting the workload's shape) and the kernels' own switches (staged, HG, RPB, v_shared_from, trans_b);
+accumulate, causal, bt, interleaved and f16 come from the shapes' flags. Shapes are the workloads' small shapes and
+a few skinny/long ones: tracing reads only dtypes and ranks, but a shape picks the heuristic's configuration, gemm's
+plan (SPLIT into sum_parts, whose launch is compiled too) and the row kernels' one-pass plan.
 
 Not covered: the Metal compiler itself (off macOS only the MSL host check runs, so MSL that g++ takes and xcrun
 metal would refuse goes unseen), hiprtc (clang stands in for it), launches (shared memory a device refuses at
@@ -117,7 +117,7 @@ def draw(rng: random.Random, kernel: str, target: str) -> tuple[str, dict, dict]
             cfg["wgmma"] = rng.random() < 0.5
         if rng.random() < 0.15:
             cfg["max_registers"] = rng.choice((0, 64, 128, 168, 232, 255))
-        for opt in ("rings", "deferred", "turns", "resident", "boxes", "rewrites"):
+        for opt in ("rings", "deferred", "turns", "resident", "boxes", "rewrites", "shared_vectors"):
             if rng.random() < 0.05:
                 cfg[opt] = rng.random() < 0.5
         if rng.random() < 0.05:

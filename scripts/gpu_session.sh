@@ -85,6 +85,15 @@
 #   split16    12-06: 64x64 tiles at 8 and 12 stages, K split 2 / 4, at M 1-64 of 4096x14336 (cuBLAS's grid shape)
 #   next1206   planned 12-06 06:15: the chunked store_sum's GPU tests, the decode rows' defaults (64x64 tiles split in two
 #              at K = 14336: 47.5 us on the H100), 64x256 split without the spills, fp8 on 64x64 tiles
+#   bwd1206    12-06 (H200): the backward at head dim 64 with 128 query rows a step, V in shared memory or not
+#   split17    12-06: store_sum's edge tiles unserialized: GPU tests, the K = 14336 decode rows over tiles and splits
+#   split18    12-06: the split at K = 4096 after that fix, and 128-row tiles (128x128 split, 128x64 whole) at M = 128
+#   last1206   12-06: gemm's 128x64 default past 64 rows against cuBLAS, gemm_fp8 on 64x64 / 64x128 tiles, 4 / 8 stages
+#   grid1206   12-06: the decode rows of issue 18's grid with every default, and gemm_fp8's, in one run. Planned for the
+#              next H200 call, with split17: the H200's K = 14336 column was 0.74-0.91x before the edge fix
+#   bwd-sv     planned 12-06 for the next call: the backward's LSE and Delta read from shared memory where used
+#              (shared_vectors, never run on a GPU): its GPU property test first, then D64 at BM=128 against the
+#              default and cuDNN (predicted 6.6-7.2 ms against 7.24), D128 with the option (0-2%)
 #   next11     planned 12-04 20:50: gemm at the grid's three misses (0.85-0.89x): 128x4096x14336 over splits and
 #              tiles (the 19:50 sweep ran past its limit), 16 and 64 x4096x4096 split in two (what the second launch
 #              costs: the case for a split whose last block sums the parts in the same launch)
