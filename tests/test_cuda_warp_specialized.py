@@ -685,8 +685,9 @@ def test_shared_vectors_are_read_where_they_are_used(v_shared_from):
 
 
 @tl.kernel
-def _shifted_products(C, A, B, V, *, BM=64, BN=64, BK=64, scaled=False):
-    """C = sum over K steps of (A B)_step - V[step] per column: a ring vector that only sub_col reads, or not."""
+def _shifted_products(C, A, B, V, *, BM=64, BN=64, BK=64, scaled=False, after=False):
+    """C = sum over K steps of (A B)_step - V[step] per column: a ring vector that only sub_col reads, or not
+    (scaled: written in the body; after: read once more past the loop, where no stage is at hand)."""
     bm, bn = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN))
     a, b = tl.shared(A.dtype, BM, BK, name="a"), tl.shared(B.dtype, BK, BN, name="b")
     c, t = tl.regs(tl.f32, BM, BN, name="c"), tl.regs(tl.f32, BM, BN, name="t")
@@ -702,17 +703,20 @@ def _shifted_products(C, A, B, V, *, BM=64, BN=64, BK=64, scaled=False):
         tl.mma_AB(t, a, b, t)
         tl.sub_col(t, t, v)
         tl.add(c, c, t)
+    if after:
+        tl.sub_col(c, c, v)
     tl.store(C, c, (bm, bn))
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("scaled", [False, True])
-def test_shared_vectors_take_only_vectors_that_broadcasts_alone_read(scaled):
+@pytest.mark.parametrize("scaled, after", [(False, False), (True, False), (False, True)])
+def test_shared_vectors_take_only_vectors_that_broadcasts_alone_read(scaled, after):
     x = random_array((256, 256), "bf16")
-    k = _shifted_products.trace([x, x, x, np.zeros((4, 256), np.float32)], "sm_90a", scaled=scaled,
+    k = _shifted_products.trace([x, x, x, np.zeros((4, 256), np.float32)], "sm_90a", scaled=scaled, after=after,
                                 shared_vectors=True, **WS)
     assert [op.dst.name for op in schedules.pipelined_vectors(k)] == ["v"]
-    assert {t.name for t in schedules.shared_vectors(k)} == (set() if scaled else {"v"})
+    taken = not (scaled or after)
+    assert {t.name for t in schedules.shared_vectors(k)} == ({"v"} if taken else set())
     gen = generate(k)
-    assert ("tc::sub_col(t, t, v);" if scaled else "tc::sub_col(t, t, v_stages[stage]);") in gen.source
+    assert ("tc::sub_col(t, t, v_stages[stage]);" if taken else "tc::sub_col(t, t, v);") in gen.source
     assert gen.name in toolchain.compile(gen.source, "sm_90a").resources   # the broadcast from shared compiles

@@ -238,10 +238,12 @@ def shared_vectors(k: ir.Kernel) -> set:
     `shared_vectors` option): those only broadcasts read and nothing but their ring load writes. A broadcast then
     reads each pair of its vector once per step from shared memory where the registers held the whole vector for
     the step: at 128 query rows, attention backward's LSE and Delta took 32 registers a thread each and the
-    consumers spilled."""
+    consumers spilled. Every use must lie in a pipeline body, where a stage is at hand."""
     if not k.options.get("shared_vectors"):
         return set()
-    return {op.dst for op in pipelined_vectors(k) if _broadcast_only(k, op.dst)}
+    inside = {id(op) for lp in loops(k.body) if lp.kind == "pipeline" for op in ops(lp.body)}
+    return {op.dst for op in pipelined_vectors(k) if _broadcast_only(k, op.dst) and
+            all(id(x) in inside for x in ops(k.body) if any(y is op.dst for y in (x.dst, *x.srcs)))}
 
 
 _BROADCASTS = {f"{b}_{a}" for a in ("row", "col") for b in ("add", "sub", "mul")}   # (div takes reciprocals)
