@@ -572,11 +572,9 @@ class _Emitter:
             w(f"tc::atomic_add_mma<{ta}, {tb}, NUM_WARPS>({dst.name}, {m.srcs[0].name}, {m.srcs[1].name}, "
               f"{self.idx(op)});  // {srcs[0].name}, never whole in registers")
             staged = True
-        elif dst in self.at_use and any(op is x for x in self.ring_vectors):
-            w(f"// {dst.name}: read from {dst.name}_stages[stage] where it is used (shared_vectors)")
-            staged = True
         elif any(op is x for x in self.ring_vectors):   # the producer brought it into this stage
-            w(f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
+            at_use = f"// {dst.name}: read from {dst.name}_stages[stage] where it is used (shared_vectors)"
+            w(at_use if dst in self.at_use else f"tc::load_stage({dst.name}, {dst.name}_stages[stage]);")
             staged = True
         elif name == "store_sum":
             src, parts, arrivals, part = srcs

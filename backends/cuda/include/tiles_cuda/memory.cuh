@@ -341,16 +341,9 @@ __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW
 }
 
 // ---- a sum split over blocks (tl.store_sum) --------------------------------
-// Two f32 another block wrote, read from L2 (ld.global.cg), where its writes are, not from a line of this SM's L1.
-__device__ __forceinline__ pair<float> load_l2(const float* g) {
-#if defined(TILES_EMU)
-    return {g[0], g[1]};
-#else
-    const float2 v = __ldcg(reinterpret_cast<const float2*>(g));
-    return {v.x, v.y};
-#endif
-}
-__device__ __forceinline__ float load_l2_one(const float* g) {
+// What another block wrote (a float or a float2), read from L2 (ld.global.cg), where its writes are, not from a
+// line of this SM's L1.
+template <typename V> __device__ __forceinline__ V load_l2(const V* g) {
 #if defined(TILES_EMU)
     return *g;
 #else
@@ -389,7 +382,9 @@ __device__ inline void add_parts(const gl<T>& dst, coord idx, const gl<float>& p
 #pragma unroll
             for (int q = 0; q < COUNT; ++q) {
                 const float* h = g + q * slice;
-                const pair<float> v = WHOLE ? load_l2(h + c) : pair<float>{load_l2_one(h + x), load_l2_one(h + y)};
+                const float2 w = WHOLE ? load_l2(reinterpret_cast<const float2*>(h + c))
+                                       : float2{load_l2(h + x), load_l2(h + y)};
+                const pair<float> v = {w.x, w.y};
                 sum[k] = q == 0 ? v : pair<float>{sum[k].x + v.x, sum[k].y + v.y};
             }
         }
