@@ -37,8 +37,9 @@ CONFIGS = {
     # FlashAttention-3's backward at D=128: 128 kv rows over 2 consumer warpgroups, 64 query rows a step; dQ's 64
     # rows split by columns over the two (backends/cuda: rt_cols); dV issued before dS^T at D=128 (dv_early,
     # per_head_dim below). V in registers at D=64: its shared reads compete with the wgmma's operands for
-    # the busiest unit (H200, 2026-11-30: 0.82x -> 0.86x cuDNN); at D=128 they spill (0.73x)
-    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2),
+    # the busiest unit (H200, 2026-11-30: 0.82x -> 0.86x cuDNN); at D=128 they spill (0.73x). LSE2 and Delta
+    # read from their ring stage where used (shared_vectors; H100, 12-06: D64 7.29 -> 6.58 ms, D128 20.82 -> 20.40)
+    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2, shared_vectors=True),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
     "gfx950": dict(BM=64, BN=64, v_shared_from=0, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),

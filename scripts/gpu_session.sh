@@ -91,6 +91,7 @@
 #   last1206   12-06: gemm's 128x64 default past 64 rows against cuBLAS, gemm_fp8 on 64x64 / 64x128 tiles, 4 / 8 stages
 #   grid1206   12-06: the decode rows of issue 18's grid with every default, and gemm_fp8's, in one run. Planned for the
 #              next H200 call, with split17: the H200's K = 14336 column was 0.74-0.91x before the edge fix
+#   bwd-sv2    12-06: the option at the D64 default and on the D128 rows; grid1206 where the card is an H200
 #   bwd-sv     planned 12-06 for the next call: the backward's LSE and Delta read from shared memory where used
 #              (shared_vectors, never run on a GPU): its GPU property test first, then D64 at BM=128 against the
 #              default and cuDNN (predicted 6.6-7.2 ms against 7.24), D128 with the option (0-2%)
@@ -557,6 +558,17 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    bwd-sv2)  # 12-06 (H100: the option took D128 20.82 -> 20.40 ms, 0.99x cuDNN; D64 BM 128 7.03 against 7.29): the
+              # option at the default blocks on the issue's other rows; the decode grid only where the card is an H200
+        a="python3 -m tiles compare attention_bwd --backends cuda --no-compile"
+        echo "== D64 at the default BM 64 with the option (predicted 2-4% off 7.29 ms: LSE's 32 registers a thread)"
+        timeout 100 $a --no-libraries --shapes 16x16x4096x64 16x16x4096x64,causal --set shared_vectors=False,True 2>&1 | r
+        echo "== D64 BM 128 with the option, dV early"
+        timeout 60 $a --no-libraries --shapes 16x16x4096x64 --set BM=128 v_shared_from=0 shared_vectors=True dv_early=True 2>&1 | r
+        echo "== D128 rows with the option (predicted 1-2% each)"
+        timeout 200 $a --shapes 4x32x8192x128,causal 4x32/8x8192x128,causal 8x16x2048x128,causal \
+            --set shared_vectors=False,True 2>&1 | r
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206; fi ;;
     bwd1206)  # 12-06: the backward at head dim 64 with FA3's 128 query rows a step (spills 104-228 B so far)
         echo "== attention_bwd D64, BM and V's home"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda \
             --no-compile --shapes 16x16x4096x64 --set BM=64,128 v_shared_from=0,128 2>&1 | r ;;

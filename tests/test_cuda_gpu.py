@@ -304,11 +304,12 @@ def test_attention_d64_in_192_row_query_blocks_matches_float64(seq, causal, pers
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
 @settings(max_examples=6, deadline=None)
-@given(seq=st.integers(2, 300), causal=st.booleans(), group=st.sampled_from([1, 2]), d=st.sampled_from([64, 128]))
-def test_attention_backward_with_lse_read_from_shared_memory_matches_float64(seq, causal, group, d):
-    """shared_vectors: the backward's LSE and Delta read from their ring stage where sub_col uses them (never
-    whole in registers), at FlashAttention-3's 128 query rows a step at head dim 64 (V in shared memory) and at the
-    default block at 128; ragged ends, GQA, causal, against float64 gradients."""
+@given(seq=st.integers(2, 300), causal=st.booleans(), group=st.sampled_from([1, 2]), d=st.sampled_from([64, 128]),
+       wide=st.booleans())
+def test_attention_backward_with_lse_read_from_shared_memory_matches_float64(seq, causal, group, d, wide):
+    """shared_vectors (sm_90a's default): the backward's LSE and Delta read from their ring stage where sub_col
+    uses them (never whole in registers), at the default block and, at head dim 64, at FlashAttention-3's 128 query
+    rows a step (V in shared memory); ragged ends, GQA, causal, against float64 gradients."""
     from test_kernel_attention_bwd import reference_attention_grads
     from tiles.kernels.attention_bwd import attention_backward
     q, do = (random_array((1, 2 * group, seq, d), "bf16") for _ in range(2))
@@ -316,7 +317,7 @@ def test_attention_backward_with_lse_read_from_shared_memory_matches_float64(seq
     o, lse, _, _, _ = reference_attention_grads(q, k, v, do, causal, 1 / math.sqrt(d))
     o = bf16.round(o).astype(q.dtype)
     _, _, ref_dq, ref_dk, ref_dv = reference_attention_grads(q, k, v, do, causal, 1 / math.sqrt(d), o)
-    config = dict(BM=128, v_shared_from=0) if d == 64 else {}
+    config = dict(BM=128, v_shared_from=0) if d == 64 and wide else {}
     dq, dk, dv = attention_backward(q, k, v, o, lse.astype(np.float32), do, causal=causal, backend="cuda",
                                     shared_vectors=True, **config)
     assert_close(dq, ref_dq, "bf16", what="dQ")

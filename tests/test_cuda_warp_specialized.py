@@ -138,15 +138,14 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "tc::atomic_add_tma<2>(&DQacc_tma, dq_staging, dq_turn, dq, {" in gen.source
         assert "tc::atomic_add(" not in gen.source
         assert gen.source.rstrip().endswith("tc::store_tma_wait();\n    }\n}")
-        # a row vector wholly inside the global takes one test and then the unchecked path (memory.cuh): Delta
-        # as 8-byte pairs (its 64 floats: 8 per thread)
-        assert len(re.findall(r"LDG\.E\.64[. ]", consumer)) == 8
-        # LSE, loaded at the head of the step, comes through the ring: the producer's bulk copy into the
-        # stage's shared vector (UBLKCP), the consumers' 8-byte shared reads
-        assert s.vectors == ("lse",) and "UBLKCP.S.G" in producer_sass(sass)
-        assert "tc::load_stage(lse, lse_stages[stage]);" in gen.source
-        assert gen.source.count("tc::load_bulk(lse_stages[stage], LSE2, full,") == gen.source.count("tc::produce<")
-        assert len(re.findall(r"LDS\.64 ", consumer)) == 8
+        # LSE2 and Delta come through the ring (sm_90a's default, shared_vectors): the producer's bulk copies into
+        # the stage's shared vectors (UBLKCP), which the consumers' broadcasts read where they are used, as 8-byte
+        # shared reads (each thread's 4 pairs of its 64 rows, each vector); no global load in their loop
+        assert s.vectors == ("lse", "delta") and "UBLKCP.S.G" in producer_sass(sass)
+        for v, t in (("lse", "s"), ("delta", "dp")):
+            assert f"tc::sub_col({t}, {t}, {v}_stages[stage]);" in gen.source
+            assert gen.source.count(f"tc::load_bulk({v}_stages[stage], ") == gen.source.count("tc::produce<")
+        assert len(re.findall(r"LDS\.64 ", consumer)) == 16 and not re.search(r"\bLDG", consumer)
         assert "tc::rt_cols<float, 64, " in gen.source
         producer_src = gen.source[gen.source.index("if (tc::is_producer_leader())"):gen.source.index("} else {")]
         assert "for (int g = 0; g < (Q.depth() / K.depth()); ++g) {" in producer_src
@@ -679,7 +678,8 @@ def test_shared_vectors_are_read_where_they_are_used(v_shared_from):
     assert "C7511" not in c.log and "C7512" not in c.log and "C7515" not in c.log   # no wgmma serialized
     if v_shared_from == 0:   # (V in registers too: 12 bytes spill)
         assert c.resources[gen.name].spills == 0 and c.resources[gen.name].stack_frame == 0, c.resources[gen.name]
-    plain = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=v_shared_from, **WS)
+    plain = attention_bwd.trace(bwd_args(64), "sm_90a", D=64, BM=128, v_shared_from=v_shared_from,
+                                shared_vectors=False, **WS)
     assert schedules.shared_vectors(plain) == set() and [op.dst.name for op in schedules.pipelined_vectors(plain)] \
         == ["lse"] and "tc::load(delta, Delta," in generate(plain).source
 
