@@ -91,6 +91,8 @@
 #   last1206   12-06: gemm's 128x64 default past 64 rows against cuBLAS, gemm_fp8 on 64x64 / 64x128 tiles, 4 / 8 stages
 #   grid1206   12-06: the decode rows of issue 18's grid with every default, and gemm_fp8's, in one run. Planned for the
 #              next H200 call, with split17: the H200's K = 14336 column was 0.74-0.91x before the edge fix
+#   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
+#   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
 #   bwd-sv2    12-06: the option at the D64 default and on the D128 rows; grid1206 where the card is an H200
 #   bwd-sv     planned 12-06 for the next call: the backward's LSE and Delta read from shared memory where used
 #              (shared_vectors, never run on a GPU): its GPU property test first, then D64 at BM=128 against the
@@ -558,6 +560,27 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    bwd-grp)  # 12-06: the causal backward's kv blocks started longest first within groups of heads of about a wave
+              # (tl.grid(group=...)); bwd-lf's order across every head lost 1.7-2x (L2), this one keeps a few heads in flight
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_ops.py \
+            tests/test_kernel_attention_bwd.py tests/test_cuda_gpu.py tests/test_kernels.py \
+            -k "grid_group or attention_backward or bwd or gemm" >"$OUT/grp_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/grp_tests.log" | tail -6
+        echo "== causal rows, longest_first in groups (predicted: -4 to -5% at 2048, -1 to -1.5% at 4096 / 8192)"
+        timeout 260 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes 8x16x2048x128,causal \
+            16x16x4096x64,causal 4x32x8192x128,causal 4x32/8x8192x128,causal --set longest_first=False,True 2>&1 | r
+        echo "== gemm, the persistent walk's order now tiles_group_row/col (unchanged: within noise)"
+        timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x4096x4096 2>&1 | r
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206; fi ;;
+    bwd-lf)  # 12-06: the causal backward's kv blocks longest walk first (the grid's slowest axis); a list-scheduling
+             # model (132 SMs, one block each) predicts 0.937 -> 0.993 of ideal at 8x16x2048 causal, +1.5% at N 4096/8192
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 \
+            tests/test_kernel_attention_bwd.py tests/test_cuda_gpu.py -k "attention_backward or bwd" >"$OUT/lf_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/lf_tests.log" | tail -6
+        echo "== causal rows, longest_first (predicted: -4 to -6% at 2048, -1 to -2% at 4096 / 8192)"
+        timeout 260 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes 8x16x2048x128,causal \
+            16x16x4096x64,causal 4x32x8192x128,causal 4x32/8x8192x128,causal --set longest_first=False,True 2>&1 | r
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206; fi ;;
     bwd-sv2)  # 12-06 (H100: the option took D128 20.82 -> 20.40 ms, 0.99x cuDNN; D64 BM 128 7.03 against 7.29): the
               # option at the default blocks on the issue's other rows; the decode grid only where the card is an H200
         a="python3 -m tiles compare attention_bwd --backends cuda --no-compile"

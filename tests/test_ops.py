@@ -565,3 +565,33 @@ def test_tiles_past_the_last_depth_read_zeros(backend, depth, m, n):
     y = poisoned((2 * depth, m, n), "f32")
     run(backend, past_the_last_depth, y, x)
     assert_close(y, np.concatenate([up(x), np.zeros((depth, m, n))]) + 1.0, "f32")
+
+
+@tl.kernel
+def _grouped_blocks(Out, group):
+    """Each block fills its 16x16 tile of Out with a number naming the tile it took (tl.grid's group order)."""
+    bx, by, bz = tl.grid(tl.cdiv(Out.cols, 16), tl.cdiv(Out.rows, 16), Out.depth, group=group)
+    t = tl.regs(tl.f32, 16, 16, name="t")
+    tl.fill(t, bz * 10000 + by * 100 + bx)
+    tl.store(Out, t, (bz, by, bx))
+
+
+@settings(max_examples=4)
+@given(cols=st.integers(1, 7), rows=st.integers(1, 9), depth=st.integers(1, 2), group=st.integers(1, 10))
+def test_grid_group_gives_every_block_one_tile(backend, cols, rows, depth, group):
+    """tl.grid(group=g) reorders which tile a block takes, never the set: each tile is filled once, with its own
+    number (poisoned first: a tile no block took stays NaN), whether g divides the rows or leaves a short group."""
+    out = poisoned((depth, 16 * rows, 16 * cols), "f32")
+    run(backend, _grouped_blocks, out, group)
+    z, y, x = np.meshgrid(np.arange(depth), np.arange(rows), np.arange(cols), indexing="ij")
+    want = np.kron(z * 10000 + y * 100 + x, np.ones((1, 16, 16)))
+    np.testing.assert_array_equal(np.asarray(out, dtype=np.float64), want)
+
+
+def test_grid_group_is_refused_on_a_one_dim_grid():
+    @tl.kernel
+    def one_dim(Out):
+        b = tl.grid(Out.rows, group=2)
+        tl.store(Out, tl.regs(tl.f32, 16, 16), (b, 0))
+    with pytest.raises(TileError, match="groups the rows of a 2-D or 3-D grid"):
+        one_dim.trace((np.zeros((16, 16), np.float32),), "reference")

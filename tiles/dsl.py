@@ -56,6 +56,7 @@ RESERVED = frozenset("""
 class _Builder:
     def __init__(self):
         self.tiles, self.body, self.checks, self.grid = [], [], [], None
+        self.grid_group = None
         self.broadcast: dict[str, set] = {}
         self.blocks = [self.body]
         self.names: dict[str, int] = {}
@@ -120,13 +121,27 @@ def _size(n, what):
     return n
 
 
-def grid(*sizes):
-    """Declare the launch grid (1 to 3 dims, scalars of the arguments) and return this block's indices."""
+def grid(*sizes, group=None):
+    """Declare the launch grid (1 to 3 dims, scalars of the arguments) and return this block's indices.
+
+    Blocks start in the order of their index, axis 0 fastest. group=g (a grid of 2 or 3 dims; a scalar of the
+    arguments, at least 1) starts them column by column within groups of g rows instead: for each group of g
+    indices along axis 0, every index of axis 1 in turn, the group's rows fastest; axis 2 slowest. The blocks
+    running at once then share a few rows' operands in L2 (GEMM's tiles of A; a few heads' Q), and within a
+    group go through axis 1 in order: a kernel whose blocks along axis 1 do less and less work starts the
+    longest first (attention backward's causal kv blocks)."""
     b = _builder()
     if b.grid is not None:
         raise TileError("tl.grid is called twice", _loc())
     if not 1 <= len(sizes) <= 3:
         raise TileError(f"tl.grid takes 1 to 3 sizes, got {len(sizes)}", _loc())
+    if group is not None:
+        if len(sizes) < 2:
+            raise TileError(f"tl.grid(group=...) groups the rows of a 2-D or 3-D grid; this grid has {len(sizes)} "
+                            "dim", _loc())
+        if isinstance(group, (int, float)) and (group != int(group) or group < 1):
+            raise TileError(f"tl.grid(group=...) takes a whole number of rows of at least 1, got {group}", _loc())
+        b.grid_group = ir.as_expr(group)
     b.grid = tuple(ir.as_expr(s) for s in sizes)
     idx = tuple(ir.BlockIdx(i) for i in builtins.range(len(sizes)))
     return idx if len(idx) > 1 else idx[0]
@@ -486,7 +501,7 @@ class KernelFn:
         line = self.fn.__code__.co_firstlineno
         k = ir.Kernel(self.__name__, params, consts, options, b.grid or (), b.tiles, b.body, b.checks,
                       ir.Loc(src_file, line, f"def {self.__name__}(...)"),
-                      {n: frozenset(a) for n, a in b.broadcast.items()})
+                      {n: frozenset(a) for n, a in b.broadcast.items()}, b.grid_group)
         verify(k, target)
         return k
 

@@ -271,6 +271,7 @@ class Kernel:
     checks: list           # Check
     loc: Loc | None = None
     broadcast: dict = field(default_factory=dict)   # global's name -> axes (0..3) it is declared broadcast over
+    group: Expr | None = None   # tl.grid(group=g): blocks start column by column in groups of g rows (axis 0)
 
     def indexed_axes(self) -> dict:
         """For each global the kernel accesses: the 4-D axes some access indexes (a tile coordinate of length n

@@ -38,7 +38,8 @@ def format_kernel(k: ir.Kernel) -> str:
     lines = [f"kernel {k.name}({params}) {{{consts}}}"]
     if k.options:
         lines.append("  options " + ", ".join(f"{n}={v}" for n, v in k.options.items()))
-    lines.append(f"  grid ({', '.join(ir.fmt(g) for g in k.grid)})")
+    group = f", group={ir.fmt(k.group)}" if k.group is not None else ""
+    lines.append(f"  grid ({', '.join(ir.fmt(g) for g in k.grid)}{group})")
     for c in k.checks:
         lines.append(f"  check {ir.fmt(c.a)} {c.op} {ir.fmt(c.b)}")
     for t in k.tiles:

@@ -145,8 +145,10 @@ class _Emitter:
                 if isinstance(p, GL):
                     w(f"const tc::gl<{ctype(p.dtype)}> {p.name} = TC_GL({p.name});")
             if not self.s.persistent:
-                for axis in range(len(k.grid)):
-                    w(f"const int block_{'xyz'[axis]} = blockIdx.{'xyz'[axis]};")
+                ids = ("blockIdx.x", "blockIdx.y", "blockIdx.z")[:len(k.grid)]
+                group = None if k.group is None else expr(k.group)
+                for line in cgen.block_indices(ids, group, [expr(g) for g in k.grid]):
+                    w(line)
             self.declare_shared()
             if ws:
                 self.warp_specialized()
@@ -299,26 +301,24 @@ class _Emitter:
 
     @contextlib.contextmanager
     def tiles(self):
-        """The persistent grid's walk over tl.grid's tiles (2-D grids in groups of GROUP_ROWS along x, others x
-        fastest; the blocks take each round's tiles in reverse every other round, tc::persistent_tile), or the
-        block's one tile."""
+        """The persistent grid's walk over tl.grid's tiles in the order a launch of them would start (tl.grid's
+        group; a 2-D grid without one in groups of GROUP_ROWS rows, so that concurrent tiles share A rows and B
+        columns in L2), the blocks taking each round's tiles in reverse every other round (tc::persistent_tile);
+        or the block's one tile."""
         w = self.w
         if not self.s.persistent:
             yield
             return
         with w.block("for (int round = 0, tile = tc::persistent_tile(0); tile < tiles; "
                      "tile = tc::persistent_tile(++round)) {"):
-            if len(self.k.grid) == 2:   # GEMM-shaped: groups of rows, so that concurrent tiles share operands in L2
-                w(f"const tc::tile2 at = tc::grouped_order(tile, grid[0], grid[1], {schedules.GROUP_ROWS});")
-                w("const int block_x = at.x, block_y = at.y;")
-                yield
-                return
-            step = "tile"
-            for axis in range(len(self.k.grid)):
-                last = axis == len(self.k.grid) - 1
-                w(f"const int block_{'xyz'[axis]} = {step}{'' if last else f' % grid[{axis}]'};")
-                below = " * ".join(f"grid[{i}]" for i in range(axis + 1))
-                step = f"tile / {below if axis == 0 else f'({below})'}"
+            n, sizes, z = len(self.k.grid), ["grid[0]", "grid[1]"], "tile / (grid[0] * grid[1])"
+            group = expr(self.k.group) if self.k.group is not None else str(schedules.GROUP_ROWS) if n == 2 else None
+            if group is None:   # 1-D, or 3-D x fastest
+                ids, order = ("tile",) if n == 1 else ("tile % grid[0]", "tile / grid[0] % grid[1]", z), None
+            else:
+                ids, order = ("", "", z)[:n], "tile % (grid[0] * grid[1])" if n == 3 else "tile"
+            for line in cgen.block_indices(ids, group, sizes, order):
+                w(line)
             yield
 
     def loads(self, lp: ir.Loop) -> list[ir.Op]:

@@ -116,7 +116,7 @@ def _row_copies(k: ir.Kernel, target: str) -> ir.Kernel:
                 out += [s] + ([after[s]] if s in after else [])
         return out
     return ir.Kernel(k.name, k.params, k.consts, k.options, k.grid, k.tiles + [a.dst for a in after.values()],
-                     rebuild(k.body), k.checks, k.loc, k.broadcast)
+                     rebuild(k.body), k.checks, k.loc, k.broadcast, k.group)
 
 
 class _Emitter:
@@ -515,7 +515,13 @@ class _Emitter:
 
     def grid(self, w):
         g = self.k.grid
-        if self.plan.grid_order == "chiplet" and len(g) >= 2:
+        ids = tuple(f"arch::block_id({i})" for i in range(len(g)))
+        if self.k.group is not None:   # the kernel's order, its blocks dealt to the XCDs in chunks (chiplet)
+            order = (f"xcd_order<{schedules.XCDS}>({ids[1]} * {self.expr(g[0])} + {ids[0]}, "
+                     f"{self.expr(g[0])} * {self.expr(g[1])})") if self.plan.grid_order == "chiplet" else None
+            for line in cgen.block_indices(ids, self.expr(self.k.group), [self.expr(e) for e in g], order):
+                w(line)
+        elif self.plan.grid_order == "chiplet" and len(g) >= 2:
             w(f"// chiplet-aware order: contiguous ids per XCD, output tiles in windows of {self.plan.window} rows")
             w(f"const grid_pos blk = chiplet_order<{schedules.XCDS}, {self.plan.window}>(arch::block_id(0), "
               f"arch::block_id(1), {self.expr(g[0])}, {self.expr(g[1])});")
@@ -523,8 +529,8 @@ class _Emitter:
             if len(g) == 3:
                 w("const int block_z = arch::block_id(2);")
         else:
-            for i in range(len(g)):
-                w(f"const int block_{'xyz'[i]} = arch::block_id({i});")
+            for line in cgen.block_indices(ids):
+                w(line)
 
     def declare(self, w):
         off = 0

@@ -222,8 +222,10 @@ class _Gen:
                 w(f"const int {self.name(s)} = ints[{INTS_PER_GL * len(globals_) + i}];")
             for i, s in enumerate(float_args):
                 w(f"const float {self.name(s)} = floats[{i}];")
-            for axis in range(len(k.grid)):
-                w(f"const int block_{'xyz'[axis]} = tgid.{'xyz'[axis]};")
+            ids = tuple(f"tgid.{'xyz'[a]}" for a in range(len(k.grid)))
+            group = None if k.group is None else self.expr(k.group)
+            for line in cgen.block_indices(ids, group, [self.expr(e) for e in k.grid]):
+                w(line)
             w(f"const block self = make_block(tid, sg, lane, {p.workers}, (threadgroup float*)(smem + {p.scratch_offset}));")
             if p.exchange_floats:
                 w(f"threadgroup float* exchange = (threadgroup float*)(smem + {p.exchange_offset});")

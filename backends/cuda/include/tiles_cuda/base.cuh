@@ -140,3 +140,13 @@ __device__ __forceinline__ void launch_dependents() {
 __device__ __forceinline__ int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
 __device__ __forceinline__ int tiles_min(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int tiles_max(int a, int b) { return a > b ? a : b; }
+// tl.grid(group=g)'s order (tiles/cgen.py): the block at position `id` of the launch order takes row and column
+// (axes 0 and 1) column by column within groups of `group` rows, the last group shorter where rows run out.
+__device__ __forceinline__ int tiles_group_row(int id, int rows, int cols, int group) {
+    const int first = id / (group * cols) * group, height = tiles_min(rows - first, group);
+    return first + id % (group * cols) % height;
+}
+__device__ __forceinline__ int tiles_group_col(int id, int rows, int cols, int group) {
+    const int first = id / (group * cols) * group, height = tiles_min(rows - first, group);
+    return id % (group * cols) / height;
+}

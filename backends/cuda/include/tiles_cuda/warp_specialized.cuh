@@ -117,17 +117,6 @@ __device__ __forceinline__ int persistent_tile(int round) {
     return round * gridDim.x + (round & 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
 }
 
-// The persistent grid's order over a 2-D grid of tiles: column-major within groups of `group` rows, so that the
-// tiles in flight at once share A rows and B columns in L2 (rows x cols tiles, x the row index).
-struct tile2 {
-    int x, y;
-};
-__device__ __forceinline__ tile2 grouped_order(int tile, int rows, int cols, int group) {
-    const int per_group = group * cols, first = tile / per_group * group;
-    const int height = ::min(rows - first, group), r = tile % per_group;
-    return {first + r % height, r / height};
-}
-
 // Register reallocation: the producer needs few, the consumers' accumulators many (setmaxnreg).
 template <int N> __device__ __forceinline__ void regs_release() { tiles::sm90::regs_release<N>(); }
 template <int N> __device__ __forceinline__ void regs_acquire() { tiles::sm90::regs_acquire<N>(); }

@@ -23,17 +23,15 @@ TILES_DEV void pingpong_leave() {
 TILES_DEV void mfma_cluster_begin() { arch::setprio<1>(); }
 TILES_DEV void mfma_cluster_end() { arch::setprio<0>(); }
 // Chiplet-aware grid order. The dispatcher deals workgroups round-robin to the XCDs (8 on MI300/MI355),
-// each with its own L2. remap: give XCD x a contiguous chunk of ids; then walk output tiles in windows
-// of WINDOW rows (tiles of one window share A rows and B columns in that XCD's L2).
+// each with its own L2. xcd_order gives XCD x a contiguous chunk of the launch order (block `id` of `n`), so that
+// the blocks one XCD runs at once are neighbours; chiplet_order then walks output tiles in windows of WINDOW rows
+// (tiles of one window share A rows and B columns in that XCD's L2).
+template <int XCDS> TILES_DEV int xcd_order(int id, int n) {
+  return n % XCDS == 0 ? (id % XCDS) * (n / XCDS) + id / XCDS : id;
+}
 struct grid_pos { int x, y; };
 template <int XCDS, int WINDOW> TILES_DEV grid_pos chiplet_order(int bx, int by, int nx, int ny) {
-  const int n = nx * ny, id = by * nx + bx;
-  int lid = id;
-  if (n % XCDS == 0) lid = (id % XCDS) * (n / XCDS) + id / XCDS;
-  // windows of WINDOW tile-rows (x), column-major inside a window
-  const int per_window = WINDOW * ny, w = lid / per_window, first = w * WINDOW;
-  const int rows = nx - first < WINDOW ? nx - first : WINDOW;
-  const int in_w = lid % per_window;
-  return {first + in_w % rows, in_w / rows};
+  const int order = xcd_order<XCDS>(by * nx + bx, nx * ny);
+  return {tiles_group_row(order, nx, ny, WINDOW), tiles_group_col(order, nx, ny, WINDOW)};
 }
 }  // namespace tiles_hip

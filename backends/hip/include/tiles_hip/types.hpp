@@ -94,4 +94,14 @@ TILES_DEV int tiles_min(int a, int b) { return a < b ? a : b; }
 TILES_DEV int tiles_max(int a, int b) { return a > b ? a : b; }
 TILES_DEV float tiles_min(float a, float b) { return __builtin_fminf(a, b); }
 TILES_DEV float tiles_max(float a, float b) { return __builtin_fmaxf(a, b); }
+// tl.grid(group=g)'s order (tiles/cgen.py): the block at position `id` of the launch order takes row and column
+// (axes 0 and 1) column by column within groups of `group` rows, the last group shorter where rows run out.
+TILES_DEV int tiles_group_row(int id, int rows, int cols, int group) {
+  const int first = id / (group * cols) * group, height = tiles_min(rows - first, group);
+  return first + id % (group * cols) % height;
+}
+TILES_DEV int tiles_group_col(int id, int rows, int cols, int group) {
+  const int first = id / (group * cols) * group, height = tiles_min(rows - first, group);
+  return id % (group * cols) / height;
+}
 }  // namespace tiles_hip

@@ -106,6 +106,16 @@ TILES_METAL_COMPARE(eq, ==) TILES_METAL_COMPARE(ne, !=)
 inline int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
 template <typename A, typename B> inline decltype(A() + B()) tiles_min(A a, B b) { return a < b ? a : b; }
 template <typename A, typename B> inline decltype(A() + B()) tiles_max(A a, B b) { return a < b ? b : a; }
+// tl.grid(group=g)'s order (tiles/cgen.py): the block at position `id` of the launch order takes row and column
+// (axes 0 and 1) column by column within groups of `group` rows, the last group shorter where rows run out.
+inline int tiles_group_row(int id, int rows, int cols, int group) {
+    const int first = id / (group * cols) * group, height = tiles_min(rows - first, group);
+    return first + id % (group * cols) % height;
+}
+inline int tiles_group_col(int id, int rows, int cols, int group) {
+    const int first = id / (group * cols) * group, height = tiles_min(rows - first, group);
+    return id % (group * cols) / height;
+}
 
 // The identity of a reduction, so a reduction can start from it.
 template <typename Op> struct identity;
