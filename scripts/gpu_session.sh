@@ -91,6 +91,8 @@
 #   last1206   12-06: gemm's 128x64 default past 64 rows against cuBLAS, gemm_fp8 on 64x64 / 64x128 tiles, 4 / 8 stages
 #   grid1206   12-06: the decode rows of issue 18's grid with every default, and gemm_fp8's, in one run. Planned for the
 #              next H200 call, with split17: the H200's K = 14336 column was 0.74-0.91x before the edge fix
+#   last1206b  12-06: grid1206 on an H200, then the tutorial examples against torch.compile
+#   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
 #   bwd-sv2    12-06: the option at the D64 default and on the D128 rows; grid1206 where the card is an H200
@@ -560,6 +562,22 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    last1206b)  # 12-06 11:00: the decode grid where the card is an H200; then the tutorial examples (issue 18's second
+                # target, last timed 12-04) against torch.compile: each tuned at the call, all four kernels
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206; fi
+        echo "== examples"; timeout -s INT 330 python3 scripts/gpu_examples.py --json "$OUT/examples.json" \
+            >"$OUT/examples.log" 2>&1; echo "rc=$?"; tail -30 "$OUT/examples.log" ;;
+    standing1206)  # 12-06, the session's last call: issue 20's table with every default of the day, forward and backward,
+                   # against cuDNN and FlexAttention in one run; the decode grid first where the card is an H200
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206; fi
+        rows="4x32x8192x128 4x32x8192x128,causal 4x32/8x8192x128,causal 2x32/8x16384x128,causal 8x16x2048x128,causal \
+            16x16x4096x64 16x16x4096x64,causal"
+        echo "== attention forward"; timeout 190 python3 -m tiles compare attention --backends cuda --no-compile \
+            --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r
+        echo "== attention backward"; timeout 190 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
+            --shapes $rows --json "$OUT/attn_bwd.json" 2>&1 | r
+        echo "== backward D64, a third stage (117 KB; predicted 0-2%)"; timeout 60 python3 -m tiles compare attention_bwd \
+            --backends cuda --no-compile --no-libraries --shapes 16x16x4096x64 --set stages=2,3 2>&1 | r ;;
     bwd-grp)  # 12-06: the causal backward's kv blocks started longest first within groups of heads of about a wave
               # (tl.grid(group=...)); bwd-lf's order across every head lost 1.7-2x (L2), this one keeps a few heads in flight
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_ops.py \
