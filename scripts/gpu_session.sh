@@ -91,6 +91,7 @@
 #   last1206   12-06: gemm's 128x64 default past 64 rows against cuBLAS, gemm_fp8 on 64x64 / 64x128 tiles, 4 / 8 stages
 #   grid1206   12-06: the decode rows of issue 18's grid with every default, and gemm_fp8's, in one run. Planned for the
 #              next H200 call, with split17: the H200's K = 14336 column was 0.74-0.91x before the edge fix
+#   d64-sweep  12-06: the forward at head dim 64, the exponentials' split and a third stage, against the libraries
 #   last1206b  12-06: grid1206 on an H200, then the tutorial examples against torch.compile
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
@@ -562,6 +563,11 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    d64-sweep)  # 12-06, the session's last ~250 s: the forward at head dim 64 (1.18-1.19x FlexAttention, target 1.2x) at
+                # its 192-row block over the exponentials' split (set at 128 rows on 12-02) and a third stage
+                # (predicted: within 1% for the split, 0-2% for the stage)
+        timeout 200 python3 -m tiles compare attention --backends cuda --no-compile --shapes 16x16x4096x64 \
+            16x16x4096x64,causal --set exp2_poly=0,4,8,16 stages=2,3 2>&1 | r ;;
     last1206b)  # 12-06 11:00: the decode grid where the card is an H200; then the tutorial examples (issue 18's second
                 # target, last timed 12-04) against torch.compile: each tuned at the call, all four kernels
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206; fi
