@@ -563,11 +563,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
-    d64-sweep)  # 12-06, the session's last ~250 s: the forward at head dim 64 (1.18-1.19x FlexAttention, target 1.2x) at
+    d64-sweep)  # 12-06 (ran at 128 rows: --set exp2_poly alone set the heuristic aside; BM and workers named now): the
+                # forward at head dim 64 (1.18-1.19x FlexAttention, target 1.2x) at
                 # its 192-row block over the exponentials' split (set at 128 rows on 12-02) and a third stage
                 # (predicted: within 1% for the split, 0-2% for the stage)
         timeout 200 python3 -m tiles compare attention --backends cuda --no-compile --shapes 16x16x4096x64 \
-            16x16x4096x64,causal --set exp2_poly=0,4,8,16 stages=2,3 2>&1 | r ;;
+            16x16x4096x64,causal --set BM=192 workers=3 exp2_poly=0,4,8,16 stages=2,3 2>&1 | r ;;
     last1206b)  # 12-06 11:00: the decode grid where the card is an H200; then the tutorial examples (issue 18's second
                 # target, last timed 12-04) against torch.compile: each tuned at the call, all four kernels
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206; fi

@@ -162,6 +162,20 @@ def test_compare_set_overrides_the_main_kernels_configuration(capsys):
         cli.main(["compare", "gemm", "--set", "BM"])
 
 
+def test_compare_says_where_set_puts_the_heuristic_aside():
+    """attention at head dim 64 from 2048 queries: sm_90a's heuristic sets BM=192, workers=3 and exp2_poly=8; a
+    --set of exp2_poly alone chooses the configuration, so the row runs the configured 128-row block, and its
+    label says what the heuristic would have set (a sweep that meant the 192-row block would otherwise not know)."""
+    w = bench.workload("attention")
+    for extra, want in (({}, " [heuristic: exp2_poly=8,BM=192,workers=3]"),
+                        ({"exp2_poly": 0}, " [heuristic set aside: BM=192,workers=3]"),
+                        ({"exp2_poly": 0, "BM": 192, "workers": 3}, "")):
+        s = {**w.parse("1x1x2048x64"), "set": extra}
+        inputs = w.inputs(s, np.random.default_rng(0))
+        assert cli._heuristic_tag(w, s, "sm_90a", lambda: inputs) == want
+    assert cli._heuristic_tag(w, {**w.parse("1x1x2048x64"), "set": {"exp2_poly": 0}}, "gfx950", lambda: inputs) == ""
+
+
 def test_compare_bad_input(capsys):
     assert cli.main(["compare", "gemm", "--shapes", "64x64"]) == 2
     assert "bad shape '64x64'; expected MxNxK" in capsys.readouterr().err

@@ -352,13 +352,16 @@ def _tuned_variant(w: bench.Workload, s: dict, text: str, b: registry.Backend, h
 
 def _heuristic_tag(w: bench.Workload, s: dict, target: str | None, host) -> str:
     """' [heuristic: ...]' where the kernel's heuristic sets the row's configuration on target (tiles.tune.defaults:
-    the caller, here --set, chose none of its names), else ''."""
+    the caller, here --set, chose none of its names); ' [heuristic set aside: ...]' where --set named one of them,
+    so that the rest of what the heuristic would set does not apply either (the row runs the configured default
+    there); else ''."""
     try:
         kfn, args, consts = w.main(s, host())
         chosen = {k: v for k, v in tune.defaults(kfn, target, args, consts).items() if k not in consts}
+        aside = {k: v for k, v in kfn.shape_config(target, args, consts).items() if k not in consts}
     except Exception:  # noqa: BLE001 - a row that fails says why in its own place
         return ""
-    return _tag(chosen, "heuristic")
+    return _tag(chosen, "heuristic") or _tag(aside, "heuristic set aside")
 
 
 def _tag(v: dict, what: str = "") -> str:
