@@ -91,6 +91,7 @@
 #   last1206   12-06: gemm's 128x64 default past 64 rows against cuBLAS, gemm_fp8 on 64x64 / 64x128 tiles, 4 / 8 stages
 #   grid1206   12-06: the decode rows of issue 18's grid with every default, and gemm_fp8's, in one run. Planned for the
 #              next H200 call, with split17: the H200's K = 14336 column was 0.74-0.91x before the edge fix
+#   fwd-order  next: the persistent forward's causal walk in order against longest first (tail_model.py's prediction)
 #   d64-sweep  12-06: the forward at head dim 64, the exponentials' split and a third stage, against the libraries
 #   last1206b  12-06: grid1206 on an H200, then the tutorial examples against torch.compile
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
@@ -563,6 +564,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    fwd-order)  # planned 12-06 for the next session: the persistent forward's causal walk in order or longest first
+                # (scripts/tail_model.py: in order 0.997 / 0.999 of the ideal at 4x32x8192 / 2x32x16384 causal, longest
+                # first 0.971 / 0.970; the same at 2048 and D 64: predicted -2 to -3% with longest_first=False there)
+        timeout 240 python3 -m tiles compare attention --backends cuda --no-compile --shapes 4x32x8192x128,causal \
+            4x32/8x8192x128,causal 2x32/8x16384x128,causal 8x16x2048x128,causal 16x16x4096x64,causal \
+            --set longest_first=True,False 2>&1 | r ;;
     d64-sweep)  # 12-06 (ran at 128 rows: --set exp2_poly alone set the heuristic aside; BM and workers named now): the
                 # forward at head dim 64 (1.18-1.19x FlexAttention, target 1.2x) at
                 # its 192-row block over the exponentials' split (set at 128 rows on 12-02) and a third stage

@@ -54,13 +54,13 @@ def test_gemm_at_a_decode_step_runs_the_heuristic(backend, m):
 @settings(max_examples=6)
 @given(batch=st.integers(1, 2), kv_heads=st.integers(1, 2), group=st.sampled_from([1, 2]),
        n=st.integers(1, 150), d=st.sampled_from([64, 128]), causal=st.booleans(),
-       dtype=st.sampled_from(["bf16", "f16"]))
-def test_attention_forward(backend, batch, kv_heads, group, n, d, causal, dtype):
+       dtype=st.sampled_from(["bf16", "f16"]), longest_first=st.booleans())
+def test_attention_forward(backend, batch, kv_heads, group, n, d, causal, dtype, longest_first):
     heads = kv_heads * group
     q = random_array((batch, heads, n, d), dtype)
     k = random_array((batch, kv_heads, n, d), dtype)
     v = random_array((batch, kv_heads, n, d), dtype)
-    o, lse = attention(q, k, v, causal=causal, backend=backend)
+    o, lse = attention(q, k, v, causal=causal, backend=backend, longest_first=longest_first)
     ref_o, ref_lse = reference(q, k, v, causal=causal)
     assert_close(o, ref_o, dtype, what="O")
     assert_close(lse, ref_lse, "f32", tol=1e-4, what="LSE")
