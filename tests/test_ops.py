@@ -588,10 +588,16 @@ def test_grid_group_gives_every_block_one_tile(backend, cols, rows, depth, group
     np.testing.assert_array_equal(np.asarray(out, dtype=np.float64), want)
 
 
-def test_grid_group_is_refused_on_a_one_dim_grid():
+def test_grid_group_is_refused_on_a_one_dim_grid_and_where_it_is_no_whole_number_of_rows():
     @tl.kernel
     def one_dim(Out):
         b = tl.grid(Out.rows, group=2)
         tl.store(Out, tl.regs(tl.f32, 16, 16), (b, 0))
     with pytest.raises(TileError, match="groups the rows of a 2-D or 3-D grid"):
-        one_dim.trace((np.zeros((16, 16), np.float32),), "reference")
+        one_dim.trace((np.zeros((16, 16), np.float32),), None)
+    out = poisoned((1, 32, 32), "f32")
+    with pytest.raises(TileError, match="takes a whole number of rows; got a f32"):
+        run("reference", _grouped_blocks, out, 2.5)
+    with pytest.raises(TileError, match="group"):   # 0 rows a group: refused before the launch, not divided by
+        run("reference", _grouped_blocks, out, 0)
+    assert np.isnan(out).all()
