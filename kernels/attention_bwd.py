@@ -41,7 +41,10 @@ CONFIGS = {
     # per_head_dim below). V in registers at D=64: its shared reads compete with the wgmma's operands for
     # the busiest unit (H200, 2026-11-30: 0.82x -> 0.86x cuDNN); at D=128 they spill (0.73x). LSE2 and Delta
     # read from their ring stage where used (shared_vectors; H100, 12-06: D64 7.29 -> 6.58 ms, D128 20.82 -> 20.40)
-    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2, shared_vectors=True),
+    # The causal grid's longest kv walks first in groups of heads (longest_first, below; H100 12-06: 8x16x2048 -2.1%,
+    # 4x32x8192 -1.2%); the other targets keep head order, where it is not timed (on gfx950 its block indices
+    # cost the causal loop 0.1 instructions per MFMA: the static count, 9.39 -> 9.49)
+    "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2, shared_vectors=True, longest_first=True),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
     "gfx950": dict(BM=64, BN=64, v_shared_from=0, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),
@@ -113,7 +116,7 @@ def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **key
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, heuristic=per_head_dim,
            tune_where=lambda cfg, dK, dV, DQacc, Q, K, *rest: cfg["BN"] <= max(64, 2 * tl.tune.pow2(K.shape[2])))
 def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, v_shared_from=None, dv_early=False,
-                  causal=False, longest_first=True):
+                  causal=False, longest_first=False):
     n_kv = tl.cdiv(K.rows, BN)
     if causal and longest_first:
         # kv block bn walks the query blocks from its diagonal on: the first walk longest. Started column by
