@@ -139,14 +139,14 @@ def grid(*sizes, group=None):
         if len(sizes) < 2:
             raise TileError(f"tl.grid(group=...) groups the rows of a 2-D or 3-D grid; this grid has {len(sizes)} "
                             "dim", _loc())
+        g = ir.as_expr(group)
         if isinstance(group, (int, float)) and (group != int(group) or group < 1):
             raise TileError(f"tl.grid(group=...) takes a whole number of rows of at least 1, got {group}", _loc())
-        if ir.as_expr(group).dtype != dtypes.i32:
-            raise TileError(f"tl.grid(group=...) takes a whole number of rows; got a {ir.as_expr(group).dtype} "
-                            f"({ir.fmt(ir.as_expr(group))})", _loc())
-        b.grid_group = ir.as_expr(group)
-        if not isinstance(b.grid_group, ir.Const):   # a scalar of the arguments: tested before the launch
-            b.checks.append(ir.Check(b.grid_group, ir.as_expr(0), _loc(), ">"))
+        if g.dtype != dtypes.i32:
+            raise TileError(f"tl.grid(group=...) takes a whole number of rows; got a {g.dtype} ({ir.fmt(g)})", _loc())
+        if not isinstance(g, ir.Const):   # a scalar of the arguments: tested before the launch
+            b.checks.append(ir.Check(g, ir.as_expr(0), _loc(), ">"))
+        b.grid_group = g
     b.grid = tuple(ir.as_expr(s) for s in sizes)
     idx = tuple(ir.BlockIdx(i) for i in builtins.range(len(sizes)))
     return idx if len(idx) > 1 else idx[0]

@@ -311,13 +311,12 @@ class _Emitter:
             return
         with w.block("for (int round = 0, tile = tc::persistent_tile(0); tile < tiles; "
                      "tile = tc::persistent_tile(++round)) {"):
-            n, sizes, z = len(self.k.grid), ["grid[0]", "grid[1]"], "tile / (grid[0] * grid[1])"
+            n = len(self.k.grid)
             group = expr(self.k.group) if self.k.group is not None else str(schedules.GROUP_ROWS) if n == 2 else None
-            if group is None:   # 1-D, or 3-D x fastest
-                ids, order = ("tile",) if n == 1 else ("tile % grid[0]", "tile / grid[0] % grid[1]", z), None
-            else:
-                ids, order = ("", "", z)[:n], "tile % (grid[0] * grid[1])" if n == 3 else "tile"
-            for line in cgen.block_indices(ids, group, sizes, order):
+            # without a group (1-D, or 3-D) x fastest; with one, the tile's place within its z slice is the order
+            ids = ("tile",) if n == 1 else ("tile % grid[0]", "tile / grid[0] % grid[1]", "tile / (grid[0] * grid[1])")
+            order = "tile % (grid[0] * grid[1])" if n == 3 else "tile"
+            for line in cgen.block_indices(ids[:n], group, ["grid[0]", "grid[1]"], order):
                 w(line)
             yield
 
