@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   parts1206  12-06 12:20: the backward's three launches apart, D 64 causal's exponentials at 1 in 8 and 1 in 16, bmm
 #   bwd-sv2    12-06: the option at the D64 default and on the D128 rows; grid1206 where the card is an H200
 #   bwd-sv     planned 12-06 for the next call: the backward's LSE and Delta read from shared memory where used
 #              (shared_vectors, never run on a GPU): its GPU property test first, then D64 at BM=128 against the
@@ -564,6 +565,16 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    parts1206)  # 12-06 12:20: where the backward's time goes (scripts/bwd_parts.py: its three launches apart, the row
+                # kernels against their bytes at copy speed; estimated ~15% of it at 8x16x2048 causal, ~3% at 4x32x8192),
+                # the forward at D 64 causal over the exponentials' split (fwd-order: 1 in 16 1.291 ms against 1 in 8's
+                # 1.331, 0 1.372, 4 1.399: not monotonic, so twice), the batched GEMM example tuned against torch.bmm
+        echo "== backward, the three launches"; timeout 150 python3 scripts/bwd_parts.py --shapes 8x16x2048x128,causal \
+            4x32x8192x128 16x16x4096x64 2>&1 | tail -20
+        for i in 1 2; do echo "== D64 forward, the split of the exponentials ($i)"
+            timeout 90 python3 -m tiles compare attention --backends cuda --no-compile --shapes 16x16x4096x64,causal \
+                16x16x4096x64 --set BM=192 workers=3 exp2_poly=8,16 2>&1 | r; done
+        echo "== bmm"; ONLY=bmm EXAMPLES_S=150 bash "$0" examples ;;
     fwd-order)  # planned 12-06 for the next session: the persistent forward's causal walk in order or longest first
                 # (scripts/tail_model.py: in order 0.997 / 0.999 of the ideal at 4x32x8192 / 2x32x16384 causal, longest
                 # first 0.971 / 0.970; the same at 2048 and D 64: predicted -2 to -3% with longest_first=False there)

@@ -1,0 +1,88 @@
+"""Where attention backward's time goes on the device: its three launches (attention_bwd_pre, the main kernel,
+attention_bwd_dq) timed apart, each against the bytes it must move at the copy bandwidth torch reaches.
+
+    python scripts/bwd_parts.py [--shapes 8x16x2048x128,causal 4x32x8192x128] [--reps 20] [--set KEY=VALUE ...]
+
+Each launch is timed alone with CUDA events over `reps` calls after three warm-ups (median), the inputs of one
+set (the row kernels' operands are larger than L2 at these shapes: 67 MB and up), then the three back to back.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+
+import torch
+
+from tiles.kernels import attention_bwd as ab
+from tiles.torch.dispatch import launch
+
+
+def timed(fn, reps: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times)
+
+
+def parse(text: str):
+    dims, *flags = text.split(",")
+    b, h, n, d = dims.split("x")
+    h, hk = (h.split("/") + [h])[:2]
+    return int(b), int(h), int(hk), int(n), int(d), "causal" in flags
+
+
+def value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(text, text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=["8x16x2048x128,causal", "4x32x8192x128"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--set", nargs="*", default=[], help="the main kernel's constants and options")
+    args = ap.parse_args()
+    extra = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
+    x = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
+    copy_gbs = 2 * x.numel() / timed(lambda: x.clone(), 10) / 1e3
+    print(f"{torch.cuda.get_device_name()}: copy {copy_gbs:.0f} GB/s")
+    for text in args.shapes:
+        b, h, hk, n, d, causal = parse(text)
+        bf, f32 = torch.bfloat16, torch.float32
+        r = lambda *s: torch.randn(*s, dtype=bf, device="cuda")   # noqa: E731
+        q, o, do = r(b, h, n, d), r(b, h, n, d), r(b, h, n, d)
+        k, v = r(b, hk, n, d), r(b, hk, n, d)
+        lse = torch.full((b, h, n), math.log(n), dtype=f32, device="cuda")
+        delta, lse2 = torch.empty_like(lse), torch.empty_like(lse)
+        acc = torch.empty(b, h, n, d, dtype=f32, device="cuda")
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        scale = 1.0 / math.sqrt(d)
+        pre = lambda: launch(ab.attention_bwd_pre, (delta, lse2, acc, o, do, lse, scale), D=d)   # noqa: E731
+        main_ = lambda: launch(ab.attention_bwd, (dk, dv, acc, q, k, v, do, lse2, delta, scale), D=d,  # noqa: E731
+                               causal=causal, **extra)
+        post = lambda: launch(ab.attention_bwd_dq, (dq, acc), D=d)   # noqa: E731
+        rows = b * h * n
+        parts = [("pre", pre, rows * d * 2 * 2 + rows * d * 4 + rows * 12),   # O, dO read; acc zeroed; vectors
+                 ("main", main_, None), ("dq", post, rows * d * (4 + 2))]
+        total = timed(lambda: (pre(), main_(), post()), args.reps)
+        print(f"{text}: all three {total:.1f} us")
+        for name, fn, nbytes in parts:
+            t = timed(fn, args.reps)
+            at_copy = f", {nbytes / t / 1e3:.0f} GB/s ({nbytes / copy_gbs / 1e3:.1f} us at copy speed)" if nbytes else ""
+            print(f"  {name:5s} {t:9.1f} us  {100 * t / total:5.1f}%{at_copy}")
+
+
+if __name__ == "__main__":
+    main()
