@@ -574,6 +574,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         for i in 1 2; do echo "== D64 forward, the split of the exponentials ($i)"
             timeout 90 python3 -m tiles compare attention --backends cuda --no-compile --shapes 16x16x4096x64,causal \
                 16x16x4096x64 --set BM=192 workers=3 exp2_poly=8,16 2>&1 | r; done
+        echo "== ncu, the backward's main kernel at 1x32x8192x128 (tensor pipe, issue, warp states)"
+        timeout 120 ncu --clock-control none --kernel-name regex:attention_bwd$ --launch-skip 2 --launch-count 1 $SECT \
+            --section ComputeWorkloadAnalysis python3 scripts/bwd_parts.py --shapes 1x32x8192x128 --reps 1 \
+            >"$OUT/bwd_ncu.txt" 2>&1; echo "rc=$?"
+        grep -E "Duration|Issue Slots Busy|Executed Ipc A|SM Busy|Memory Throughput|L2 Hit|Warp Cycles Per Issued|Registers Per|Achieved Occ|Stall|stall|Tensor|pipe" \
+            "$OUT/bwd_ncu.txt" | head -40
         echo "== bmm"; ONLY=bmm EXAMPLES_S=150 bash "$0" examples ;;
     fwd-order)  # planned 12-06 for the next session: the persistent forward's causal walk in order or longest first
                 # (scripts/tail_model.py: in order 0.997 / 0.999 of the ideal at 4x32x8192 / 2x32x16384 causal, longest
