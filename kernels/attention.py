@@ -36,22 +36,26 @@ TUNE = {
     "default": dict(BM=[32, 64], BN=[32, 64]),
     "sm_80": dict(BM=[64, 128], BN=[32, 64, 128], stages=[2, 3], workers=[4, 8]),
     "sm_90a": dict(BM=[64, 128, 192], BN=[64, 128, 176], stages=[2, 3], workers=[1, 2, 3], blocks_per_sm=[1, 2],
-               exp2_poly=[0, 8], persistent=[False, True], longest_first=[False, True]),
+               exp2_poly=[0, 8, 16], persistent=[False, True], longest_first=[False, True]),
     "gfx942": dict(BM=[64, 128, 256], BN=[32, 64, 128], schedule=["pingpong", "interleave"], workers=[4, 8]),
     "gfx950": dict(BM=[64, 128, 256], BN=[32, 64, 128], schedule=["pingpong", "interleave"], workers=[4, 8]),
     "apple": dict(BM=[16, 32, 64], BN=[16, 32, 64]),
 }
 
 
-def per_head_dim(target, O, LSE, Q, K, V, scale, *, D=None, **keywords):
+def per_head_dim(target, O, LSE, Q, K, V, scale, *, D=None, causal=False, **keywords):
     """sm_90a at head dim 64, where the exponentials rather than the matmuls bound a step: 1 in 8 of them as a
     polynomial on the FMA pipe (H200, 12-04, persistent grid: 16x16x4096x64 2.551 -> 2.480 ms, causal 1.390 ->
     1.352; 1 in 4 gained less), and from 2048 queries FlashAttention-3's 192-row query block over three consumer
     warpgroups, more rows to each key block's loads and barriers (12-04 14:25: 2.472 -> 2.299 ms, causal
-    1.354 -> 1.323; BN=192 spills)."""
+    1.354 -> 1.323; BN=192 spills). On that block a causal kernel's split is 1 in 16: its diagonal blocks' masks
+    already load the FMA and ALU pipes (H100, 12-06, two runs: causal 1.320 -> 1.287 and 1.326 -> 1.306 ms,
+    unmasked 2.218 -> 2.245 and 2.215 -> 2.244, so 1 in 8 stays there)."""
     if target != "sm_90a" or D != 64:
         return {}
-    return dict(exp2_poly=8, BM=192, workers=3) if Q.shape[2] >= 2048 else dict(exp2_poly=8)
+    if Q.shape[2] < 2048:
+        return dict(exp2_poly=8)
+    return dict(exp2_poly=16 if causal else 8, BM=192, workers=3)
 
 
 def bucket(O, LSE, Q, K, V, scale):

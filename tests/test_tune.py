@@ -344,6 +344,8 @@ def test_attention_heuristics_by_head_dim(d, n):
     bwd = [Shaped((2, 4, n, d), "f32")] * 3 + [q] * 4 + [v, v, 0.125]
     want = {} if d == 128 else dict(exp2_poly=8, BM=192, workers=3) if n >= 2048 else dict(exp2_poly=8)
     assert attention_fwd.shape_config("sm_90a", fwd, dict(D=d)) == want
+    causal = {**want, "exp2_poly": 16} if want.get("BM") == 192 else want   # the masks' work on the FMA pipe
+    assert attention_fwd.shape_config("sm_90a", fwd, dict(D=d, causal=True)) == causal
     assert attention_bwd.shape_config("sm_90a", bwd, dict(D=d)) == ({"dv_early": True} if d == 128 else {})
     assert attention_fwd.shape_config("sm_80", fwd, dict(D=d)) == attention_bwd.shape_config("sm_80", bwd, dict(D=d))
     assert attention_bwd.shape_config("sm_80", bwd, dict(D=d)) == {}
