@@ -97,7 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
-#   bmm-sweep  12-06 12:40: the batched GEMM 64x1024x1024x512 at two blocks an SM against one (its epilogues)
+#   bmm-sweep  12-06 12:40: the batched GEMM's fixed cost a tile (K from 256 to 2048 on the same tiles)
 #   standing1206c  12-06 12:40: issue 20's table, every default of the day, forward and backward
 #   parts1206  12-06 12:20: the backward's three launches apart, D 64 causal's exponentials at 1 in 8 and 1 in 16, bmm
 #   bwd-sv2    12-06: the option at the D64 default and on the D128 rows; grid1206 where the card is an H200
@@ -567,14 +567,11 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
-    bmm-sweep)  # 12-06 12:40: the batched GEMM at 64x1024x1024x512 (0.92x torch.bmm: 8 steps of K a tile, so each tile's
-                # epilogue is ~15% of it and nothing runs under it with one block an SM): two blocks an SM, whose
-                # epilogues run under each other's loops (predicted: 5-10% faster than 128x256 one an SM if it fits)
-        a="python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512"
-        timeout 60 $a 2>&1 | r
-        timeout 60 $a --no-libraries --set BM=128 BN=128 workers=1,2 blocks_per_sm=2 stages=2 2>&1 | r
-        timeout 60 $a --no-libraries --set BM=64 BN=256 workers=1 blocks_per_sm=2 stages=2 2>&1 | r
-        timeout 60 $a --no-libraries --set BM=128 BN=128,256 workers=2 stages=4,6 2>&1 | r ;;
+    bmm-sweep)  # 12-06 12:40: what a tile's fixed cost is in the batched GEMM (0.92x torch.bmm at 64x1024x1024x512: 8 steps
+                # of K a tile): K at 256, 512, 1024, 2048 on the same tiles, time = fixed + K x per step; the fixed
+                # part (epilogue, pipeline fill) is what two consumer warpgroups in turns (ping-pong) would hide
+        timeout 120 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x256 64x1024x1024x512 \
+            64x1024x1024x1024 64x1024x1024x2048 2>&1 | r ;;
     standing1206c)  # 12-06 12:40: issue 20's table with the day's defaults (the forward's walk in order, 1 in 16 at D 64
                     # causal), forward and backward against cuDNN and FlexAttention in one run
         rows="4x32x8192x128 4x32x8192x128,causal 4x32/8x8192x128,causal 2x32/8x16384x128,causal 8x16x2048x128,causal \
