@@ -128,7 +128,7 @@ cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 r() {   # tiles compare's result rows, without its progress lines and the device's columns
-    grep -E "^(gemm|attention|attention_bwd|rmsnorm|layernorm|softmax) " | grep -v "max err" \
+    grep -E "^(gemm|bmm|attention|attention_bwd|rmsnorm|layernorm|softmax) " | grep -v "max err" \
         | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'
 }
 SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats"
