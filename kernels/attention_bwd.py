@@ -60,8 +60,26 @@ ROW_CONFIGS = {
 }
 
 
+def load_via(dst, src, idx, via):
+    """dst <- src's tile at idx; through the shared tile `via` (one bulk copy) where the kernel is staged."""
+    if via is None:
+        tl.load(dst, src, idx)
+    else:
+        tl.load(via, src, idx)
+        tl.load(dst, via)
+
+
+def store_via(dst, src, idx, via):
+    """dst's tile at idx <- src; through the shared tile `via` (whole lines written) where the kernel is staged."""
+    if via is None:
+        tl.store(dst, src, idx)
+    else:
+        tl.store(via, src)
+        tl.store(dst, via, idx)
+
+
 @tl.kernel(configs=ROW_CONFIGS)
-def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM):
+def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM, staged=False):
     bm, h, b = tl.grid(tl.cdiv(O.rows, BM), O.depth, O.batch)
     tl.check_eq(O.cols, D)
     tl.check_eq(dO.cols, D)
@@ -73,8 +91,10 @@ def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM):
     do = tl.regs(tl.f32, BM, D, name="dout")
     delta = tl.rvec(tl.f32, BM, name="delta")
     lse = tl.rvec(tl.f32, BM, name="lse")
-    tl.load(o, O, (b, h, bm, 0))
-    tl.load(do, dO, (b, h, bm, 0))
+    os, dos, zs = ((tl.shared(O.dtype, BM, D), tl.shared(dO.dtype, BM, D), tl.shared(tl.f32, BM, D)) if staged
+                   else (None,) * 3)
+    load_via(o, O, (b, h, bm, 0), os)
+    load_via(do, dO, (b, h, bm, 0), dos)
     tl.mul(o, o, do)
     tl.row_sum(delta, o)
     tl.mul(delta, delta, scale)
@@ -83,7 +103,7 @@ def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM):
     tl.mul(lse, lse, LOG2E)
     tl.store(LSE2, lse, (b, h, bm))
     tl.zero(o)
-    tl.store(DQacc, o, (b, h, bm, 0))
+    store_via(DQacc, o, (b, h, bm, 0), zs)
 
 
 # The search space (tiles tune attention_bwd): kv rows, query rows, V's home, depth, workers, dV's place; bucketed
@@ -221,18 +241,20 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
 
 
 @tl.kernel(configs=ROW_CONFIGS)
-def attention_bwd_dq(dQ, DQacc, *, D, BM):
+def attention_bwd_dq(dQ, DQacc, *, D, BM, staged=False):
     bm, h, b = tl.grid(tl.cdiv(dQ.rows, BM), dQ.depth, dQ.batch)
     tl.check_eq(dQ.cols, D)
     tl.check_eq(DQacc.rows, dQ.rows)
     x = tl.regs(tl.f32, BM, D, name="x")
-    tl.load(x, DQacc, (b, h, bm, 0))
-    tl.store(dQ, x, (b, h, bm, 0))
+    xs, ys = (tl.shared(tl.f32, BM, D), tl.shared(dQ.dtype, BM, D)) if staged else (None, None)
+    load_via(x, DQacc, (b, h, bm, 0), xs)
+    store_via(dQ, x, (b, h, bm, 0), ys)
 
 
-def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend=None, **config):
+def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend=None, rows=None, **config):
     """(dQ, dK, dV) for numpy q, o, do (B, H, N, D), k, v (B, H_kv, N_kv, D), lse (B, H, N) float32.
-    config overrides the main kernel's constants and launch options."""
+    config overrides the main kernel's constants and launch options, rows (a dict) the two row kernels'."""
+    rows = rows or {}
     bsz, heads, n, d = q.shape
     if o.shape != q.shape or do.shape != q.shape or lse.shape != q.shape[:3]:
         raise ValueError(f"expected o and do of q's shape {q.shape} and lse of {q.shape[:3]}; got "
@@ -247,10 +269,10 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend
     dq = np.full(q.shape, np.nan, dtype=q.dtype)
     dk = np.full(k.shape, np.nan, dtype=k.dtype)
     dv = np.full(v.shape, np.nan, dtype=v.dtype)
-    attention_bwd_pre(delta, lse2, dq_acc, o, do, lse, float(scale), backend=backend, D=d)
+    attention_bwd_pre(delta, lse2, dq_acc, o, do, lse, float(scale), backend=backend, D=d, **rows)
     attention_bwd(dk, dv, dq_acc, q, k, v, do, lse2, delta, float(scale), backend=backend, D=d, causal=causal,
                   **config)
-    attention_bwd_dq(dq, dq_acc, backend=backend, D=d)
+    attention_bwd_dq(dq, dq_acc, backend=backend, D=d, **rows)
     return dq, dk, dv
 
 

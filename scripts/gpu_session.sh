@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   rows-staged  12-06 13:00: the backward's row kernels staged through shared memory or not (bwd_parts.py)
 #   bmm-sweep  12-06 12:40: the batched GEMM's fixed cost a tile (K from 256 to 2048 on the same tiles)
 #   standing1206c  12-06 12:40: issue 20's table, every default of the day, forward and backward
 #   parts1206  12-06 12:20: the backward's three launches apart, D 64 causal's exponentials at 1 in 8 and 1 in 16, bmm
@@ -567,6 +568,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    rows-staged)  # 12-06 13:00: the backward's row kernels through shared memory (staged=True: one bulk copy in, whole
+                  # lines out) against registers straight from global (8-byte fragments); bwd_parts now times 10 launches
+                  # between its events (the 12:18 figures included the host's launch time). Predicted: dq 10-25% faster
+                  # where it ran at ~60% of copy speed, the whole backward at 8x16x2048 causal 1-3% faster
+        for rows in "" "staged=True"; do timeout 100 python3 scripts/bwd_parts.py --shapes 8x16x2048x128,causal 4x32x8192x128 \
+            16x16x4096x64 ${rows:+--rows $rows} 2>&1 | tail -13; done ;;
     bmm-sweep)  # 12-06 12:40: what a tile's fixed cost is in the batched GEMM (0.92x torch.bmm at 64x1024x1024x512: 8 steps
                 # of K a tile): K at 256, 512, 1024, 2048 on the same tiles, time = fixed + K x per step; the fixed
                 # part (epilogue, pipeline fill) is what two consumer warpgroups in turns (ping-pong) would hide
