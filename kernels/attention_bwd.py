@@ -11,7 +11,7 @@ MHA and GQA, causal or not, head dim 64 or 128. Three launches:
      dK and dV sum over the group's query heads in registers and are stored once, without atomics;
      causal: the walk starts at the diagonal and masks only the query blocks that cross it, and the blocks start
      longest walk first within groups of heads (tl.grid(group=...));
-  3. attention_bwd_dq: the f32 accumulator converted to dQ in q's dtype.
+  3. attention_bwd_dq: the f32 accumulator converted to dQ in q's dtype (through shared memory where `staged`).
 Q, O, dO: (B, H, N, D); K, V: (B, H_kv, N_kv, D); LSE (natural log, as kernels/attention.py returns it),
 LSE2 and Delta: (B, H, N) float32. The step reads LSE2 and Delta as they are, never rescaled (FlashAttention-3's
 preprocessing): a backend may then leave them in shared memory and read them where used (`shared_vectors`).
@@ -58,6 +58,10 @@ ROW_CONFIGS = {
     "gfx950": dict(BM=64, workers=4),
     "apple": dict(BM=32, workers=4),
 }
+# dQ's conversion staged through shared memory on sm_90a: one bulk copy of the f32 tile in, whole lines of dQ out,
+# where the register tile's 8-byte fragments drew ~2.0 TB/s (H100, 12-06, bwd_parts.py: 8x16x2048x128 100.9 ->
+# 71.6 us, 4x32x8192x128 374.0 -> 268.4, at copy speed); the pre kernel stays unstaged (its staged form: +1-3%)
+DQ_CONFIGS = {**ROW_CONFIGS, "sm_90a": {**ROW_CONFIGS["sm_90a"], "staged": True}}
 
 
 def load_via(dst, src, idx, via):
@@ -240,7 +244,7 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
     tl.store(dV, dv, (b, hk, bn, 0))
 
 
-@tl.kernel(configs=ROW_CONFIGS)
+@tl.kernel(configs=DQ_CONFIGS)
 def attention_bwd_dq(dQ, DQacc, *, D, BM, staged=False):
     bm, h, b = tl.grid(tl.cdiv(dQ.rows, BM), dQ.depth, dQ.batch)
     tl.check_eq(dQ.cols, D)

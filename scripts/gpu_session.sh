@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   dq-staged  12-06 13:00: GPU tests of the staged dQ conversion (sm_90a's default now), the backward against cuDNN
 #   rows-staged  12-06 13:00: the backward's row kernels staged through shared memory or not (bwd_parts.py)
 #   bmm-sweep  12-06 12:40: the batched GEMM's fixed cost a tile (K from 256 to 2048 on the same tiles)
 #   standing1206c  12-06 12:40: issue 20's table, every default of the day, forward and backward
@@ -568,6 +569,15 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    dq-staged)  # 12-06 13:00: dQ's conversion staged through shared memory, now sm_90a's default (rows-staged: 100.9 -> 71.6 us
+                # at 8x16x2048 causal): the backward's GPU property tests (they draw staged for both row kernels), then
+                # the backward against cuDNN where the conversion weighs most (predicted -3% at 2048 causal, -0.5% at 8192)
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 \
+            tests/test_kernel_attention_bwd.py tests/test_cuda_gpu.py -k "attention_backward or bwd or whole_and_edge" \
+            >"$OUT/dq_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed" "$OUT/dq_tests.log" | tail -6
+        timeout 100 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes 8x16x2048x128,causal \
+            4x32x8192x128 16x16x4096x64 2>&1 | r ;;
     rows-staged)  # 12-06 13:00: the backward's row kernels through shared memory (staged=True: one bulk copy in, whole
                   # lines out) against registers straight from global (8-byte fragments); bwd_parts now times 10 launches
                   # between its events (the 12:18 figures included the host's launch time). Predicted: dq 10-25% faster
