@@ -64,24 +64,6 @@ ROW_CONFIGS = {
 DQ_CONFIGS = {**ROW_CONFIGS, "sm_90a": {**ROW_CONFIGS["sm_90a"], "staged": True}}
 
 
-def load_via(dst, src, idx, via):
-    """dst <- src's tile at idx; through the shared tile `via` (one bulk copy) where the kernel is staged."""
-    if via is None:
-        tl.load(dst, src, idx)
-    else:
-        tl.load(via, src, idx)
-        tl.load(dst, via)
-
-
-def store_via(dst, src, idx, via):
-    """dst's tile at idx <- src; through the shared tile `via` (whole lines written) where the kernel is staged."""
-    if via is None:
-        tl.store(dst, src, idx)
-    else:
-        tl.store(via, src)
-        tl.store(dst, via, idx)
-
-
 @tl.kernel(configs=ROW_CONFIGS)
 def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM, staged=False):
     bm, h, b = tl.grid(tl.cdiv(O.rows, BM), O.depth, O.batch)
@@ -97,8 +79,8 @@ def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM, staged=Fa
     lse = tl.rvec(tl.f32, BM, name="lse")
     os, dos, zs = ((tl.shared(O.dtype, BM, D), tl.shared(dO.dtype, BM, D), tl.shared(tl.f32, BM, D)) if staged
                    else (None,) * 3)
-    load_via(o, O, (b, h, bm, 0), os)
-    load_via(do, dO, (b, h, bm, 0), dos)
+    tl.load(o, O, (b, h, bm, 0), via=os)
+    tl.load(do, dO, (b, h, bm, 0), via=dos)
     tl.mul(o, o, do)
     tl.row_sum(delta, o)
     tl.mul(delta, delta, scale)
@@ -107,7 +89,7 @@ def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM, staged=Fa
     tl.mul(lse, lse, LOG2E)
     tl.store(LSE2, lse, (b, h, bm))
     tl.zero(o)
-    store_via(DQacc, o, (b, h, bm, 0), zs)
+    tl.store(DQacc, o, (b, h, bm, 0), via=zs)
 
 
 # The search space (tiles tune attention_bwd): kv rows, query rows, V's home, depth, workers, dV's place; bucketed
@@ -251,8 +233,8 @@ def attention_bwd_dq(dQ, DQacc, *, D, BM, staged=False):
     tl.check_eq(DQacc.rows, dQ.rows)
     x = tl.regs(tl.f32, BM, D, name="x")
     xs, ys = (tl.shared(tl.f32, BM, D), tl.shared(dQ.dtype, BM, D)) if staged else (None, None)
-    load_via(x, DQacc, (b, h, bm, 0), xs)
-    store_via(dQ, x, (b, h, bm, 0), ys)
+    tl.load(x, DQacc, (b, h, bm, 0), via=xs)
+    tl.store(dQ, x, (b, h, bm, 0), via=ys)
 
 
 def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend=None, rows=None, **config):

@@ -25,7 +25,7 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row
+from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -144,12 +144,12 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
     tl.load(bias, Bias, (0, 0))
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
-        load_row(x, X, row, xs)
-        load_row(h, R, row, rs)
+        tl.load(x, X, (row, 0, 0), via=xs)
+        tl.load(h, R, (row, 0, 0), via=rs)
         tl.add(h, h, x)
         tl.copy(hr, h)
         tl.copy(h, hr)
-        store_row(H, hr, row, outs)
+        tl.store(H, hr, (row, 0, 0), via=outs)
         tl.tile_sum(stat, h)                         # tile rows past the row's end read as 0
         tl.mul(stat, stat, 1.0 / (X.rows * K))
         tl.sub_row(h, h, stat)
@@ -162,7 +162,7 @@ def layernorm_rows(Y, H, X, R, W, Bias, eps, *, TR, K, RPB, staged):
         tl.mul(h, h, x)
         tl.copy(x, bias)
         tl.add(h, h, x)
-        store_row(Y, h, row, outs)
+        tl.store(Y, h, (row, 0, 0), via=outs)
 
 
 ROW_MAX = 16384   # the longest row held on chip: X, R (2 stages each) and the output tile in shared memory

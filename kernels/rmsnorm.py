@@ -25,7 +25,7 @@ import tiles as tl
 
 from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import ROW_TUNE, TUNE, load_row, planned_rpb, row_bucket, row_plan, rows_fit, store_row
+from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit
 
 # sm_90a: rows three deep through shared memory. H200 (12-04, 4096 and 16384 rows of 4096): 25.2 / 79.2 us against
 # 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336 columns; layernorm's rows lost 6-12% at three
@@ -86,7 +86,7 @@ def rmsnorm_rows(Y, RSTD, X, W, eps, *, TR, K, RPB, staged):
     tl.load(w, W, (0, 0))
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
-        load_row(x, X, row, xs)
+        tl.load(x, X, (row, 0, 0), via=xs)
         tl.mul(t, x, x)
         tl.tile_sum(rstd, t)                            # tile rows past the row's end read as 0, add nothing
         rstd_of_sum(rstd, X.rows * K, eps)
@@ -94,7 +94,7 @@ def rmsnorm_rows(Y, RSTD, X, W, eps, *, TR, K, RPB, staged):
         tl.mul_row(x, x, rstd)
         tl.copy(t, w)
         tl.mul(x, x, t)
-        store_row(Y, x, row, ys)
+        tl.store(Y, x, (row, 0, 0), via=ys)
 
 
 ROW_MAX = 16384   # the longest row held on chip: at 32768 sm_90a spills (X, its square and W in registers)

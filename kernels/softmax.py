@@ -106,24 +106,6 @@ ROW_CONFIGS = {
 }
 
 
-def load_row(dst, src, row, via=None):
-    """dst <- row `row` of src, a (rows, C/K, K) view; through the shared tile `via` where the kernel is staged."""
-    if via is None:
-        tl.load(dst, src, (row, 0, 0))
-    else:
-        tl.load(via, src, (row, 0, 0))
-        tl.load(dst, via)
-
-
-def store_row(dst, src, row, via=None):
-    """Row `row` of dst, a (rows, C/K, K) view, <- src; through the shared tile `via` where the kernel is staged."""
-    if via is None:
-        tl.store(dst, src, (row, 0, 0))
-    else:
-        tl.store(via, src)
-        tl.store(dst, via, (row, 0, 0))
-
-
 # One pass: rows per block (the plan's is the default), workers, and whether rows go through shared memory.
 RPB_CHOICES = (1, 2, 4, 8, 16, 32)
 ROW_TUNE = {
@@ -168,7 +150,7 @@ def softmax_rows(Y, X, *, TR, K, RPB, staged):
 
     for i in tl.pipeline(RPB, name="i"):
         row = tl.minimum(blk * RPB + i, X.depth - 1)   # the last block repeats the last row past the end
-        load_row(x, X, row, xs)
+        tl.load(x, X, (row, 0, 0), via=xs)
         tl.bounds_mask(x, x, X.rows, K, -math.inf)   # the tile rows past the row's end weigh nothing
         tl.row_max(m, x)
         tl.mul(m, m, LOG2E)
@@ -181,7 +163,7 @@ def softmax_rows(Y, X, *, TR, K, RPB, staged):
         tl.sub(m, m, lse)
         tl.exp2(m, m)
         tl.mul_row(x, x, m)
-        store_row(Y, x, row, ys)
+        tl.store(Y, x, (row, 0, 0), via=ys)
 
 
 ROW_MAX = 32768   # the longest row held on chip: 128 f32 registers per lane at 16 warps

@@ -215,13 +215,24 @@ def check_gt(a, b):
 
 # ---------------------------------------------------------------- memory
 
-def load(dst, src, idx=()):
-    """dst <- src. From a global, idx gives the tile coordinates (units of dst) over the global's trailing dims."""
+def load(dst, src, idx=(), *, via=None):
+    """dst <- src. From a global, idx gives the tile coordinates (units of dst) over the global's trailing dims.
+    via: a shared tile the tile passes through (global -> via -> dst): one bulk copy of whole lines, where a register
+    tile's own loads move a fragment's few bytes at a time; in a tl.pipeline, the copy runs ahead."""
+    if via is not None:
+        load(via, src, idx)
+        load(dst, via)
+        return
     _op("load", dst, src, idx=_index(idx))
 
 
-def store(dst, src, idx=()):
-    """dst <- src. Into a global, elements past its end are not written."""
+def store(dst, src, idx=(), *, via=None):
+    """dst <- src. Into a global, elements past its end are not written. via: a shared tile the tile passes
+    through (src -> via -> global), so that the global is written in whole lines."""
+    if via is not None:
+        store(via, src)
+        store(dst, via, idx)
+        return
     _op("store", dst, src, idx=_index(idx))
 
 
