@@ -384,6 +384,26 @@ def test_copy_converts(backend, dtype, m, n):
     assert_close(y[1], rounded, dtype, tol=0.0, what="through shared")
 
 
+@tl.kernel
+def through_shared(Y, X):
+    """X -> registers through a shared f32 tile -> Y through a shared tile of Y's dtype (tl.load / tl.store via=)."""
+    br, bc = grid2(X)
+    x = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (br, bc), via=tl.shared(tl.f32, BR, BC))
+    tl.store(Y, x, (br, bc), via=tl.shared(Y.dtype, BR, BC))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+@settings(max_examples=3)
+@given(m=extent, n=extent)
+def test_load_and_store_via_a_shared_tile(backend, dtype, m, n):
+    """Edge tiles included: what lies past X reads as 0 and is never written to Y."""
+    x = random_array((m, n), "f32")
+    y = poisoned((m, n), dtype)
+    run(backend, through_shared, y, x)
+    assert_close(y, dtypes.of(dtype).round(up(x)), dtype, tol=0.0)
+
+
 def swapped(x, n_pad):
     """float64 column pairs of x exchanged; x padded with zero columns to n_pad first (loads past the end read 0)."""
     z = np.zeros((x.shape[0], n_pad))
