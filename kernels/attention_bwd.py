@@ -77,10 +77,10 @@ def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM, staged=Fa
     do = tl.regs(tl.f32, BM, D, name="dout")
     delta = tl.rvec(tl.f32, BM, name="delta")
     lse = tl.rvec(tl.f32, BM, name="lse")
-    os, dos, zs = ((tl.shared(O.dtype, BM, D), tl.shared(dO.dtype, BM, D), tl.shared(tl.f32, BM, D)) if staged
-                   else (None,) * 3)
-    tl.load(o, O, (b, h, bm, 0), via=os)
-    tl.load(do, dO, (b, h, bm, 0), via=dos)
+    o_via, do_via, zero_via = ((tl.shared(O.dtype, BM, D), tl.shared(dO.dtype, BM, D), tl.shared(tl.f32, BM, D))
+                               if staged else (None,) * 3)
+    tl.load(o, O, (b, h, bm, 0), via=o_via)
+    tl.load(do, dO, (b, h, bm, 0), via=do_via)
     tl.mul(o, o, do)
     tl.row_sum(delta, o)
     tl.mul(delta, delta, scale)
@@ -89,7 +89,7 @@ def attention_bwd_pre(Delta, LSE2, DQacc, O, dO, LSE, scale, *, D, BM, staged=Fa
     tl.mul(lse, lse, LOG2E)
     tl.store(LSE2, lse, (b, h, bm))
     tl.zero(o)
-    tl.store(DQacc, o, (b, h, bm, 0), via=zs)
+    tl.store(DQacc, o, (b, h, bm, 0), via=zero_via)
 
 
 # The search space (tiles tune attention_bwd): kv rows, query rows, V's home, depth, workers, dV's place; bucketed
@@ -232,9 +232,9 @@ def attention_bwd_dq(dQ, DQacc, *, D, BM, staged=False):
     tl.check_eq(dQ.cols, D)
     tl.check_eq(DQacc.rows, dQ.rows)
     x = tl.regs(tl.f32, BM, D, name="x")
-    xs, ys = (tl.shared(tl.f32, BM, D), tl.shared(dQ.dtype, BM, D)) if staged else (None, None)
-    tl.load(x, DQacc, (b, h, bm, 0), via=xs)
-    tl.store(dQ, x, (b, h, bm, 0), via=ys)
+    acc_via, dq_via = (tl.shared(tl.f32, BM, D), tl.shared(dQ.dtype, BM, D)) if staged else (None, None)
+    tl.load(x, DQacc, (b, h, bm, 0), via=acc_via)
+    tl.store(dQ, x, (b, h, bm, 0), via=dq_via)
 
 
 def attention_backward(q, k, v, o, lse, do, *, causal=False, scale=None, backend=None, rows=None, **config):
