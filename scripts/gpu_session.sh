@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   next1206c  planned 12-06 13:20 for the next session: dq-staged, then grid1206 and standing1206c on an H200
 #   dq-staged  12-06 13:00: GPU tests of the staged dQ conversion (sm_90a's default now), the backward against cuDNN
 #   rows-staged  12-06 13:00: the backward's row kernels staged through shared memory or not (bwd_parts.py)
 #   bmm-sweep  12-06 12:40: the batched GEMM's fixed cost a tile (K from 256 to 2048 on the same tiles)
@@ -569,6 +570,11 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    next1206c)  # planned 12-06 13:20 for the next session (no device time left): the GPU property tests of the staged dQ
+                # conversion (sm_90a's default since 32de07b; bwd_parts.py ran it on the H100, no test did), the backward
+                # against cuDNN; where the card is an H200, issue 18's decode grid and issue 20's table on it
+        bash "$0" dq-staged
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206 standing1206c; fi ;;
     dq-staged)  # 12-06 13:00: dQ's conversion staged through shared memory, now sm_90a's default (rows-staged: 100.9 -> 71.6 us
                 # at 8x16x2048 causal): the backward's GPU property tests (they draw staged for both row kernels), then
                 # the backward against cuDNN where the conversion weighs most (predicted -3% at 2048 causal, -0.5% at 8192)
