@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   groups1206  planned 12-06: consumer_groups=2's GPU tests, then the batched and large GEMMs with it
 #   next1206c  planned 12-06 13:20 for the next session: dq-staged, then grid1206 and standing1206c on an H200
 #   dq-staged  12-06 13:00: GPU tests of the staged dQ conversion (sm_90a's default now), the backward against cuDNN
 #   rows-staged  12-06 13:00: the backward's row kernels staged through shared memory or not (bwd_parts.py)
@@ -570,6 +571,21 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             shared_vectors=True,False 2>&1 | r
         echo "== D128, the default block with the option (predicted within 1%)"
         timeout 100 $a --shapes 4x32x8192x128 --set shared_vectors=False,True 2>&1 | r ;;
+    groups1206)  # planned 12-06 for the next session: consumer_groups=2 (two consumer warpgroups take the persistent walk's
+                 # tiles in turn, 64x256 each; compiled offline only, never run): its GPU tests first (a hang raises
+                 # LaunchHung), then the batched GEMM and the large GEMMs against the default and cuBLAS. Predicted:
+                 # 64x1024x1024x512 128.4 -> 105-115 us on the H100 (bmm-sweep: ~1.35 us a tile the epilogue adds),
+                 # 4096x14336x4096 0-4% faster; 64x256 tiles read B for 64 rows, not 128, so the large GEMMs may lose
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 4 --backends cuda tests/test_cuda_gpu.py \
+            -k "consumer_groups or persistent_grid" >"$OUT/groups_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|ERROR|passed|failed|Hung" "$OUT/groups_tests.log" | tail -6
+        a="python3 -m tiles compare"
+        timeout 80 $a bmm --backends cuda --no-compile --shapes 64x1024x1024x512 64x1024x1024x1024 2>&1 | r
+        timeout 80 $a bmm --backends cuda --no-compile --no-libraries --shapes 64x1024x1024x512 64x1024x1024x1024 \
+            --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=3,4 2>&1 | r
+        timeout 100 $a gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 2>&1 | r
+        timeout 100 $a gemm --backends cuda --no-compile --no-libraries --shapes 4096x4096x4096 4096x14336x4096 \
+            --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=4 2>&1 | r ;;
     next1206c)  # planned 12-06 13:20 for the next session (no device time left): the GPU property tests of the staged dQ
                 # conversion (sm_90a's default since 32de07b; bwd_parts.py ran it on the H100, no test did), the backward
                 # against cuDNN; where the card is an H200, issue 18's decode grid and issue 20's table on it

@@ -15,7 +15,7 @@ from tiles.dtypes import bf16
 from tiles.dsl import TileError
 from tiles.kernels.attention import attention_fwd
 from tiles.kernels.gemm import gemm
-from tiles.testing import assert_close, random_array, run
+from tiles.testing import assert_close, poisoned, random_array, run
 
 pytestmark = pytest.mark.gpu
 
@@ -389,6 +389,22 @@ def test_consumers_take_what_the_setmaxnreg_pool_holds(cfg):
     a, b = random_array((4096 + 37, 520), "bf16"), random_array((520, 1024 + 24), "bf16")   # 153 tiles of 256x128
     c = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)
     run(cuda, gemm, c, a, b, BK=64, stages=3, schedule="warp_specialized", **cfg)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "bf16")
+
+
+@pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
+@pytest.mark.parametrize("shape,out", [((4096 + 37, 520, 1024 + 24, 1), "bf16"), ((1000, 512, 1024, 5), "bf16"),
+                                       ((70, 136, 260, 3), "f32")])
+def test_consumer_groups_take_the_tiles_in_turn_against_float64(shape, out):
+    """consumer_groups=2: the two consumer warpgroups take alternate tiles of each block's walk, more tiles than
+    SMs (each group several), an odd count of tiles a block, a batch (the walk's third dim) and edge tiles; a bf16
+    C through each group's staging tile and TMA store, an f32 one from registers. Host arrays: a group that waits
+    on a slot the producer never fills raises LaunchHung instead of stalling."""
+    m, k, n, z = shape
+    a, b = random_array((z, m, k), "bf16"), random_array((z, k, n), "bf16")
+    c = poisoned((z, m, n), out)
+    run(cuda, gemm, c, a, b, BM=64, BN=256, BK=64, stages=4, workers=1, persistent=True, consumer_groups=2,
+        schedule="warp_specialized")
     assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "bf16")
 
 

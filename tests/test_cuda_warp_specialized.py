@@ -231,6 +231,39 @@ def test_blocks_per_sm_splits_registers_and_shared_memory(kernel, small):
     assert res.registers <= 65536 // 2 // s.threads and res.spills == 0 and res.stack_frame == 0, res
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("kernel", ["gemm", "bmm"])
+def test_consumer_groups_take_the_tiles_in_turn(kernel):
+    """consumer_groups=2: two consumer warpgroups, each a whole 64-row tile, take the persistent walk's rounds in
+    turn (the other group's ring slots skipped), each with its own staging tile and barriers; the block holds both
+    and the producer, the ring's stages are freed by one group's 4 warps, and ptxas spills nothing."""
+    gen = generate(trace(kernel, persistent=True, consumer_groups=2, BM=64, BN=256, workers=1, stages=4))
+    s, src = gen.schedule, gen.source
+    assert (s.groups, s.warps, s.threads) == (2, 4, 384)
+    for line in ("#define TILES_CUDA_CONSUMER_THREADS 256", "#define TILES_CUDA_GROUPS 2",
+                 "__launch_bounds__(NUM_WARPS * TILES_CUDA_GROUPS * 32 + 128, 1)", "ring.init(NUM_WARPS)",
+                 "smem.alloc<tc::st<tc::bf16, 64, 256>>(TILES_CUDA_GROUPS)",
+                 "auto& acc_staging = acc_stagings[tc::consumer_group()];",
+                 "if ((round & 1) != tc::consumer_group()) {", "cursor.skip(tiles_cdiv(A.cols(), 64));"):
+        assert line in src, line
+    res = toolchain.compile(src, "sm_90a").resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0, res
+    plain = generate(trace(kernel, persistent=True, BM=64, BN=256, workers=1, stages=4))
+    assert plain.schedule.groups == 1 and "TILES_CUDA_GROUPS" not in plain.source and "skip" not in plain.source
+
+
+@pytest.mark.parametrize("kernel,extra,why", [
+    ("gemm", dict(persistent=False), "the persistent grid"),
+    ("gemm", dict(persistent=True, BM=128, workers=2), "one consumer warpgroup a tile"),
+    ("attention", dict(persistent=True, BM=64, workers=1), "one tl.pipeline loop that accumulates"),
+    ("gemm", dict(persistent=True, BM=64, workers=1, consumer_groups=3), "must be 1 or 2")])
+def test_consumer_groups_refusals(kernel, extra, why):
+    """What two groups cannot share is refused before anything compiles, with the reason."""
+    k = trace(kernel, **{"consumer_groups": 2, **extra})
+    with pytest.raises(TileError, match=why):
+        schedules.plan(k, "sm_90a", SMEM)
+
+
 def warp_traced(kernel: str, **extra):
     """A kernel traced for sm_90a's warp schedule: gemm at 256^3, or rmsnorm_rows at 8 rows of 14336 (448 x 32)."""
     if kernel == "gemm":

@@ -405,7 +405,8 @@ class ArgSpec:
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")
 OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers", "rings", "rewrites",
-           "deferred", "turns", "mfma", "exp2_poly", "blocks_per_sm", "resident", "boxes", "shared_vectors")
+           "deferred", "turns", "mfma", "exp2_poly", "blocks_per_sm", "resident", "boxes", "shared_vectors",
+           "consumer_groups")
 
 
 class KernelFn:

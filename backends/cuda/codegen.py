@@ -112,12 +112,16 @@ class _Emitter:
             w("#define TILES_CUDA_WGMMA 1  // block-level mma on warpgroup wgmma where the operands allow")
         if ws:
             w("// block-level ops run on the consumer warps only; the producer warpgroup follows them")
-            w(f"#define TILES_CUDA_CONSUMER_THREADS {32 * self.s.warps}")
+            w(f"#define TILES_CUDA_CONSUMER_THREADS {32 * self.s.consumer_warps}")
+        if self.s.groups > 1:
+            w(f"#define TILES_CUDA_GROUPS {self.s.groups}  // consumer groups of NUM_WARPS warps, taking the tiles in "
+              f"turn")
         w("#include <tiles_cuda/tiles.cuh>")
         if ws:
             w("#include <tiles_cuda/warp_specialized.cuh>")
         w()
-        w(f"constexpr int NUM_WARPS = {self.s.warps};{'  // consumer warps' if ws else ''}")
+        who = "  // consumer warps" + (" a group" if self.s.groups > 1 else "") if ws else ""
+        w(f"constexpr int NUM_WARPS = {self.s.warps};{who}")
         w(f"constexpr int STAGES = {self.s.stages};")
         if ws:
             w(f"constexpr int PRODUCER_REGS = {schedules.PRODUCER_REGS}, CONSUMER_REGS = {self.s.consumer_regs};")
@@ -136,7 +140,8 @@ class _Emitter:
         per_sm = f"  // {blocks} blocks an SM" if blocks > 1 else ""
         # the warp schedule's cap exactly (__maxnreg__: a launch bound's block count rounds it to the SM's share,
         # 72 for 64 at 448 threads); a kernel takes one of the two qualifiers, not both
-        bound = (f"__launch_bounds__(NUM_WARPS * 32 + 128, {blocks}){per_sm}" if ws else
+        consumers = "NUM_WARPS * TILES_CUDA_GROUPS" if self.s.groups > 1 else "NUM_WARPS"
+        bound = (f"__launch_bounds__({consumers} * 32 + 128, {blocks}){per_sm}" if ws else
                  f"__maxnreg__({cap})  // at most {cap} registers a thread{per_sm.replace('  //', ':')}" if cap else
                  "__launch_bounds__(NUM_WARPS * 32)")
         w(f"extern \"C\" __global__ void {bound}")
@@ -177,8 +182,12 @@ class _Emitter:
         if st:
             src = next(t for t in self.k.tiles if t.name == self.s.store_src)
             gl = next(p for p in self.k.params if p.name == st.gl)
-            w(f"auto& {src.name}_staging = *smem.alloc<tc::st<{ctype(gl.dtype)}, {src.rows}, {src.cols}>>();"
-              f"  // what the epilogue's TMA store reads")
+            tile = f"tc::st<{ctype(gl.dtype)}, {src.rows}, {src.cols}>"
+            if self.s.groups > 1:   # the consumers take theirs once the roles split
+                w(f"auto* {src.name}_stagings = smem.alloc<{tile}>(TILES_CUDA_GROUPS);  // what the epilogue's TMA "
+                  f"store reads, one a consumer group")
+            else:
+                w(f"auto& {src.name}_staging = *smem.alloc<{tile}>();  // what the epilogue's TMA store reads")
         red = self.s.reduce
         if red:
             t, n = self.s.reduce_src, self.s.reduce_buffers
@@ -221,10 +230,17 @@ class _Emitter:
                     self.produce(self.k.body)
         w.depth += 1
         w("tc::regs_acquire<CONSUMER_REGS>();")
+        if st and self.s.groups > 1:
+            w(f"auto& {self.s.store_src}_staging = {self.s.store_src}_stagings[tc::consumer_group()];")
         self.cursors()
         self.declare_regs()
         self.reads = set()   # the block just synchronized
         with self.tiles():
+            if self.s.groups > 1:
+                with w.block("if ((round & 1) != tc::consumer_group()) {  // the other group's tile: "
+                             "past its ring slots"):
+                    self.skip(self.k.body)
+                    w("continue;")
             if self.s.persistent:
                 self.reads = None   # the last tile's readers of shared tiles precede this one
             self.stmts(self.k.body)
@@ -232,6 +248,19 @@ class _Emitter:
             w("tc::store_tma_wait();")
         w.depth -= 1
         w("}")
+
+    def skip(self, body):
+        """A consumer group's cursor past the ring slots of a tile another group takes: each pipeline loop's count
+        (inside the tl.range loops that hold it), as the producer walks the same nest."""
+        for lp in body:
+            if not isinstance(lp, ir.Loop) or not any(x.kind == "pipeline" for x in [lp, *schedules.loops(lp.body)]):
+                continue
+            if lp.kind == "range":
+                v = lp.var.name
+                with self.w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
+                    self.skip(lp.body)
+                continue
+            self.w(f"cursor.skip({expr(lp.count)});")
 
     def boxes(self):
         """What each TMA load announces: its box in bytes, fitted to its global's rows (option boxes: tc::box_rows,

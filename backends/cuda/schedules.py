@@ -114,6 +114,8 @@ class Schedule:
     resident_slots: int = 0  # each resident tile's ring: 2 slots where its load repeats in a block (a persistent
     #                          grid, a tl.range loop) and shared memory allows, so that the next one lands while
     #                          this one is read; else 1
+    groups: int = 1          # persistent, option consumer_groups: groups of `warps` consumer warps each, taking the
+    #                          block's tiles in turn (groups_misfit), so that one's epilogue runs under another's loop
 
     @property
     def warp_specialized(self) -> bool:
@@ -135,7 +137,12 @@ class Schedule:
 
     @property
     def threads(self) -> int:
-        return 32 * self.warps + (128 if self.warp_specialized else 0)
+        return 32 * self.consumer_warps + (128 if self.warp_specialized else 0)
+
+    @property
+    def consumer_warps(self) -> int:
+        """Every warp that is not the producer's: `groups` groups of `warps`."""
+        return self.warps * self.groups
 
     @property
     def consumer_regs(self) -> int:
@@ -145,9 +152,9 @@ class Schedule:
         setmaxnreg), not on the SM's unallocated registers: a count above this one blocks the consumers forever.
         Counted from the register file instead, 4 consumer warpgroups (96 at launch) asked 120 and 2 of them at 2
         blocks an SM (80) asked 112, and hung on the H200 (12-04, scripts/probe_hang.py)."""
-        launch = launch_registers(self.warps, self.blocks, True, 0)
+        launch = launch_registers(self.consumer_warps, self.blocks, True, 0)
         spare = launch * self.threads - 128 * PRODUCER_REGS
-        return min(MAX_CONSUMER_REGS, spare // (32 * self.warps) // 8 * 8)
+        return min(MAX_CONSUMER_REGS, spare // (32 * self.consumer_warps) // 8 * 8)
 
 
 def tile_registers(k: ir.Kernel, warps: int, skip=()) -> float:
@@ -405,6 +412,29 @@ def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
     return None
 
 
+def groups_misfit(k: ir.Kernel, warps: int, persistent: bool) -> str | None:
+    """Why two consumer groups cannot take k's tiles in turn (None: they can). Each group runs the block-level ops
+    of its own tiles with warp ids of its own (TILES_CUDA_GROUPS), so nothing in a tile may be shared between the
+    groups but the ring: no shared tile written by the consumers (each group would write the one tile), no tile
+    loaded outside the pipeline (resident), no vectors or rings of their own, no sum across blocks (store_sum counts
+    a block once). The tile is one group's: workers=1, whole warpgroups of rows."""
+    if not persistent:
+        return "the persistent grid (persistent=True): the groups take the block's tiles of the walk in turn"
+    if warps != 4:
+        return f"one consumer warpgroup a tile (workers=1, 64 rows), not {warps} warps"
+    if len([lp for lp in loops(k.body) if lp.kind == "pipeline"]) != 1 or not _accumulate_only(k):
+        return "one tl.pipeline loop that accumulates (a GEMM's main loop)"
+    piped = pipelined_tiles(k)
+    for op, _ in k.walk():
+        if op.name == "store_sum":
+            return "no tl.store_sum (its count of arrivals is a block's)"
+        if isinstance(op.dst, ST) and op.dst not in piped:
+            return f"no shared tile written by the consumers ({op.dst.name}: each group would write the one tile)"
+        if op.name == "load" and op.dst in piped and not any(op is x for x in _pipeline_loads(k)):
+            return f"every load of {op.dst.name} inside the pipeline loop"
+    return None
+
+
 def tma_misfit(t: ST) -> str | None:
     """Why TMA cannot fill shared tile t here (None: it can)."""
     if t.dtype.itemsize not in (1, 2) or t.rows > 256:
@@ -470,7 +500,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     for t in k.tiles:
         if isinstance(t, (ST, SV)) and t not in piped:
             smem += aligned((t.rows * t.cols if isinstance(t, ST) else t.length) * t.dtype.itemsize)
-    tma, note, store, persistent = (), "", None, False
+    tma, note, store, persistent, groups = (), "", None, False, 1
     schedule = schedule or k.options.get("schedule", "warp_specialized")
     if schedule not in SCHEDULES:
         raise TileError(f"the CUDA backend has no schedule {schedule!r} ({', '.join(SCHEDULES)})", k.loc)
@@ -485,9 +515,15 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
             tma = _tma_loads(k)
             smem += SMEM_ALIGN   # the ring's mbarriers (or the rings', together)
             persistent = bool(k.options.get("persistent", _accumulate_only(k)))
+            groups = k.options.get("consumer_groups", 1)
+            if groups not in (1, 2) or isinstance(groups, bool):
+                raise TileError(f"{k.name}: consumer_groups must be 1 or 2, got {groups!r}", k.loc)
+            why = groups > 1 and groups_misfit(k, warps, persistent)
+            if why:
+                raise TileError(f"{k.name}: consumer_groups={groups} needs {why}", k.loc)
             store = tma_store(k, warps) if persistent else None
-            if store:   # its staging tile, paid for with pipeline stages where need be (never below 2)
-                smem += aligned(store[0].cols * 16 * warps * 2)
+            if store:   # its staging tile (one a group), paid for with pipeline stages where need be (never below 2)
+                smem += groups * aligned(store[0].cols * 16 * warps * 2)
                 while smem + stages * piped_bytes > max_smem and stages > 2:
                     stages -= 1
     smem += stages * piped_bytes
@@ -521,7 +557,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     if blocks > 1 and not tma:   # the warp schedule: the register cap that lets `blocks` fit (and max_registers, if lower)
         share = launch_registers(warps, blocks, False, 0)
         regs = min(regs or share, share) if share < 255 else regs   # no cap where the blocks fit anyway: same code
-    launch = launch_registers(warps, blocks, bool(tma), regs)
+    launch = launch_registers(warps * groups, blocks, bool(tma), regs)
     if blocks > 1 and tma:   # ptxas fits every instruction in the launch count (C7602 where a wgmma's operands do not fit)
         need = int(tile_registers(k, warps))
         if need > launch:
@@ -544,7 +580,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0, blocks=blocks,
                     pdl=target == "sm_90a",
                     resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
-                    boxes=bool(tma and k.options.get("boxes", True)))
+                    boxes=bool(tma and k.options.get("boxes", True)), groups=groups)
 
 
 WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a

@@ -38,8 +38,39 @@ template <typename A> constexpr bool same<A, A> = true;
 template <bool B, typename X, typename Y> struct cond_t { using type = X; };
 template <typename X, typename Y> struct cond_t<false, X, Y> { using type = Y; };
 
+// The threads that run the block-level ops. In the warp-specialized schedule (warp_specialized.cuh) the block
+// also holds a producer warpgroup that only issues TMA, so the generated source defines
+// TILES_CUDA_CONSUMER_THREADS: the ops split their work over the consumer threads alone, and block barriers
+// become a named barrier over them (the producer never reaches a block-level op). Where it also defines
+// TILES_CUDA_GROUPS (option consumer_groups), the consumers are that many groups, each running the block-level
+// ops of its own tiles: every op sees the threads, warps and barrier of its group as the block's.
+#ifdef TILES_CUDA_CONSUMER_THREADS
+#ifndef TILES_CUDA_GROUPS
+#define TILES_CUDA_GROUPS 1
+#endif
+constexpr int GROUP_THREADS = TILES_CUDA_CONSUMER_THREADS / TILES_CUDA_GROUPS;
+__device__ __forceinline__ int block_threads() { return GROUP_THREADS; }
+// this thread's place among the threads that run the block-level ops (its group's), and its group
+__device__ __forceinline__ int block_thread() {
+    return TILES_CUDA_GROUPS == 1 ? int(threadIdx.x) : int(threadIdx.x) % GROUP_THREADS;
+}
+__device__ __forceinline__ int consumer_group() { return TILES_CUDA_GROUPS == 1 ? 0 : threadIdx.x / GROUP_THREADS; }
+// named barrier 1 over all consumers; with groups, 6 + group over its own (2-5: store_tma's and the turns')
+__device__ __forceinline__ void barrier() {
+    if (TILES_CUDA_GROUPS == 1)
+        asm volatile("bar.sync 1, %0;\n" ::"n"(TILES_CUDA_CONSUMER_THREADS) : "memory");
+    else
+        asm volatile("bar.sync %0, %1;\n" ::"r"(6 + consumer_group()), "n"(GROUP_THREADS) : "memory");
+}
+#else
+__device__ __forceinline__ int block_threads() { return blockDim.x; }
+__device__ __forceinline__ int block_thread() { return threadIdx.x; }
+__device__ __forceinline__ int consumer_group() { return 0; }
+__device__ __forceinline__ void barrier() { __syncthreads(); }
+#endif
+
 __device__ __forceinline__ int lane_id() { return threadIdx.x % WARP; }
-__device__ __forceinline__ int warp_id() { return threadIdx.x / WARP; }
+__device__ __forceinline__ int warp_id() { return block_thread() / WARP; }
 // The warpgroup (4 warps) of this thread, broadcast from lane 0 so that the compiler knows every lane holds the
 // same value: what is derived from it (wgmma's shared-memory descriptors) can live in uniform registers.
 __device__ __forceinline__ int warpgroup_id() { return __shfl_sync(0xffffffffu, warp_id() / 4, 0); }
@@ -81,19 +112,6 @@ template <typename T> __device__ __forceinline__ unsigned as_u32(const pair<T>& 
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
-// The threads that run the block-level ops. In the warp-specialized schedule (warp_specialized.cuh) the block
-// also holds a producer warpgroup that only issues TMA, so the generated source defines
-// TILES_CUDA_CONSUMER_THREADS: the ops split their work over the consumer threads alone, and block barriers
-// become a named barrier over them (the producer never reaches a block-level op).
-#ifdef TILES_CUDA_CONSUMER_THREADS
-__device__ __forceinline__ int block_threads() { return TILES_CUDA_CONSUMER_THREADS; }
-__device__ __forceinline__ void barrier() {
-    asm volatile("bar.sync 1, %0;\n" ::"n"(TILES_CUDA_CONSUMER_THREADS) : "memory");
-}
-#else
-__device__ __forceinline__ int block_threads() { return blockDim.x; }
-__device__ __forceinline__ void barrier() { __syncthreads(); }
-#endif
 
 // A block barrier that also publishes shared-memory writes to the async proxy (sm_90: wgmma and TMA read
 // shared memory through it, so ordinary and cp.async writes need fence.proxy.async before the barrier).

@@ -58,8 +58,8 @@ template <typename T, int R, int C> struct chunk_walk {
     static constexpr int E = 16 / int(sizeof(T));  // elements per chunk
     static constexpr int per_row = C / E;
     static __device__ __forceinline__ bool column_wise() { return block_threads() % per_row == 0; }
-    static __device__ __forceinline__ int col() { return (threadIdx.x % per_row) * E; }
-    static __device__ __forceinline__ int first_row() { return threadIdx.x / per_row; }
+    static __device__ __forceinline__ int col() { return (block_thread() % per_row) * E; }
+    static __device__ __forceinline__ int first_row() { return block_thread() / per_row; }
     static __device__ __forceinline__ int row_step() { return block_threads() / per_row; }
 };
 
@@ -91,7 +91,7 @@ __device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx)
         }
         return;
     }
-    for (int id = threadIdx.x; id < R * walk::per_row; id += block_threads()) {
+    for (int id = block_thread(); id < R * walk::per_row; id += block_threads()) {
         const int r = id / walk::per_row, c = (id % walk::per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
         T* s = &dst.at(r, c);
@@ -133,7 +133,7 @@ __device__ inline void store(const gl<T>& dst, const st<T, R, C>& src, coord idx
             *reinterpret_cast<int4*>(g) = *reinterpret_cast<const int4*>(&src.at(r, c));
         return;
     }
-    for (int id = threadIdx.x; id < R * walk::per_row; id += block_threads()) {
+    for (int id = block_thread(); id < R * walk::per_row; id += block_threads()) {
         const int r = id / walk::per_row, c = (id % walk::per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
         if (gr >= dst.rows()) continue;
@@ -493,7 +493,7 @@ template <typename T, int N>
 __device__ inline void load(sv<T, N>& dst, const gl<T>& src, coord idx) {
     const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
     const T* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) : src.ptr;
-    for (int i = threadIdx.x; i < N; i += block_threads()) {
+    for (int i = block_thread(); i < N; i += block_threads()) {
         const int c = idx.c * N + i;
         dst.data[i] = row_ok && c < src.cols() ? g[c] : from_float<T>(0.f);
     }
@@ -502,7 +502,7 @@ template <typename T, int N>
 __device__ inline void store(const gl<T>& dst, const sv<T, N>& src, coord idx) {
     if (idx.b >= dst.batch() || idx.d >= dst.depth() || idx.r >= dst.rows()) return;
     T* g = dst.row_ptr(idx.b, idx.d, idx.r);
-    for (int i = threadIdx.x; i < N && idx.c * N + i < dst.cols(); i += block_threads()) g[idx.c * N + i] = src.data[i];
+    for (int i = block_thread(); i < N && idx.c * N + i < dst.cols(); i += block_threads()) g[idx.c * N + i] = src.data[i];
 }
 // Shared <-> register vectors: each lane reads the elements it holds; one writer per element stores.
 template <typename T, typename U, int N, axis A, int NW>

@@ -153,7 +153,7 @@ template <typename D> __device__ inline void fill(D& dst, float value) { map(dst
 template <typename D> __device__ inline void zero(D& dst) { fill(dst, 0.f); }
 // Shared tiles are filled by the whole block.
 template <typename T, int R, int C> __device__ inline void fill(st<T, R, C>& dst, float value) {
-    for (int e = threadIdx.x; e < R * C; e += block_threads()) dst.data[e] = from_float<T>(value);
+    for (int e = block_thread(); e < R * C; e += block_threads()) dst.data[e] = from_float<T>(value);
 }
 template <typename T, int R, int C> __device__ inline void zero(st<T, R, C>& dst) { fill(dst, 0.f); }
 

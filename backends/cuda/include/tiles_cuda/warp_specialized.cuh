@@ -29,18 +29,19 @@ __device__ __forceinline__ bool is_producer_leader() { return threadIdx.x == TIL
 // The persistent epilogue's store of a consumer register tile: each warpgroup writes its 64 rows into the
 // staging tile (waiting first until its previous store has read them) and one of its threads hands them to TMA,
 // one copy per swizzle panel; TMA writes only what lies inside the global. The warpgroup goes on to the next
-// tile's main loop while the copy runs. Named barriers 2 + warpgroup (1 is the consumers' block barrier).
+// tile's main loop while the copy runs. Named barriers 2 + warpgroup (1 is the consumers' block barrier); with
+// consumer groups (each one warpgroup, its own tiles and staging tile) 2 + group.
 template <typename T, int R, int C, int NW>
 __device__ inline void store_tma(const tma_map* map, st<T, R, C>& staging, const rt<float, R, C, NW>& src, coord idx) {
     using S = st<T, R, C>;
     static_assert(R == 16 * NW && S::swizzle_bytes == 128, "a warpgroup stores 64 rows of 128-byte panels");
-    const int group = warp_id() / 4;
+    const int group = warp_id() / 4, bar = 2 + group + consumer_group();
     const bool leader = threadIdx.x % 128 == 0;
     if (leader) tiles::sm90::tma_store_wait_read();
-    tiles::sm90::named_sync(2 + group, 128);
+    tiles::sm90::named_sync(bar, 128);
     store(staging, src);   // each warp its 16 rows
     tiles::sm90::fence_async_shared();
-    tiles::sm90::named_sync(2 + group, 128);
+    tiles::sm90::named_sync(bar, 128);
     if (leader) {
 #pragma unroll
         for (int p = 0; p < C / S::panel_cols; ++p)

@@ -35,6 +35,12 @@ struct stage_cursor {
             phase ^= 1;
         }
     }
+    // past n slots another consumer group takes (consumer_groups): the phase flips once per lap of the ring
+    __device__ __forceinline__ void skip(int n) {
+        slot += n;
+        phase ^= (slot / STAGES) & 1;
+        slot %= STAGES;
+    }
 };
 
 // Producer side: wait for the slot to be free, then announce the bytes the TMA copies into it will bring.
