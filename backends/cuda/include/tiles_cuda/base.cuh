@@ -51,8 +51,8 @@ template <typename X, typename Y> struct cond_t<false, X, Y> { using type = Y; }
 constexpr int GROUP_THREADS = TILES_CUDA_CONSUMER_THREADS / TILES_CUDA_GROUPS;
 __device__ __forceinline__ int block_threads() { return GROUP_THREADS; }
 // this thread's place among the threads that run the block-level ops (its group's), and its group
-__device__ __forceinline__ int block_thread() {
-    return TILES_CUDA_GROUPS == 1 ? int(threadIdx.x) : int(threadIdx.x) % GROUP_THREADS;
+__device__ __forceinline__ unsigned block_thread() {   // unsigned, as threadIdx.x: its divisions are shifts
+    return TILES_CUDA_GROUPS == 1 ? threadIdx.x : threadIdx.x % GROUP_THREADS;
 }
 __device__ __forceinline__ int consumer_group() { return TILES_CUDA_GROUPS == 1 ? 0 : threadIdx.x / GROUP_THREADS; }
 // named barrier 1 over all consumers; with groups, 6 + group over its own (2-5: store_tma's and the turns')
@@ -64,13 +64,13 @@ __device__ __forceinline__ void barrier() {
 }
 #else
 __device__ __forceinline__ int block_threads() { return blockDim.x; }
-__device__ __forceinline__ int block_thread() { return threadIdx.x; }
+__device__ __forceinline__ unsigned block_thread() { return threadIdx.x; }
 __device__ __forceinline__ int consumer_group() { return 0; }
 __device__ __forceinline__ void barrier() { __syncthreads(); }
 #endif
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x % WARP; }
-__device__ __forceinline__ int warp_id() { return block_thread() / WARP; }
+__device__ __forceinline__ int warp_id() { return block_thread() / WARP; }   // unsigned division, as before groups
 // The warpgroup (4 warps) of this thread, broadcast from lane 0 so that the compiler knows every lane holds the
 // same value: what is derived from it (wgmma's shared-memory descriptors) can live in uniform registers.
 __device__ __forceinline__ int warpgroup_id() { return __shfl_sync(0xffffffffu, warp_id() / 4, 0); }
