@@ -415,9 +415,9 @@ def ws_misfit(k: ir.Kernel, warps: int) -> str | None:
 def groups_misfit(k: ir.Kernel, warps: int, persistent: bool) -> str | None:
     """Why two consumer groups cannot take k's tiles in turn (None: they can). Each group runs the block-level ops
     of its own tiles with warp ids of its own (TILES_CUDA_GROUPS), so nothing in a tile may be shared between the
-    groups but the ring: no shared tile written by the consumers (each group would write the one tile), no tile
-    loaded outside the pipeline (resident), no vectors or rings of their own, no sum across blocks (store_sum counts
-    a block once). The tile is one group's: workers=1, whole warpgroups of rows."""
+    groups but the ring: no shared tile but the pipelined ones (each group would write the one tile; a resident
+    load's tile is one of those), one pipeline loop that only accumulates (ring vectors and per-tile rings come with
+    bodies that do more), no sum across blocks (store_sum counts a block once). The tile is one group's: workers=1."""
     if not persistent:
         return "the persistent grid (persistent=True): the groups take the block's tiles of the walk in turn"
     if warps != 4:
@@ -430,8 +430,6 @@ def groups_misfit(k: ir.Kernel, warps: int, persistent: bool) -> str | None:
             return "no tl.store_sum (its count of arrivals is a block's)"
         if isinstance(op.dst, ST) and op.dst not in piped:
             return f"no shared tile written by the consumers ({op.dst.name}: each group would write the one tile)"
-        if op.name == "load" and op.dst in piped and not any(op is x for x in _pipeline_loads(k)):
-            return f"every load of {op.dst.name} inside the pipeline loop"
     return None
 
 
