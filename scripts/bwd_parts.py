@@ -17,6 +17,8 @@ import statistics
 
 import torch
 
+from tiles import bench
+from tiles.cli import variants
 from tiles.kernels import attention_bwd as ab
 from tiles.torch.dispatch import launch
 
@@ -36,22 +38,6 @@ def timed(fn, reps: int, batch: int) -> float:
     return statistics.median(times)
 
 
-def parse(text: str):
-    dims, *flags = text.split(",")
-    b, h, n, d = dims.split("x")
-    h, hk = (h.split("/") + [h])[:2]
-    return int(b), int(h), int(hk), int(n), int(d), "causal" in flags
-
-
-def value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"True": True, "False": False}.get(text, text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", nargs="+", default=["8x16x2048x128,causal", "4x32x8192x128"])
@@ -60,13 +46,14 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], help="the main kernel's constants and options")
     ap.add_argument("--rows", nargs="*", default=[], help="the row kernels' constants and options")
     args = ap.parse_args()
-    extra = {k: value(v) for k, v in (s.split("=", 1) for s in args.set)}
-    rows_extra = {k: value(v) for k, v in (s.split("=", 1) for s in args.rows)}
+    (extra,), (rows_extra,) = variants(args.set), variants(args.rows)   # one value a name, as `tiles compare` reads it
     x = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
     copy_gbs = 2 * x.numel() / timed(lambda: x.clone(), args.reps, args.batch) / 1e3
     print(f"{torch.cuda.get_device_name()}: copy {copy_gbs:.0f} GB/s")
     for text in args.shapes:
-        b, h, hk, n, d, causal = parse(text)
+        shape = bench.workload("attention_bwd").parse(text)
+        b, h, hk, n, d = (shape[x] for x in ("B", "H", "Hkv", "N", "D"))
+        causal = bool(shape.get("causal"))
         bf, f32 = torch.bfloat16, torch.float32
         r = lambda *s: torch.randn(*s, dtype=bf, device="cuda")   # noqa: E731
         q, o, do = r(b, h, n, d), r(b, h, n, d), r(b, h, n, d)
