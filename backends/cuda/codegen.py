@@ -250,17 +250,9 @@ class _Emitter:
         w("}")
 
     def skip(self, body):
-        """A consumer group's cursor past the ring slots of a tile another group takes: each pipeline loop's count
-        (inside the tl.range loops that hold it), as the producer walks the same nest."""
-        for lp in body:
-            if not isinstance(lp, ir.Loop) or not any(x.kind == "pipeline" for x in [lp, *schedules.loops(lp.body)]):
-                continue
-            if lp.kind == "range":
-                v = lp.var.name
-                with self.w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
-                    self.skip(lp.body)
-                continue
-            self.w(f"cursor.skip({expr(lp.count)});")
+        """A consumer group's cursor past the ring slots of a tile another group takes: each pipeline loop's count,
+        over the nest the producer walks."""
+        self.ring_nest(body, lambda lp: self.w(f"cursor.skip({expr(lp.count)});"))
 
     def boxes(self):
         """What each TMA load announces: its box in bytes, fitted to its global's rows (option boxes: tc::box_rows,
@@ -290,43 +282,56 @@ class _Emitter:
         each pipeline iteration's loads as TMA into the next ring slot: the slot and its phase carry on from one
         pipeline loop to the next, exactly as the consumers' cursor does. A resident tile's load goes into its
         own ring's next slot where the walk meets it, ahead of the pipelined loads after it."""
-        w = self.w
+        self.ring_nest(body, self.produce_loop, self.produce_resident)
+
+    def ring_nest(self, body, pipeline, resident=None):
+        """The loop nest as the ring's other walkers take it (the producer; a consumer group stepping past another
+        group's tile): the tl.range loops that hold a pipeline loop, written as C loops; pipeline(loop) at each
+        pipeline loop, resident(load) at each resident tile's load where given; nothing else."""
         for lp in body:
-            if any(lp is op for op in self.resident):
-                t = lp.dst.name
-                w(f"tc::load_tma({t}_slots[{t}_cursor.slot], &{t}_tma, tc::refill({t}_ring, {t}_cursor, {t}_bytes), "
-                  f"{self.idx(lp)});")
-                w(f"{t}_cursor.advance();")
+            if resident and any(lp is op for op in self.resident):
+                resident(lp)
                 continue
             if not isinstance(lp, ir.Loop) or not any(x.kind == "pipeline" for x in [lp, *schedules.loops(lp.body)]):
                 continue
-            v = lp.var.name
             if lp.kind == "range":
-                with w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
-                    self.produce(lp.body)
+                v = lp.var.name
+                with self.w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
+                    self.ring_nest(lp.body, pipeline, resident)
                 continue
-            loads = self.loads(lp)
-            if self.s.rings:   # each tile into its own ring, once the consumers have freed that slot
-                with w.block(f"tc::each_stage<STAGES>(cursor, {expr(lp.count)}, [&](int {v}, int stage) {{"
-                             f"  // the loads of iteration {v}", "});"):
-                    for op in loads:
-                        t = op.dst.name
-                        w(f"tc::load_tma({t}_stages[stage], &{t}_tma, tc::refill({t}_ring, cursor, {t}_bytes), "
-                          f"{self.idx(op)});")
-                continue
-            nbytes = " + ".join(f"{op.dst.name}_bytes" for op in loads)
-            w(f"tc::produce<STAGES>(ring, cursor, {expr(lp.count)}, {nbytes},")
-            w.depth += 1
-            vectors = self.vector_loads(lp)
-            if vectors:
-                with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // its vectors, before the tiles' "
-                             f"bytes are announced", "},"):
-                    for op in vectors:
-                        w(f"tc::load_bulk({op.dst.name}_stages[stage], {op.srcs[0].name}, full, {self.idx(op)});")
-            with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}", "});"):
+            pipeline(lp)
+
+    def produce_resident(self, op):
+        t = op.dst.name
+        self.w(f"tc::load_tma({t}_slots[{t}_cursor.slot], &{t}_tma, tc::refill({t}_ring, {t}_cursor, {t}_bytes), "
+               f"{self.idx(op)});")
+        self.w(f"{t}_cursor.advance();")
+
+    def produce_loop(self, lp):
+        """One pipeline loop's loads, iteration by iteration into the ring."""
+        w, v = self.w, lp.var.name
+        loads = self.loads(lp)
+        if self.s.rings:   # each tile into its own ring, once the consumers have freed that slot
+            with w.block(f"tc::each_stage<STAGES>(cursor, {expr(lp.count)}, [&](int {v}, int stage) {{"
+                         f"  // the loads of iteration {v}", "});"):
                 for op in loads:
-                    w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
-            w.depth -= 1
+                    t = op.dst.name
+                    w(f"tc::load_tma({t}_stages[stage], &{t}_tma, tc::refill({t}_ring, cursor, {t}_bytes), "
+                      f"{self.idx(op)});")
+            return
+        nbytes = " + ".join(f"{op.dst.name}_bytes" for op in loads)
+        w(f"tc::produce<STAGES>(ring, cursor, {expr(lp.count)}, {nbytes},")
+        w.depth += 1
+        vectors = self.vector_loads(lp)
+        if vectors:
+            with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // its vectors, before the tiles' "
+                         f"bytes are announced", "},"):
+                for op in vectors:
+                    w(f"tc::load_bulk({op.dst.name}_stages[stage], {op.srcs[0].name}, full, {self.idx(op)});")
+        with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}", "});"):
+            for op in loads:
+                w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
+        w.depth -= 1
 
     @contextlib.contextmanager
     def tiles(self):
