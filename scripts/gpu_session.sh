@@ -586,6 +586,19 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 100 $a gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 2>&1 | r
         timeout 100 $a gemm --backends cuda --no-compile --no-libraries --shapes 4096x4096x4096 4096x14336x4096 \
             --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=4 2>&1 | r ;;
+    groups1206b)  # 12-06 15:30: consumer_groups after its first run hung (parity waits cannot tell a slot's phase k from
+                  # k + 2: a group that skipped the other's slots took the other's pending phase for its own); now the
+                  # groups' main loops take the ring in turns. Its GPU tests, then (only if they pass) the timings of
+                  # groups1206, predicted as there: 64x1024x1024x512 128.4 -> 105-115 us
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 4 --backends cuda tests/test_cuda_gpu.py \
+            -k "consumer_groups or persistent_grid" >"$OUT/groups_tests.log" 2>&1
+        rc=$?; echo "== tests rc=$rc"; grep -E "FAILED|ERROR|passed|failed|Hung" "$OUT/groups_tests.log" | tail -6
+        [ $rc = 0 ] || continue
+        a="python3 -m tiles compare"
+        timeout 100 $a bmm --backends cuda --no-compile --shapes 64x1024x1024x512 64x1024x1024x1024 64x1024x1024x256 \
+            --set BM=64 BN=256 workers=1 persistent=True consumer_groups=1,2 stages=4 2>&1 | r
+        timeout 100 $a gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 2048x4096x4096 \
+            --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=4 2>&1 | r ;;
     next1206c)  # planned 12-06 13:20 for the next session (no device time left): the GPU property tests of the staged dQ
                 # conversion (sm_90a's default since 32de07b; bwd_parts.py ran it on the H100, no test did), the backward
                 # against cuDNN; where the card is an H200, issue 18's decode grid and issue 20's table on it

@@ -394,12 +394,13 @@ def test_consumers_take_what_the_setmaxnreg_pool_holds(cfg):
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
 @pytest.mark.parametrize("shape,out", [((4096 + 37, 520, 1024 + 24, 1), "bf16"), ((1000, 512, 1024, 5), "bf16"),
-                                       ((70, 136, 260, 3), "f32")])
+                                       ((70, 136, 264, 3), "f32")])
 def test_consumer_groups_take_the_tiles_in_turn_against_float64(shape, out):
     """consumer_groups=2: the two consumer warpgroups take alternate tiles of each block's walk, more tiles than
     SMs (each group several), an odd count of tiles a block, a batch (the walk's third dim) and edge tiles; a bf16
-    C through each group's staging tile and TMA store, an f32 one from registers. Host arrays: a group that waits
-    on a slot the producer never fills raises LaunchHung instead of stalling."""
+    C through each group's staging tile and TMA store, an f32 one from registers; 12 tiles, fewer than the SMs: a
+    block of one round, whose second group never takes the ring. Host arrays: a group that waits on a slot the
+    producer never fills raises LaunchHung instead of stalling (as the first run did, before the groups' turns)."""
     m, k, n, z = shape
     a, b = random_array((z, m, k), "bf16"), random_array((z, k, n), "bf16")
     c = poisoned((z, m, n), out)

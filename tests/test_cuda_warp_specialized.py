@@ -236,7 +236,9 @@ def test_blocks_per_sm_splits_registers_and_shared_memory(kernel, small):
 def test_consumer_groups_take_the_tiles_in_turn(kernel):
     """consumer_groups=2: two consumer warpgroups, each a whole 64-row tile, take the persistent walk's rounds in
     turn (the other group's ring slots skipped), each with its own staging tile and barriers; the block holds both
-    and the producer, the ring's stages are freed by one group's 4 warps, and ptxas spills nothing."""
+    and the producer, the ring's stages are freed by one group's 4 warps, a group's main loop waits for its turn
+    and passes the ring on after its last wait (parity waits cannot tell a slot's phase k from k + 2: without the
+    turns the first GPU run hung), and ptxas spills nothing and serializes no wgmma."""
     gen = generate(trace(kernel, persistent=True, consumer_groups=2, BM=64, BN=256, workers=1, stages=4))
     s, src = gen.schedule, gen.source
     assert (s.groups, s.warps, s.threads) == (2, 4, 384)
@@ -244,10 +246,15 @@ def test_consumer_groups_take_the_tiles_in_turn(kernel):
                  "__launch_bounds__(NUM_WARPS * TILES_CUDA_GROUPS * 32 + 128, 1)", "ring.init(NUM_WARPS)",
                  "smem.alloc<tc::st<tc::bf16, 64, 256>>(TILES_CUDA_GROUPS)",
                  "auto& acc_staging = acc_stagings[tc::consumer_group()];",
-                 "if ((round & 1) != tc::consumer_group()) {", "cursor.skip(tiles_cdiv(A.cols(), 64));"):
+                 "if ((round & 1) != tc::consumer_group()) {", "cursor.skip(tiles_cdiv(A.cols(), 64));",
+                 "if (tc::consumer_group() == TILES_CUDA_GROUPS - 1 && tc::persistent_tile(0) < tiles)",
+                 "tc::group_turn_wait();", "if (tc::persistent_tile(round + 1) < tiles) tc::group_turn_pass();"):
         assert line in src, line
-    res = toolchain.compile(src, "sm_90a").resources[gen.name]
-    assert res.spills == 0 and res.stack_frame == 0, res
+    turn = src.index("tc::group_turn_wait();")
+    assert turn < src.index("tc::consume_overlapped") < src.index("tc::group_turn_pass();\n", turn)
+    c = toolchain.compile(src, "sm_90a")
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0 and "C751" not in c.log, (res, c.log)
     plain = generate(trace(kernel, persistent=True, BM=64, BN=256, workers=1, stages=4))
     assert plain.schedule.groups == 1 and "TILES_CUDA_GROUPS" not in plain.source and "skip" not in plain.source
 

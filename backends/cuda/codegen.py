@@ -235,12 +235,16 @@ class _Emitter:
         self.cursors()
         self.declare_regs()
         self.reads = set()   # the block just synchronized
+        if self.s.groups > 1:
+            w("if (tc::consumer_group() == TILES_CUDA_GROUPS - 1 && tc::persistent_tile(0) < tiles)")
+            w("    tc::group_turn_pass();  // the ring's first turn is the first group's")
         with self.tiles():
             if self.s.groups > 1:
                 with w.block("if ((round & 1) != tc::consumer_group()) {  // the other group's tile: "
                              "past its ring slots"):
                     self.skip(self.k.body)
                     w("continue;")
+                w("tc::group_turn_wait();  // the other group has waited for all of its slots")
             if self.s.persistent:
                 self.reads = None   # the last tile's readers of shared tiles precede this one
             self.stmts(self.k.body)
@@ -506,7 +510,9 @@ class _Emitter:
             with w.block(f"[&](int {v}, int stage) {{  // issue the loads of iteration {v}", "},"):
                 for op in loads:
                     w(f"tc::load_async({op.dst.name}_stages[stage], {op.srcs[0].name}, {self.idx(op)});")
-        with w.block(f"[&](int {v}, int stage) {{  // compute on iteration {v}", "});"):
+        turns = bool(accumulators) and self.s.groups > 1   # consumer groups: the ring passes on after the waits
+        with w.block(f"[&](int {v}, int stage) {{  // compute on iteration {v}",
+                     "}, [&] {  // every slot waited for: the next round's group may take the ring" if turns else "});"):
             for t in {op.dst: None for op in loads}:
                 w(f"auto& {t.name} = {t.name}_stages[stage];")
             # tc::pipeline's barrier precedes every compute step; tc::consume's steps have none (the ring's
@@ -518,6 +524,9 @@ class _Emitter:
                                     for t in {op.dst: None for op in loads} if t.name in self.s.rings})
             self.stmts(rest)
             self.in_flight = False
+        if turns:
+            w("    if (tc::persistent_tile(round + 1) < tiles) tc::group_turn_pass();")
+            w("});")
         w.depth -= 1
         for t in accumulators or ():
             w(f"tc::mma_fence({t.name});  // its last mma group is done: it may be read")

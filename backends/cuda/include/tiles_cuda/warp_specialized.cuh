@@ -118,6 +118,22 @@ __device__ __forceinline__ int persistent_tile(int round) {
     return round * gridDim.x + (round & 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
 }
 
+#if defined(TILES_CUDA_GROUPS) && TILES_CUDA_GROUPS > 1
+// Consumer groups (option consumer_groups): their main loops take the ring in turns, in the walk's round order,
+// while a group's epilogue runs beside the next group's loop. A wait on a slot's full mbarrier names the phase
+// by its parity, which tells phase k from k + 1 but not from k + 2: a group that skipped the other's slots and
+// waited at once would take the other's pending phase of the slot for its own (the first GPU run hung so, 12-06).
+// So a group's loop starts only once the previous group's has waited for all of its slots (group_turn_pass
+// after its last wait, its last mma still in flight): every phase a group waits for is then its slot's next.
+// Named barriers 4 + group over the group that waits and the one that passes.
+__device__ __forceinline__ void group_turn_wait() {
+    tiles::sm90::named_sync(4 + consumer_group(), 2 * GROUP_THREADS);
+}
+__device__ __forceinline__ void group_turn_pass() {
+    tiles::sm90::named_arrive(4 + (consumer_group() + 1) % TILES_CUDA_GROUPS, 2 * GROUP_THREADS);
+}
+#endif
+
 // Register reallocation: the producer needs few, the consumers' accumulators many (setmaxnreg).
 template <int N> __device__ __forceinline__ void regs_release() { tiles::sm90::regs_release<N>(); }
 template <int N> __device__ __forceinline__ void regs_acquire() { tiles::sm90::regs_acquire<N>(); }
@@ -336,10 +352,18 @@ __device__ inline void consume(stage_ring<STAGES>& ring, stage_cursor<STAGES>& c
 // path with groups in flight and one without made ptxas serialize every wgmma (C7515), and a wait<0> for the
 // last step inside the loop made it add a full wait to every step (12-04: `WARPGROUP.DEPBAR.LE gsb0, 0x0` before
 // the back edge, the tensor cores drained between steps). The caller fences the accumulators (mma_fence).
-template <int STAGES, typename Compute>
+// waited() runs once every slot of the loop has been waited for, before the last group is (a consumer group
+// passes the ring to the next there).
+struct nothing {
+    __device__ void operator()() const {}
+};
+template <int STAGES, typename Compute, typename Waited = nothing>
 __device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n,
-                                          Compute compute) {
-    if (n <= 0) return;
+                                          Compute compute, Waited waited = {}) {
+    if (n <= 0) {
+        waited();
+        return;
+    }
     int previous = -1;
     // one step per iteration: ptxas unrolls a short body otherwise, and in the fp8 GEMM it then serialized every
     // wgmma (C7514: the injected waits of the two copies meet the accumulator)
@@ -352,6 +376,7 @@ __device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor
         if (previous >= 0) tiles::sm90::release(ring, previous);
         previous = cur.slot;
     }
+    waited();
     mma_wait<0>();
     __syncwarp();
     tiles::sm90::release(ring, previous);
