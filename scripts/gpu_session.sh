@@ -586,6 +586,19 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 100 $a gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 2>&1 | r
         timeout 100 $a gemm --backends cuda --no-compile --no-libraries --shapes 4096x4096x4096 4096x14336x4096 \
             --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=4 2>&1 | r ;;
+    grid-ncu)  # 12-06 15:40: where the batched GEMM's time goes against cuBLAS's (0.91x at 64x1024x1024x512, ours 128x256
+               # tiles; 64x256 tiles in two consumer groups did not hide the epilogue: 138.6 us against 138.1 in one),
+               # ncu of both kernels side by side; then the grid's rows past the decode (M 512 to 16384) with the day's
+               # defaults against cuBLAS, for issue 18's geometric mean over all 32 rows
+        timeout 150 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm|nvjet|sm90_xmma|cutlass|gemm" \
+            --launch-skip 2 --launch-count 2 $SECT --section ComputeWorkloadAnalysis \
+            python3 scripts/gemm_pair.py --shape 64x1024x1024x512 >"$OUT/bmm_ncu.txt" 2>&1; echo "rc=$?"
+        grep -E "^  [a-z_].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Compute \(SM\)|Grid Size|Block Size|Registers Per|Shared Memory Config|Dynamic Shared|Achieved Occ|Executed Ipc A|Waves Per SM|relative error" \
+            "$OUT/bmm_ncu.txt" | head -60
+        for ms in "512 2048" "4096 16384"; do   # two calls: compare prints the library rows at its end
+            g=(); for m in $ms; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+            echo "== the grid at M = $ms, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda \
+                --no-compile --shapes "${g[@]}" 2>&1 | r; done ;;
     groups1206b)  # 12-06 15:30: consumer_groups after its first run hung (parity waits cannot tell a slot's phase k from
                   # k + 2: a group that skipped the other's slots took the other's pending phase for its own); now the
                   # groups' main loops take the ring in turns. Its GPU tests, then (only if they pass) the timings of
