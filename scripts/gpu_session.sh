@@ -586,19 +586,35 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 100 $a gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 2>&1 | r
         timeout 100 $a gemm --backends cuda --no-compile --no-libraries --shapes 4096x4096x4096 4096x14336x4096 \
             --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=4 2>&1 | r ;;
+    final1206)  # 12-06 15:50, the session's last call (~290 s): on an H200 issue 18's grid where its target is set (the
+                # decode rows, then M 512 and 2048); on an H100 (decode rows timed at 07:24) the rows past the decode
+                # and ncu of the batched GEMM against cuBLAS (grid-ncu)
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            g=(); for m in 1 16 64 128; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+            echo "== decode rows, defaults"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile \
+                --shapes "${g[@]}" 2>&1 | r
+            g=(); for m in 512 2048; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+            echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
+                --shapes "${g[@]}" 2>&1 | r
+        else
+            bash "$0" grid-ncu
+        fi ;;
     grid-ncu)  # 12-06 15:40: where the batched GEMM's time goes against cuBLAS's (0.91x at 64x1024x1024x512, ours 128x256
                # tiles; 64x256 tiles in two consumer groups did not hide the epilogue: 138.6 us against 138.1 in one),
                # ncu of both kernels side by side; then the grid's rows past the decode (M 512 to 16384) with the day's
                # defaults against cuBLAS, for issue 18's geometric mean over all 32 rows
-        timeout 150 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm|nvjet|sm90_xmma|cutlass|gemm" \
+        rows() {   # compare prints the library rows at its end: a few shapes a call
+            g=(); for m in "$@"; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+            echo "== the grid at M = $*, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda \
+                --no-compile --shapes "${g[@]}" 2>&1 | r
+        }
+        rows 512 2048
+        timeout 100 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm|nvjet|sm90_xmma|cutlass|gemm" \
             --launch-skip 2 --launch-count 2 $SECT --section ComputeWorkloadAnalysis \
             python3 scripts/gemm_pair.py --shape 64x1024x1024x512 >"$OUT/bmm_ncu.txt" 2>&1; echo "rc=$?"
         grep -E "^  [a-z_].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Compute \(SM\)|Grid Size|Block Size|Registers Per|Shared Memory Config|Dynamic Shared|Achieved Occ|Executed Ipc A|Waves Per SM|relative error" \
             "$OUT/bmm_ncu.txt" | head -60
-        for ms in "512 2048" "4096 16384"; do   # two calls: compare prints the library rows at its end
-            g=(); for m in $ms; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
-            echo "== the grid at M = $ms, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda \
-                --no-compile --shapes "${g[@]}" 2>&1 | r; done ;;
+        rows 4096 16384 ;;
     groups1206b)  # 12-06 15:30: consumer_groups after its first run hung (parity waits cannot tell a slot's phase k from
                   # k + 2: a group that skipped the other's slots took the other's pending phase for its own); now the
                   # groups' main loops take the ring in turns. Its GPU tests, then (only if they pass) the timings of
