@@ -586,7 +586,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 100 $a gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 2>&1 | r
         timeout 100 $a gemm --backends cuda --no-compile --no-libraries --shapes 4096x4096x4096 4096x14336x4096 \
             --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=4 2>&1 | r ;;
-    final1206)  # 12-06 15:50, the session's last call (~290 s): on an H200 issue 18's grid where its target is set (the
+    final1206)  # 12-06 15:50, the session's last call (~240 s): on an H200 issue 18's grid where its target is set (the
                 # decode rows, then M 512 and 2048); on an H100 (decode rows timed at 07:24) the rows past the decode
                 # and ncu of the batched GEMM against cuBLAS (grid-ncu)
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
@@ -597,7 +597,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
         else
-            bash "$0" grid-ncu
+            bash "$0" grid-ncu   # (its last compare, M 4096 and 16384, past this call's time)
         fi ;;
     grid-ncu)  # 12-06 15:40: where the batched GEMM's time goes against cuBLAS's (0.91x at 64x1024x1024x512, ours 128x256
                # tiles; 64x256 tiles in two consumer groups did not hide the epilogue: 138.6 us against 138.1 in one),
