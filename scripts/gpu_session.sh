@@ -596,8 +596,13 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             g=(); for m in 512 2048; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
             echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
-        else
-            bash "$0" grid-ncu   # (its last compare, M 4096 and 16384, past this call's time)
+        else   # is the persistent walk's lockstep the batched GEMM's intercept? Every block's tiles change batch in the
+               # same round, so the next batches' A and B (~8 MB) are read from DRAM at once while the tensor cores
+               # wait; the hardware's grid (persistent=False) drifts out of step. Predicted, if so: persistent=False
+               # at or under 120 us at 64x1024x1024x512 against the walk's 128
+            timeout 80 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
+                64x1024x1024x256 --set persistent=True,False 2>&1 | r
+            bash "$0" grid-ncu   # (its compares past this call's time)
         fi ;;
     grid-ncu)  # 12-06 15:40: where the batched GEMM's time goes against cuBLAS's (0.91x at 64x1024x1024x512, ours 128x256
                # tiles; 64x256 tiles in two consumer groups did not hide the epilogue: 138.6 us against 138.1 in one),
@@ -608,12 +613,12 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== the grid at M = $*, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda \
                 --no-compile --shapes "${g[@]}" 2>&1 | r
         }
-        rows 512 2048
         timeout 100 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm|nvjet|sm90_xmma|cutlass|gemm" \
             --launch-skip 2 --launch-count 2 $SECT --section ComputeWorkloadAnalysis \
             python3 scripts/gemm_pair.py --shape 64x1024x1024x512 >"$OUT/bmm_ncu.txt" 2>&1; echo "rc=$?"
         grep -E "^  [a-z_].*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Compute \(SM\)|Grid Size|Block Size|Registers Per|Shared Memory Config|Dynamic Shared|Achieved Occ|Executed Ipc A|Waves Per SM|relative error" \
             "$OUT/bmm_ncu.txt" | head -60
+        rows 512 2048
         rows 4096 16384 ;;
     groups1206b)  # 12-06 15:30: consumer_groups after its first run hung (parity waits cannot tell a slot's phase k from
                   # k + 2: a group that skipped the other's slots took the other's pending phase for its own); now the
