@@ -586,6 +586,11 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 100 $a gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 2>&1 | r
         timeout 100 $a gemm --backends cuda --no-compile --no-libraries --shapes 4096x4096x4096 4096x14336x4096 \
             --set BM=64 BN=256 workers=1 persistent=True consumer_groups=2 stages=4 2>&1 | r ;;
+    next1207)  # planned 12-06 16:10 for the next session: issue 20's table with the day's defaults (the staged dQ
+               # conversion: the backward 1.00x cuDNN at D 128 on the H100, 15:08), then on an H200 issue 18's whole
+               # grid (on the H100 1.006x over the 32 rows, lowest 0.91x); two calls' worth on an H200
+        bash "$0" standing1206c
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" grid1206 grid-ncu; fi ;;
     final1206)  # 12-06 15:50, the session's last call (~240 s): on an H200 issue 18's grid where its target is set (the
                 # decode rows, then M 512 and 2048); on an H100 (decode rows timed at 07:24) the rows past the decode
                 # and ncu of the batched GEMM against cuBLAS (grid-ncu)
