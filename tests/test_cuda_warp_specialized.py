@@ -259,6 +259,43 @@ def test_consumer_groups_take_the_tiles_in_turn(kernel):
     assert plain.schedule.groups == 1 and "TILES_CUDA_GROUPS" not in plain.source and "skip" not in plain.source
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("kernel,extra", [("gemm", {}), ("bmm", {}), ("gemm", dict(BM=128, BN=128, stages=4))])
+def test_cluster_shares_b_by_multicast(kernel, extra):
+    """cluster=2: two blocks on rows of tiles next to each other each load half of B's swizzle panels into both
+    blocks' slots (the only load that does not depend on the grid's axis 0); the ring's empty barriers count both
+    blocks' consumer warps and are freed in both; the blocks sync as a cluster after the rings' init and before the
+    exit; the walk is over pairs of tiles, the block's row of the pair its rank; the producer keeps 40 registers
+    (ptxas spilled in 24), and nothing spills or serializes the wgmma."""
+    gen = generate(trace(kernel, persistent=True, cluster=2, **extra))
+    s, src = gen.schedule, gen.source
+    assert (s.cluster, s.multicast, s.producer_regs) == (2, ("b",), 40)
+    assert 128 * s.producer_regs + 32 * s.warps * s.consumer_regs <= 65536
+    for line in ("__cluster_dims__(CLUSTER, 1, 1)", "ring.init(NUM_WARPS * CLUSTER)", "tc::cluster_sync();  // every block",
+                 "tc::load_tma_multicast<CLUSTER>(b_stages[stage], &b_tma, full,", "tc::load_tma(a_stages[stage]",
+                 "tc::consume_overlapped<STAGES, CLUSTER>(", "tc::persistent_tile<CLUSTER>(0)",
+                 "const int block_x = cluster_x * CLUSTER + tc::cluster_rank();", "tc::cluster_sync();  // no block leaves"):
+        assert line in src, line
+    assert "__syncthreads();  // the whole block" not in src
+    c = toolchain.compile(src, "sm_90a")
+    res = c.resources[gen.name]
+    assert res.spills == 0 and res.stack_frame == 0 and "C751" not in c.log, (res, c.log)
+    plain = generate(trace(kernel, persistent=True, **extra))
+    assert plain.schedule.cluster == 1 and "CLUSTER" not in plain.source and plain.schedule.producer_regs == 24
+
+
+@pytest.mark.parametrize("extra,why", [
+    (dict(persistent=False), "the persistent grid"),
+    (dict(consumer_groups=2, BM=64, workers=1), "one consumer group"),
+    (dict(BM=64, BN=64, workers=1), "swizzle panels split 2 ways"),
+    (dict(cluster=3), "must be 1 or 2")])
+def test_cluster_refusals(extra, why):
+    """What a cluster cannot share is refused before anything compiles, with the reason."""
+    k = trace("gemm", **{"cluster": 2, "persistent": True, **extra})
+    with pytest.raises(TileError, match=why):
+        schedules.plan(k, "sm_90a", SMEM)
+
+
 @pytest.mark.parametrize("kernel,extra,why", [
     ("gemm", dict(persistent=False), "the persistent grid"),
     ("gemm", dict(persistent=True, BM=128, workers=2), "one consumer warpgroup a tile"),

@@ -124,7 +124,10 @@ class _Emitter:
         w(f"constexpr int NUM_WARPS = {self.s.warps};{who}")
         w(f"constexpr int STAGES = {self.s.stages};")
         if ws:
-            w(f"constexpr int PRODUCER_REGS = {schedules.PRODUCER_REGS}, CONSUMER_REGS = {self.s.consumer_regs};")
+            w(f"constexpr int PRODUCER_REGS = {self.s.producer_regs}, CONSUMER_REGS = {self.s.consumer_regs};")
+        if self.s.cluster > 1:
+            w(f"constexpr int CLUSTER = {self.s.cluster};  // blocks a cluster, on neighbouring tiles along the grid's "
+              f"axis 0, sharing {', '.join(self.s.multicast)} by multicast")
         if self.resident:
             w(f"constexpr int RESIDENT_SLOTS = {self.s.resident_slots};  // of each shared tile the producer loads "
               f"outside the pipeline loops")
@@ -144,6 +147,8 @@ class _Emitter:
         bound = (f"__launch_bounds__({consumers} * 32 + 128, {blocks}){per_sm}" if ws else
                  f"__maxnreg__({cap})  // at most {cap} registers a thread{per_sm.replace('  //', ':')}" if cap else
                  "__launch_bounds__(NUM_WARPS * 32)")
+        if self.s.cluster > 1:
+            bound += " __cluster_dims__(CLUSTER, 1, 1)"
         w(f"extern \"C\" __global__ void {bound}")
         with w.block(f"{cgen.symbol(k)}({', '.join(params)}) {{"):
             for p in k.params:
@@ -205,7 +210,11 @@ class _Emitter:
               f"  // every consumer warp frees a stage once")
         else:
             w("auto& ring = *smem.alloc<tc::stage_ring<STAGES>>();  // full/empty mbarriers per stage")
-            w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
+            if self.s.cluster > 1:
+                w("if (threadIdx.x == 0) ring.init(NUM_WARPS * CLUSTER);  // every consumer warp of the cluster frees "
+                  "a stage once")
+            else:
+                w("if (threadIdx.x == 0) ring.init(NUM_WARPS);  // every consumer warp frees a stage once")
         if self.resident:
             n = len(self.resident)
             w(f"auto* resident = smem.alloc<tc::stage_ring<RESIDENT_SLOTS>>({n});  // full/empty mbarriers per slot, "
@@ -215,12 +224,18 @@ class _Emitter:
             w(f"if (threadIdx.x == 0) {f'for (int r = 0; r < {n}; ++r) resident[r]' if n > 1 else 'resident[0]'}"
               f".init(NUM_WARPS);")
         self.boxes()
-        w("__syncthreads();  // the whole block, producer included: the ring is ready")
+        if self.s.cluster > 1:
+            w("tc::cluster_sync();  // every block of the cluster, producers included: the rings are ready")
+        else:
+            w("__syncthreads();  // the whole block, producer included: the ring is ready")
         self.grid_dependency()
         w()
         if self.s.persistent:
             sizes = [expr(g) for g in self.k.grid]
-            w(f"const int grid[{len(sizes)}] = {{{', '.join(sizes)}}};  // tl.grid: the tiles this grid walks")
+            if self.s.cluster > 1:   # axis 0 in the clusters' tiles: CLUSTER of the grid's each
+                sizes[0] = f"tiles_cdiv({sizes[0]}, CLUSTER)"
+            w(f"const int grid[{len(sizes)}] = {{{', '.join(sizes)}}};  // tl.grid: the tiles this grid walks"
+              f"{', axis 0 in clusters' if self.s.cluster > 1 else ''}")
             w(f"const int tiles = {' * '.join(f'grid[{i}]' for i in range(len(sizes)))};")
         with w.block("if (tc::is_producer()) {", "} else {"):
             w("tc::regs_release<PRODUCER_REGS>();")
@@ -228,6 +243,8 @@ class _Emitter:
                 self.cursors()
                 with self.tiles():
                     self.produce(self.k.body)
+            if self.s.cluster > 1:
+                w("__syncwarp();  // the leader rejoins its warp for the cluster's barrier")
         w.depth += 1
         w("tc::regs_acquire<CONSUMER_REGS>();")
         if st and self.s.groups > 1:
@@ -252,6 +269,8 @@ class _Emitter:
             w("tc::store_tma_wait();")
         w.depth -= 1
         w("}")
+        if self.s.cluster > 1:
+            w("tc::cluster_sync();  // no block leaves while a peer may still multicast into it or free its stages")
 
     def skip(self, body):
         """A consumer group's cursor past the ring slots of a tile another group takes: each pipeline loop's count,
@@ -334,7 +353,9 @@ class _Emitter:
                     w(f"tc::load_bulk({op.dst.name}_stages[stage], {op.srcs[0].name}, full, {self.idx(op)});")
         with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}", "});"):
             for op in loads:
-                w(f"tc::load_tma({op.dst.name}_stages[stage], &{op.dst.name}_tma, full, {self.idx(op)});")
+                t = op.dst.name
+                load = "tc::load_tma_multicast<CLUSTER>" if t in self.s.multicast else "tc::load_tma"
+                w(f"{load}({t}_stages[stage], &{t}_tma, full, {self.idx(op)});")
         w.depth -= 1
 
     @contextlib.contextmanager
@@ -347,14 +368,18 @@ class _Emitter:
         if not self.s.persistent:
             yield
             return
-        with w.block("for (int round = 0, tile = tc::persistent_tile(0); tile < tiles; "
-                     "tile = tc::persistent_tile(++round)) {"):
+        walk = "tc::persistent_tile<CLUSTER>" if self.s.cluster > 1 else "tc::persistent_tile"
+        with w.block(f"for (int round = 0, tile = {walk}(0); tile < tiles; tile = {walk}(++round)) {{"):
             n = len(self.k.grid)
             group = expr(self.k.group) if self.k.group is not None else str(schedules.GROUP_ROWS) if n == 2 else None
             # without a group (1-D, or 3-D) x fastest; with one, the tile's place within its z slice is the order
             ids = ("tile",) if n == 1 else ("tile % grid[0]", "tile / grid[0] % grid[1]", "tile / (grid[0] * grid[1])")
             order = "tile % (grid[0] * grid[1])" if n == 3 else "tile"
-            for line in cgen.block_indices(ids[:n], group, ["grid[0]", "grid[1]"], order):
+            lines = cgen.block_indices(ids[:n], group, ["grid[0]", "grid[1]"], order)
+            if self.s.cluster > 1:   # the walk's tile is the cluster's: its blocks take rows of tiles next to each other
+                lines = [line.replace("const int block_x =", "const int cluster_x =") for line in lines]
+                lines.append("const int block_x = cluster_x * CLUSTER + tc::cluster_rank();")
+            for line in lines:
                 w(line)
             yield
 
@@ -498,7 +523,8 @@ class _Emitter:
             self.consume_deferred(lp, split)
             return
         if accumulators:   # mma groups stay in flight across steps (warp_specialized.cuh)
-            w(f"tc::consume_overlapped<STAGES>(ring, cursor, {expr(lp.count)},")
+            cluster = ", CLUSTER" if self.s.cluster > 1 else ""
+            w(f"tc::consume_overlapped<STAGES{cluster}>(ring, cursor, {expr(lp.count)},")
         elif self.s.rings:   # a ring per tile: the body waits for and frees each tile's slot (stmts)
             w(f"tc::each_stage<STAGES>(cursor, {expr(lp.count)},")
         elif self.s.warp_specialized:   # the producer issues the loads (warp_specialized above)

@@ -488,7 +488,9 @@ class Runtime:
             maps = []
         grid = tuple(int(ir.evaluate(g, env)) for g in k.grid)
         if gen.schedule.persistent:   # one block per SM (or blocks_per_sm) walks every tile of tl.grid
-            grid = (min(int(np.prod(grid)), self.sms * gen.schedule.blocks),)
+            c = gen.schedule.cluster   # in clusters: axis 0 in pairs of tiles, whole clusters of blocks
+            tiles = -(-grid[0] // c) * int(np.prod(grid[1:]))
+            grid = (min(tiles, self.sms * gen.schedule.blocks // c) * c,)
         return Launch(fn, grid, (gen.schedule.threads,), gen.schedule.smem_bytes, pack(k, args) + maps,
                       programmatic=self.programmatic and gen.schedule.pdl)
 

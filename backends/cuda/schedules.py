@@ -38,6 +38,8 @@ PRODUCER_REGS = 24        # what the TMA-issuing warpgroup keeps (setmaxnreg.dec
                           # which attention backward needs. A persistent producer kept 40 until 12-02 (CUTLASS's
                           # count), yet ptxas fits its walk in 24 (the highest register it uses after the
                           # setmaxnreg: R11 in the attention forward, R13 in the GEMM; no spills, no C7508)
+CLUSTER_PRODUCER_REGS = 40   # a producer that multicasts its share of a tile: its rank's panels, the mask; in 24
+                             # ptxas spilled 100-216 B (gemm and bmm, cluster=2, 12-06)
 # Consumer warpgroups the warp-specialized schedule takes: up to four (640 threads), the most run on the H200
 # (12-04: the docs' batched GEMM at BM=256, persistent or not, once setmaxnreg asked no more than the CTA's pool
 # holds; before that fix four hung, see consumer_regs). Five or more were never run, so they are refused.
@@ -116,6 +118,10 @@ class Schedule:
     #                          this one is read; else 1
     groups: int = 1          # persistent, option consumer_groups: groups of `warps` consumer warps each, taking the
     #                          block's tiles in turn (groups_misfit), so that one's epilogue runs under another's loop
+    cluster: int = 1         # persistent, option cluster: blocks a cluster, on tiles next to each other along the
+    #                          grid's axis 0, sharing the `multicast` tiles (cluster_misfit)
+    multicast: tuple[str, ...] = ()   # pipelined tiles whose loads do not depend on the grid's axis 0: each block
+    #                          of a cluster loads its share of their panels into every block's slot
 
     @property
     def warp_specialized(self) -> bool:
@@ -145,6 +151,10 @@ class Schedule:
         return self.warps * self.groups
 
     @property
+    def producer_regs(self) -> int:
+        return CLUSTER_PRODUCER_REGS if self.cluster > 1 else PRODUCER_REGS
+
+    @property
     def consumer_regs(self) -> int:
         """Registers per consumer thread after setmaxnreg, in steps of 8: what the block starts with (every thread
         the launch count, which ptxas takes whole where setmaxnreg is used) less what the producer keeps, over the
@@ -153,7 +163,7 @@ class Schedule:
         Counted from the register file instead, 4 consumer warpgroups (96 at launch) asked 120 and 2 of them at 2
         blocks an SM (80) asked 112, and hung on the H200 (12-04, scripts/probe_hang.py)."""
         launch = launch_registers(self.consumer_warps, self.blocks, True, 0)
-        spare = launch * self.threads - 128 * PRODUCER_REGS
+        spare = launch * self.threads - 128 * self.producer_regs
         return min(MAX_CONSUMER_REGS, spare // (32 * self.consumer_warps) // 8 * 8)
 
 
@@ -433,6 +443,37 @@ def groups_misfit(k: ir.Kernel, warps: int, persistent: bool) -> str | None:
     return None
 
 
+def shared_loads(k: ir.Kernel, cluster: int) -> list[ir.Op]:
+    """The pipelined loads the blocks of a cluster share: their index does not depend on the grid's axis 0, along
+    which the cluster's blocks lie, and the tile's swizzle panels split evenly over the blocks."""
+    return [op for op in _pipeline_loads(k) if ("block", 0) not in set().union(*map(ir.free_vars, op.attrs["idx"]))
+            and (op.dst.cols // tma_map(op).panel_cols) % cluster == 0]
+
+
+def cluster_misfit(k: ir.Kernel, cluster: int, persistent: bool, groups: int, blocks: int) -> str | None:
+    """Why `cluster` blocks cannot share k's loads (None: they can). Each block's producer fills its share of every
+    block's slot, so the blocks walk the same ring in step: one pipeline loop, at the body's top level, that only
+    accumulates and whose trip count does not depend on the grid's axis 0; at least one load to share; no sum
+    across blocks (a tile past the grid's end, the pair of the last odd one, is computed and never stored)."""
+    if not persistent:
+        return "the persistent grid (persistent=True): a cluster walks pairs of tiles"
+    if groups > 1 or blocks > 1:
+        return "one consumer group and one block an SM (consumer_groups=1, blocks_per_sm=1)"
+    top = [s for s in k.body if isinstance(s, ir.Loop) and s.kind == "pipeline"]
+    if len(top) != 1 or len([lp for lp in loops(k.body) if lp.kind == "pipeline"]) != 1 or not _accumulate_only(k):
+        return "one tl.pipeline loop, outside any other loop, that accumulates (a GEMM's main loop)"
+    if ("block", 0) in ir.free_vars(top[0].count):
+        return "a pipeline loop whose trip count does not depend on the grid's axis 0 (the cluster's blocks step together)"
+    if len(k.grid) < 2:
+        return "a grid of 2 or 3 dims (the cluster's blocks lie along axis 0)"
+    if any(op.name == "store_sum" for op, _ in k.walk()):
+        return "no tl.store_sum (a tile past the grid's end would be counted)"
+    if not shared_loads(k, cluster):
+        return (f"a pipelined load that does not depend on the grid's axis 0, whose tile's swizzle panels split "
+                f"{cluster} ways (a GEMM's B tile)")
+    return None
+
+
 def tma_misfit(t: ST) -> str | None:
     """Why TMA cannot fill shared tile t here (None: it can)."""
     if t.dtype.itemsize not in (1, 2) or t.rows > 256:
@@ -498,7 +539,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     for t in k.tiles:
         if isinstance(t, (ST, SV)) and t not in piped:
             smem += aligned((t.rows * t.cols if isinstance(t, ST) else t.length) * t.dtype.itemsize)
-    tma, note, store, persistent, groups = (), "", None, False, 1
+    tma, note, store, persistent, groups, cluster = (), "", None, False, 1, 1
     schedule = schedule or k.options.get("schedule", "warp_specialized")
     if schedule not in SCHEDULES:
         raise TileError(f"the CUDA backend has no schedule {schedule!r} ({', '.join(SCHEDULES)})", k.loc)
@@ -519,6 +560,12 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
             why = groups > 1 and groups_misfit(k, warps, persistent)
             if why:
                 raise TileError(f"{k.name}: consumer_groups={groups} needs {why}", k.loc)
+            cluster = k.options.get("cluster", 1)
+            if cluster not in (1, 2) or isinstance(cluster, bool):
+                raise TileError(f"{k.name}: cluster must be 1 or 2, got {cluster!r}", k.loc)
+            why = cluster > 1 and cluster_misfit(k, cluster, persistent, groups, blocks)
+            if why:
+                raise TileError(f"{k.name}: cluster={cluster} needs {why}", k.loc)
             store = tma_store(k, warps) if persistent else None
             if store:   # its staging tile (one a group), paid for with pipeline stages where need be (never below 2)
                 smem += groups * aligned(store[0].cols * 16 * warps * 2)
@@ -578,7 +625,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     exp2_poly=int(k.options.get("exp2_poly", 0)) if target == "sm_90a" else 0, blocks=blocks,
                     pdl=target == "sm_90a",
                     resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
-                    boxes=bool(tma and k.options.get("boxes", True)), groups=groups)
+                    boxes=bool(tma and k.options.get("boxes", True)), groups=groups, cluster=cluster,
+                    multicast=tuple(op.dst.name for op in shared_loads(k, cluster)) if cluster > 1 else ())
 
 
 WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a

@@ -114,8 +114,45 @@ __device__ __forceinline__ void store_tma_wait() {
 // long tile in one round takes a short one in the next. A plain stride leaves block b the tiles b, b + grid, ...,
 // which for 16 query blocks a head on 132 SMs gives some blocks 16+12+8+4 key blocks every 4 rounds and others
 // 13+9+5+1: the longest block's share 1.21x the mean at 8x16x2048 causal, 1.03x with the reversal.
-__device__ __forceinline__ int persistent_tile(int round) {
-    return round * gridDim.x + (round & 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+// With clusters of CLUSTER blocks (option cluster), the cluster's tile of the walk over the grid's clusters of tiles.
+template <int CLUSTER = 1> __device__ __forceinline__ int persistent_tile(int round) {
+    const int walkers = gridDim.x / CLUSTER, walker = blockIdx.x / CLUSTER;
+    return round * walkers + (round & 1 ? walkers - 1 - walker : walker);
+}
+
+// Clusters (option cluster): CLUSTER blocks on neighbouring SMs take tiles that share an operand (a GEMM's B tile,
+// for rows of tiles next to each other) and each loads 1/CLUSTER of that tile's swizzle panels, multicast into
+// every block of the cluster, so that the operand crosses from L2 once for all of them (cuBLAS's 1x2 clusters;
+// the hand GEMM's, sm90/hand/gemm.cuh). A slot is then written by every block's producer, so it may be refilled
+// only once every block's consumers are done with it: the ring's empty barriers count every consumer warp of the
+// cluster (free_stage), and each full barrier announces the whole tile's bytes, its share landing from each block.
+__device__ __forceinline__ int cluster_rank() { return int(tiles::sm90::cluster_rank()); }
+// Every thread of every block of the cluster: after the rings' init (no block multicasts into a peer's slots or
+// arrives on its barriers before they exist) and before the exit (nor after the peer has gone).
+__device__ __forceinline__ void cluster_sync() { tiles::sm90::cluster_sync(); }
+
+// Producer (its leader thread): this block's share of st tile `idx`, panels [rank P / CLUSTER, (rank + 1) P /
+// CLUSTER) of its P, into the same slot of every block of the cluster, each completing on that block's `full`.
+template <int CLUSTER, typename T, int R, int C>
+__device__ __forceinline__ void load_tma_multicast(st<T, R, C>& dst, const tma_map* map, mbarrier& full, coord idx) {
+    using S = st<T, R, C>;
+    constexpr int panels = C / S::panel_cols, share = panels / CLUSTER;
+    static_assert(S::swizzle_bytes != 0 && R <= 256 && panels % CLUSTER == 0,
+                  "each block of the cluster loads whole swizzle panels of a TMA tile");
+    const int first = cluster_rank() * share;
+#pragma unroll
+    for (int p = first; p < first + share; ++p)
+        tiles::sm90::tma_load_multicast(reinterpret_cast<char*>(dst.data) + p * R * S::panel_cols * int(sizeof(T)),
+                                        map, full, (1 << CLUSTER) - 1, idx.c * C + p * S::panel_cols, idx.r * R,
+                                        idx.d, idx.b);
+}
+
+// Consumers, once per warp: the slot may be refilled, in every block of the cluster that fills it.
+template <int CLUSTER, int STAGES> __device__ __forceinline__ void free_stage(stage_ring<STAGES>& ring, int slot) {
+    if constexpr (CLUSTER == 1)
+        tiles::sm90::release(ring, slot);
+    else
+        tiles::sm90::release_cluster<CLUSTER>(ring, slot);
 }
 
 #if defined(TILES_CUDA_GROUPS) && TILES_CUDA_GROUPS > 1
@@ -357,7 +394,7 @@ __device__ inline void consume(stage_ring<STAGES>& ring, stage_cursor<STAGES>& c
 struct nothing {
     __device__ void operator()() const {}
 };
-template <int STAGES, typename Compute, typename Waited = nothing>
+template <int STAGES, int CLUSTER = 1, typename Compute, typename Waited = nothing>
 __device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor<STAGES>& cur, int n,
                                           Compute compute, Waited waited = {}) {
     if (n <= 0) {
@@ -373,13 +410,13 @@ __device__ inline void consume_overlapped(stage_ring<STAGES>& ring, stage_cursor
         compute(k, cur.slot);
         mma_wait<1>();
         __syncwarp();
-        if (previous >= 0) tiles::sm90::release(ring, previous);
+        if (previous >= 0) free_stage<CLUSTER>(ring, previous);
         previous = cur.slot;
     }
     waited();
     mma_wait<0>();
     __syncwarp();
-    tiles::sm90::release(ring, previous);
+    free_stage<CLUSTER>(ring, previous);
 }
 
 }  // namespace tc

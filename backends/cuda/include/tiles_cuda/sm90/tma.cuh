@@ -49,6 +49,16 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const tensor_map* 
         : "memory");
 }
 
+// 4-D, as the generated kernels' globals are.
+__device__ __forceinline__ void tma_load_multicast(void* dst, const tensor_map* map, mbarrier& bar, u16 cta_mask,
+                                                   int c0, int c1, int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%4, %5, %6, %7}], [%2], %3;\n" ::"r"(smem_addr(dst)),
+        "l"(map), "r"(smem_addr(&bar.word)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+        : "memory");
+}
+
 // Stores write only the part of the box inside the tensor.
 __device__ __forceinline__ void tma_store(const tensor_map* map, const void* src, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),
