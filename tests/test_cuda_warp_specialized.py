@@ -265,11 +265,11 @@ def test_cluster_shares_b_by_multicast(kernel, extra):
     """cluster=2: two blocks on rows of tiles next to each other each load half of B's swizzle panels into both
     blocks' slots (the only load that does not depend on the grid's axis 0); the ring's empty barriers count both
     blocks' consumer warps and are freed in both; the blocks sync as a cluster after the rings' init and before the
-    exit; the walk is over pairs of tiles, the block's row of the pair its rank; the producer keeps 40 registers
-    (ptxas spilled in 24), and nothing spills or serializes the wgmma."""
+    exit; the walk is over pairs of tiles, the block's row of the pair its rank; the producer keeps 48 registers
+    (ptxas spilled in 24 and, K split, in 40), and nothing spills or serializes the wgmma."""
     gen = generate(trace(kernel, persistent=True, cluster=2, **extra))
     s, src = gen.schedule, gen.source
-    assert (s.cluster, s.multicast, s.producer_regs) == (2, ("b",), 40)
+    assert (s.cluster, s.multicast, s.producer_regs) == (2, ("b",), 48)
     assert 128 * s.producer_regs + 32 * s.warps * s.consumer_regs <= 65536
     for line in ("__cluster_dims__(CLUSTER, 1, 1)", "ring.init(NUM_WARPS * CLUSTER)", "tc::cluster_sync();  // every block",
                  "tc::load_tma_multicast<CLUSTER>(b_stages[stage], &b_tma, full,", "tc::load_tma(a_stages[stage]",

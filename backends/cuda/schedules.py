@@ -38,8 +38,9 @@ PRODUCER_REGS = 24        # what the TMA-issuing warpgroup keeps (setmaxnreg.dec
                           # which attention backward needs. A persistent producer kept 40 until 12-02 (CUTLASS's
                           # count), yet ptxas fits its walk in 24 (the highest register it uses after the
                           # setmaxnreg: R11 in the attention forward, R13 in the GEMM; no spills, no C7508)
-CLUSTER_PRODUCER_REGS = 40   # a producer that multicasts its share of a tile: its rank's panels, the mask; in 24
-                             # ptxas spilled 100-216 B (gemm and bmm, cluster=2, 12-06)
+CLUSTER_PRODUCER_REGS = 48   # a producer that multicasts its share of a tile: its rank's panels, the mask; ptxas
+                             # spilled 100-216 B in 24 (gemm and bmm, cluster=2, 12-06), 4 B in 40 where K is split
+                             # and added into C; the consumers keep 224 (no spills at 128x256)
 # Consumer warpgroups the warp-specialized schedule takes: up to four (640 threads), the most run on the H200
 # (12-04: the docs' batched GEMM at BM=256, persistent or not, once setmaxnreg asked no more than the CTA's pool
 # holds; before that fix four hung, see consumer_regs). Five or more were never run, so they are refused.
