@@ -56,18 +56,20 @@ def c_expr(e: ir.Expr, names: Callable[[ir.Expr], str] = default_names) -> str:
 
 
 def block_indices(ids: Sequence[str], group: str | None = None, sizes: Sequence[str] = (),
-                  order: str | None = None) -> list[str]:
+                  order: str | None = None, x: str = "block_x") -> list[str]:
     """C lines naming the block's tl.grid indices block_x, block_y, block_z from ids, the block's position along
     each axis of the launch (blockIdx.x, ...). With a group (tl.grid(group=g), in C; sizes: the grid's sizes),
     rows and columns follow from the block's position in the launch order within its z slice: `order` where a
     backend walks or reorders the launch itself (a persistent walk, HIP's chiplets), else ids[1] * rows + ids[0];
-    the header libraries' tiles_group_row/col map it."""
+    the header libraries' tiles_group_row/col map it. x: the name for axis 0's index (a backend that derives
+    block_x from it)."""
+    names = (x, "block_y", "block_z")
     if group is None:
-        return [f"const int block_{'xyz'[a]} = {i};" for a, i in enumerate(ids)]
+        return [f"const int {names[a]} = {i};" for a, i in enumerate(ids)]
     rows, cols = sizes[0], sizes[1]
     lines = ["// the blocks in the order they start: column by column (y) within groups of block_group rows (x)",
              f"const int block_group = {group}, block_order = {order or f'{ids[1]} * {rows} + {ids[0]}'};",
-             f"const int block_x = tiles_group_row(block_order, {rows}, {cols}, block_group);",
+             f"const int {x} = tiles_group_row(block_order, {rows}, {cols}, block_group);",
              f"const int block_y = tiles_group_col(block_order, {rows}, {cols}, block_group);"]
     return lines + [f"const int block_z = {i};" for i in ids[2:]]
 

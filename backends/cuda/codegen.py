@@ -375,12 +375,12 @@ class _Emitter:
             # without a group (1-D, or 3-D) x fastest; with one, the tile's place within its z slice is the order
             ids = ("tile",) if n == 1 else ("tile % grid[0]", "tile / grid[0] % grid[1]", "tile / (grid[0] * grid[1])")
             order = "tile % (grid[0] * grid[1])" if n == 3 else "tile"
-            lines = cgen.block_indices(ids[:n], group, ["grid[0]", "grid[1]"], order)
-            if self.s.cluster > 1:   # the walk's tile is the cluster's: its blocks take rows of tiles next to each other
-                lines = [line.replace("const int block_x =", "const int cluster_x =") for line in lines]
-                lines.append("const int block_x = cluster_x * CLUSTER + tc::cluster_rank();")
-            for line in lines:
+            cluster = self.s.cluster > 1   # the walk's tile is the cluster's: its blocks take rows of tiles in turn
+            for line in cgen.block_indices(ids[:n], group, ["grid[0]", "grid[1]"], order,
+                                           x="cluster_x" if cluster else "block_x"):
                 w(line)
+            if cluster:
+                w("const int block_x = cluster_x * CLUSTER + tc::cluster_rank();")
             yield
 
     def loads(self, lp: ir.Loop) -> list[ir.Op]:
