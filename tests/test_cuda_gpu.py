@@ -412,17 +412,22 @@ def test_consumer_groups_take_the_tiles_in_turn_against_float64(shape, out):
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
 @pytest.mark.parametrize("shape,cfg", [((4096 + 37, 520, 1024 + 24, 1), dict()), ((1000, 512, 1024, 5), dict()),
                                        ((2 * 128 + 5, 136, 512, 3), dict(BM=128, BN=128, stages=4)),
-                                       ((70, 1032, 264, 2), dict(BM=64, BN=256, workers=1))])
+                                       ((70, 1032, 264, 2), dict(BM=64, BN=256, workers=1)),
+                                       ((4096 + 37, 520, 1024 + 24, 1), dict(trans_b=True)),
+                                       ((200, 136, 136, 2), dict(BM=64, BN=64, workers=1, stages=8))])
 def test_cluster_multicasts_b_against_float64(shape, cfg):
-    """cluster=2: pairs of blocks on rows of tiles next to each other, each loading half of B's panels into both:
-    more tiles than SMs, an odd count of rows of tiles (the last pair's second tile lies past C: computed, never
-    stored), a batch, edge tiles, K not a whole number of steps, and 2 tiles a batch (fewer clusters than SMs). A
-    block that waited for bytes its peer never sent raises LaunchHung instead of stalling."""
+    """cluster=2: pairs of blocks on rows of tiles next to each other, each loading half of B's panels (or, one
+    panel wide: trans_b's 256x64 tile, a 64x64 one, half its rows) into both: more tiles than SMs, an odd count of
+    rows of tiles (the last pair's second tile lies past C: computed, never stored), a batch, edge tiles, K not a
+    whole number of steps, 2 tiles a batch (fewer clusters than SMs), a B whose rows end inside a tile. A block
+    that waited for bytes its peer never sent raises LaunchHung instead of stalling."""
     m, k, n, z = shape
-    a, b = random_array((z, m, k), "bf16"), random_array((z, k, n), "bf16")
+    trans_b = cfg.get("trans_b", False)
+    a, b = random_array((z, m, k), "bf16"), random_array((z, n, k) if trans_b else (z, k, n), "bf16")
     c = poisoned((z, m, n), "bf16")
     run(cuda, gemm, c, a, b, persistent=True, cluster=2, schedule="warp_specialized", **cfg)
-    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "bf16")
+    want = a.astype(np.float64) @ (np.swapaxes(b, 1, 2) if trans_b else b).astype(np.float64)
+    assert_close(c, want, "bf16")
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")

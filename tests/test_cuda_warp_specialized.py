@@ -260,19 +260,28 @@ def test_consumer_groups_take_the_tiles_in_turn(kernel):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("kernel,extra", [("gemm", {}), ("bmm", {}), ("gemm", dict(BM=128, BN=128, stages=4))])
-def test_cluster_shares_b_by_multicast(kernel, extra):
-    """cluster=2: two blocks on rows of tiles next to each other each load half of B's swizzle panels into both
-    blocks' slots (the only load that does not depend on the grid's axis 0); the ring's empty barriers count both
-    blocks' consumer warps and are freed in both; the blocks sync as a cluster after the rings' init and before the
-    exit; the walk is over pairs of tiles, the block's row of the pair its rank; the producer keeps 48 registers
-    (ptxas spilled in 24 and, K split, in 40), and nothing spills or serializes the wgmma."""
+@pytest.mark.parametrize("kernel,extra,by_rows", [("gemm", {}, False), ("bmm", {}, False),
+                                                  ("gemm", dict(BM=128, BN=128, stages=4), False),
+                                                  ("gemm_bt", {}, True),
+                                                  ("gemm", dict(BM=64, BN=64, workers=1, stages=8), True)])
+def test_cluster_shares_b_by_multicast(kernel, extra, by_rows):
+    """cluster=2: two blocks on rows of tiles next to each other each load half of B's tile into both blocks' slots
+    (the only load that does not depend on the grid's axis 0): half its swizzle panels, or, where it is one panel
+    wide (trans_b's 256x64, a 64x64 tile), half its rows through a box of that many rows, announced whole and never
+    fitted; the ring's empty barriers count both blocks' consumer warps and are freed in both; the blocks sync as a
+    cluster after the rings' init and before the exit; the walk is over pairs of tiles, the block's row of the pair
+    its rank; the producer keeps 48 registers (ptxas spilled in 24 and, K split, in 40), and nothing spills or
+    serializes the wgmma."""
     gen = generate(trace(kernel, persistent=True, cluster=2, **extra))
     s, src = gen.schedule, gen.source
-    assert (s.cluster, s.multicast, s.producer_regs) == (2, ("b",), 48)
+    assert (s.cluster, s.multicast, s.multicast_rows, s.producer_regs) == (2, ("b",), ("b",) * by_rows, 48)
     assert 128 * s.producer_regs + 32 * s.warps * s.consumer_regs <= 65536
+    load = "tc::load_tma_multicast_rows<CLUSTER>" if by_rows else "tc::load_tma_multicast<CLUSTER>"
+    bytes_line = "const unsigned b_bytes = " + (f"{64 * (256 if kernel == 'gemm_bt' else 64) * 2};" if by_rows else
+                                               "tc::box_bytes(b_stages, B.rows());")
+    assert ("tc::zero_past_box(b_stages" in src) != by_rows
     for line in ("__cluster_dims__(CLUSTER, 1, 1)", "ring.init(NUM_WARPS * CLUSTER)", "tc::cluster_sync();  // every block",
-                 "tc::load_tma_multicast<CLUSTER>(b_stages[stage], &b_tma, full,", "tc::load_tma(a_stages[stage]",
+                 f"{load}(b_stages[stage], &b_tma, full,", "tc::load_tma(a_stages[stage]", bytes_line,
                  "tc::consume_overlapped<STAGES, CLUSTER>(", "tc::persistent_tile<CLUSTER>(0)",
                  "const int block_x = cluster_x * CLUSTER + tc::cluster_rank();", "tc::cluster_sync();  // no block leaves"):
         assert line in src, line
@@ -284,14 +293,14 @@ def test_cluster_shares_b_by_multicast(kernel, extra):
     assert plain.schedule.cluster == 1 and "CLUSTER" not in plain.source and plain.schedule.producer_regs == 24
 
 
-@pytest.mark.parametrize("extra,why", [
-    (dict(persistent=False), "the persistent grid"),
-    (dict(consumer_groups=2, BM=64, workers=1), "one consumer group"),
-    (dict(BM=64, BN=64, workers=1), "swizzle panels split 2 ways"),
-    (dict(cluster=3), "must be 1 or 2")])
-def test_cluster_refusals(extra, why):
+@pytest.mark.parametrize("kernel,extra,why", [
+    ("gemm", dict(persistent=False), "the persistent grid"),
+    ("gemm", dict(consumer_groups=2, BM=64, workers=1), "one consumer group"),
+    ("attention", dict(BM=64, workers=1), "one tl.pipeline loop"),
+    ("gemm", dict(cluster=3), "must be 1 or 2")])
+def test_cluster_refusals(kernel, extra, why):
     """What a cluster cannot share is refused before anything compiles, with the reason."""
-    k = trace("gemm", **{"cluster": 2, "persistent": True, **extra})
+    k = trace(kernel, **{"cluster": 2, "persistent": True, **extra})
     with pytest.raises(TileError, match=why):
         schedules.plan(k, "sm_90a", SMEM)
 
@@ -450,6 +459,21 @@ def test_tensor_maps_follow_the_schedule_and_refuse_unaddressable_rows():
     odd = np.zeros((300, 60), dtypes.bf16.np)        # 120-byte rows
     with pytest.raises(TileError, match="multiples of 16 bytes"):
         runtime.tensor_map_specs(k, s, [c, odd, b], pointer=lambda x: 0)
+
+
+def test_cluster_row_boxes_are_half_the_tile_and_never_fitted():
+    """A B tile the cluster's blocks load by rows (trans_b's 256x64, one swizzle panel) gets a box of 128 rows,
+    whole even where B has fewer rows than a tile (no fitted box: the kernel announces the whole tile, its two
+    halves); a tile split by panels keeps its fitted box."""
+    for trans_b, rows, box in ((True, 40, (64, 128, 1, 1)), (True, 600, (64, 128, 1, 1)), (False, 40, (64, 40, 1, 1))):
+        k = trace("gemm_bt" if trans_b else "gemm", persistent=True, cluster=2)
+        s = schedules.plan(k, "sm_90a", SMEM)
+        b = np.zeros((rows, 256) if trans_b else (rows, 512), dtypes.bf16.np)
+        a = np.zeros((300, 256 if trans_b else rows), dtypes.bf16.np)
+        c = np.zeros((300, rows if trans_b else 512), dtypes.bf16.np)
+        specs = dict(zip((m.map for m in s.maps), (sp for sp, _ in runtime.tensor_map_specs(k, s, [c, a, b],
+                                                                                           pointer=lambda x: 0))))
+        assert specs["b_tma"].box == box, (trans_b, rows, specs["b_tma"])
 
 
 @pytest.mark.parametrize("d", [64, 128])

@@ -291,6 +291,9 @@ class _Emitter:
         w("// TMA boxes fitted to their globals' rows: a global shorter than its tile loads its rows rounded up to 8,")
         w("// the rest of the tile is zeroed here once")
         for m, slots, n in tiles:
+            if m.tile in self.s.multicast_rows:   # the cluster's row boxes together: the whole tile, never fitted
+                w(f"const unsigned {m.tile}_bytes = {m.bytes};  // the cluster's boxes of its rows: the whole tile")
+                continue
             w(f"const unsigned {m.tile}_bytes = tc::box_bytes({m.tile}{slots}, {m.gl}.rows());")
             w(f"tc::zero_past_box({m.tile}{slots}, {n}, {m.gl}.rows());")
 
@@ -354,7 +357,8 @@ class _Emitter:
         with w.block(f"[&](int {v}, int stage, tc::mbarrier& full) {{  // the loads of iteration {v}", "});"):
             for op in loads:
                 t = op.dst.name
-                load = "tc::load_tma_multicast<CLUSTER>" if t in self.s.multicast else "tc::load_tma"
+                load = ("tc::load_tma_multicast_rows<CLUSTER>" if t in self.s.multicast_rows else
+                        "tc::load_tma_multicast<CLUSTER>" if t in self.s.multicast else "tc::load_tma")
                 w(f"{load}({t}_stages[stage], &{t}_tma, full, {self.idx(op)});")
         w.depth -= 1
 

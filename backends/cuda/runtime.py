@@ -256,12 +256,13 @@ class TensorMapSpec:
 
 
 def tensor_map_spec(k: ir.Kernel, tma: schedules.TmaMap, dtype: dtypes.DType, shape, strides,
-                    load: bool = False) -> TensorMapSpec:
+                    load: bool = False, split: int = 1) -> TensorMapSpec:
     """The map of `tma` over an array of this shape and element strides; a TileError where TMA cannot address it.
 
     Bounds need nothing more: TMA zero-fills the parts of a box outside `dims` that it loads, which is what
     tl.load means, and writes only the parts inside that it stores. A load's box is fitted to a global shorter
-    than the tile (schedules.box_rows, as the kernel's tc::box_rows announces it)."""
+    than the tile (schedules.box_rows, as the kernel's tc::box_rows announces it); a tile the blocks of a cluster
+    load in `split` runs of rows (tc::load_tma_multicast_rows) has a box of one run, never fitted."""
     shape = (1,) * (4 - len(shape)) + tuple(int(n) for n in shape)
     strides = (0,) * (4 - len(strides)) + tuple(int(s) for s in strides)
     size = dtype.itemsize
@@ -279,7 +280,7 @@ def tensor_map_spec(k: ir.Kernel, tma: schedules.TmaMap, dtype: dtypes.DType, sh
     if any(n >= TMA_DIM_LIMIT for n in dims):
         raise TileError(f"argument {tma.gl}: TMA addresses at most 2**32 elements per dim, got {shape}", k.loc)
     swizzle = f"CU_TENSOR_MAP_{schedules.TMA_SWIZZLE[tma.swizzle_bytes]}"
-    rows = schedules.box_rows(tma.rows, dims[1]) if load else tma.rows
+    rows = tma.rows // split if split > 1 else schedules.box_rows(tma.rows, dims[1]) if load else tma.rows
     return TensorMapSpec(TMA_DTYPES[dtype.name], dims, tuple(out), (tma.panel_cols, rows, 1, 1), swizzle)
 
 
@@ -310,7 +311,8 @@ def tensor_map_specs(k: ir.Kernel, sched: schedules.Schedule, args, pointer=poin
     loads = sched.tma + sched.resident if sched.boxes else ()
     for m in sched.maps:
         p, a = by_name[m.gl]
-        out.append((tensor_map_spec(k, m, p.dtype, a.shape, _strides(a), load=m in loads), pointer(a)))
+        split = sched.cluster if m.tile in sched.multicast_rows else 1
+        out.append((tensor_map_spec(k, m, p.dtype, a.shape, _strides(a), load=m in loads, split=split), pointer(a)))
     return out
 
 

@@ -123,6 +123,8 @@ class Schedule:
     #                          grid's axis 0, sharing the `multicast` tiles (cluster_misfit)
     multicast: tuple[str, ...] = ()   # pipelined tiles whose loads do not depend on the grid's axis 0: each block
     #                          of a cluster loads its share of their panels into every block's slot
+    multicast_rows: tuple[str, ...] = ()   # those of them split by rows instead (one swizzle panel, or panels that
+    #                          do not split evenly): each block's share a box of rows / cluster, never fitted
 
     @property
     def warp_specialized(self) -> bool:
@@ -446,9 +448,16 @@ def groups_misfit(k: ir.Kernel, warps: int, persistent: bool) -> str | None:
 
 def shared_loads(k: ir.Kernel, cluster: int) -> list[ir.Op]:
     """The pipelined loads the blocks of a cluster share: their index does not depend on the grid's axis 0, along
-    which the cluster's blocks lie, and the tile's swizzle panels split evenly over the blocks."""
+    which the cluster's blocks lie, and the tile splits evenly over the blocks, by swizzle panels or else by rows
+    (whole 8-row swizzle atoms each: split_by_rows)."""
     return [op for op in _pipeline_loads(k) if ("block", 0) not in set().union(*map(ir.free_vars, op.attrs["idx"]))
-            and (op.dst.cols // tma_map(op).panel_cols) % cluster == 0]
+            and ((op.dst.cols // tma_map(op).panel_cols) % cluster == 0 or split_by_rows(op, cluster))]
+
+
+def split_by_rows(op: ir.Op, cluster: int) -> bool:
+    """Whether a shared load's tile is split over the cluster's blocks by rows: its panels do not split evenly
+    (a 64-column tile, as `trans_b`'s B), and its rows do, in whole 8-row swizzle atoms."""
+    return (op.dst.cols // tma_map(op).panel_cols) % cluster != 0 and op.dst.rows % (8 * cluster) == 0
 
 
 def cluster_misfit(k: ir.Kernel, cluster: int, persistent: bool, groups: int, blocks: int) -> str | None:
@@ -470,8 +479,8 @@ def cluster_misfit(k: ir.Kernel, cluster: int, persistent: bool, groups: int, bl
     if any(op.name == "store_sum" for op, _ in k.walk()):
         return "no tl.store_sum (a tile past the grid's end would be counted)"
     if not shared_loads(k, cluster):
-        return (f"a pipelined load that does not depend on the grid's axis 0, whose tile's swizzle panels split "
-                f"{cluster} ways (a GEMM's B tile)")
+        return (f"a pipelined load that does not depend on the grid's axis 0, whose tile's swizzle panels or rows "
+                f"(in 8-row atoms) split {cluster} ways (a GEMM's B tile)")
     return None
 
 
@@ -627,7 +636,9 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     pdl=target == "sm_90a",
                     resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
                     boxes=bool(tma and k.options.get("boxes", True)), groups=groups, cluster=cluster,
-                    multicast=tuple(op.dst.name for op in shared_loads(k, cluster)) if cluster > 1 else ())
+                    multicast=tuple(op.dst.name for op in shared_loads(k, cluster)) if cluster > 1 else (),
+                    multicast_rows=tuple(op.dst.name for op in shared_loads(k, cluster) if split_by_rows(op, cluster))
+                    if cluster > 1 else ())
 
 
 WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a

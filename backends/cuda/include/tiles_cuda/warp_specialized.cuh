@@ -147,6 +147,24 @@ __device__ __forceinline__ void load_tma_multicast(st<T, R, C>& dst, const tma_m
                                         idx.d, idx.b);
 }
 
+// The same split by rows, for a tile whose panels do not split evenly (one 64-column panel: trans_b's B): this
+// block's R / CLUSTER rows of every panel, through a map whose box is that many rows (the host encodes it so,
+// never fitted). The rows start on a whole 8-row swizzle atom, so TMA's swizzle of them is the whole tile's.
+template <int CLUSTER, typename T, int R, int C>
+__device__ __forceinline__ void load_tma_multicast_rows(st<T, R, C>& dst, const tma_map* map, mbarrier& full,
+                                                        coord idx) {
+    using S = st<T, R, C>;
+    constexpr int share = R / CLUSTER;
+    static_assert(S::swizzle_bytes != 0 && R <= 256 && share % 8 == 0,
+                  "each block of the cluster loads whole 8-row swizzle atoms of a TMA tile");
+    const int first = cluster_rank() * share;
+#pragma unroll
+    for (int p = 0; p < C / S::panel_cols; ++p)
+        tiles::sm90::tma_load_multicast(
+            reinterpret_cast<char*>(dst.data) + (p * R + first) * S::panel_cols * int(sizeof(T)), map, full,
+            (1 << CLUSTER) - 1, idx.c * C + p * S::panel_cols, idx.r * R + first, idx.d, idx.b);
+}
+
 // Consumers, once per warp: the slot may be refilled, in every block of the cluster that fills it.
 template <int CLUSTER, int STAGES> __device__ __forceinline__ void free_stage(stage_ring<STAGES>& ring, int slot) {
     if constexpr (CLUSTER == 1)
