@@ -589,15 +589,16 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
     cluster1207)  # planned 12-06 17:00 for the next session: cluster=2 (pairs of blocks sharing B by multicast, compiled
                   # offline only): its GPU tests first (a hang raises LaunchHung), then timed against the default and
                   # cuBLAS. Predicted on the H100: bmm 64x1024x1024x512 128.0 -> 117-122 us (cuBLAS's clusters,
-                  # 114.7 under ncu), gemm 4096^3 175.8 -> 170-174 (the hand GEMM's +3%), 4096x14336x4096 ~2% faster
+                  # 114.7 under ncu), gemm 4096^3 175.8 -> 170-174 (the hand GEMM's +3%), 4096x14336x4096 ~2% faster,
+                  # trans_b's B split by rows as much
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 4 --backends cuda tests/test_cuda_gpu.py \
             -k "cluster or persistent_grid" >"$OUT/cluster_tests.log" 2>&1
         rc=$?; echo "== tests rc=$rc"; grep -E "FAILED|ERROR|passed|failed|Hung" "$OUT/cluster_tests.log" | tail -6
         [ $rc = 0 ] || continue
         timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
             64x1024x1024x256 --set cluster=1,2 2>&1 | r
-        timeout 120 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 \
-            512x28672x8192 --set cluster=1,2 2>&1 | r ;;
+        timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 \
+            512x28672x8192 4096x4096x4096,bt --set cluster=1,2 2>&1 | r ;;
     next1207)  # planned 12-06 16:10 for the next session: issue 20's table with the day's defaults (the staged dQ
                # conversion: the backward 1.00x cuDNN at D 128 on the H100, 15:08), then on an H200 issue 18's whole
                # grid (on the H100 1.006x over the 32 rows, lowest 0.91x); two calls' worth on an H200
