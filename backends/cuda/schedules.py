@@ -435,7 +435,7 @@ def groups_misfit(k: ir.Kernel, warps: int, persistent: bool) -> str | None:
         return "the persistent grid (persistent=True): the groups take the block's tiles of the walk in turn"
     if warps != 4:
         return f"one consumer warpgroup a tile (workers=1, 64 rows), not {warps} warps"
-    if len([lp for lp in loops(k.body) if lp.kind == "pipeline"]) != 1 or not _accumulate_only(k):
+    if not _one_accumulating_loop(k):
         return "one tl.pipeline loop that accumulates (a GEMM's main loop)"
     piped = pipelined_tiles(k)
     for op, _ in k.walk():
@@ -446,18 +446,24 @@ def groups_misfit(k: ir.Kernel, warps: int, persistent: bool) -> str | None:
     return None
 
 
-def shared_loads(k: ir.Kernel, cluster: int) -> list[ir.Op]:
-    """The pipelined loads the blocks of a cluster share: their index does not depend on the grid's axis 0, along
-    which the cluster's blocks lie, and the tile splits evenly over the blocks, by swizzle panels or else by rows
-    (whole 8-row swizzle atoms each: split_by_rows)."""
-    return [op for op in _pipeline_loads(k) if ("block", 0) not in set().union(*map(ir.free_vars, op.attrs["idx"]))
-            and ((op.dst.cols // tma_map(op).panel_cols) % cluster == 0 or split_by_rows(op, cluster))]
+def _one_accumulating_loop(k: ir.Kernel) -> bool:
+    return len([lp for lp in loops(k.body) if lp.kind == "pipeline"]) == 1 and _accumulate_only(k)
 
 
-def split_by_rows(op: ir.Op, cluster: int) -> bool:
-    """Whether a shared load's tile is split over the cluster's blocks by rows: its panels do not split evenly
-    (a 64-column tile, as `trans_b`'s B), and its rows do, in whole 8-row swizzle atoms."""
-    return (op.dst.cols // tma_map(op).panel_cols) % cluster != 0 and op.dst.rows % (8 * cluster) == 0
+def shared_loads(k: ir.Kernel, cluster: int) -> dict[str, str]:
+    """The pipelined tiles the blocks of a cluster share, each with how it splits over them: their loads' index
+    does not depend on the grid's axis 0, along which the cluster's blocks lie, and the tile splits evenly by
+    swizzle panels ("panels"), or else by rows in whole 8-row swizzle atoms ("rows": a 64-column tile, as
+    `trans_b`'s B)."""
+    out = {}
+    for op in _pipeline_loads(k):
+        if ("block", 0) in set().union(*map(ir.free_vars, op.attrs["idx"])):
+            continue
+        if (op.dst.cols // tma_map(op).panel_cols) % cluster == 0:
+            out[op.dst.name] = "panels"
+        elif op.dst.rows % (8 * cluster) == 0:
+            out[op.dst.name] = "rows"
+    return out
 
 
 def cluster_misfit(k: ir.Kernel, cluster: int, persistent: bool, groups: int, blocks: int) -> str | None:
@@ -470,7 +476,7 @@ def cluster_misfit(k: ir.Kernel, cluster: int, persistent: bool, groups: int, bl
     if groups > 1 or blocks > 1:
         return "one consumer group and one block an SM (consumer_groups=1, blocks_per_sm=1)"
     top = [s for s in k.body if isinstance(s, ir.Loop) and s.kind == "pipeline"]
-    if len(top) != 1 or len([lp for lp in loops(k.body) if lp.kind == "pipeline"]) != 1 or not _accumulate_only(k):
+    if len(top) != 1 or not _one_accumulating_loop(k):
         return "one tl.pipeline loop, outside any other loop, that accumulates (a GEMM's main loop)"
     if ("block", 0) in ir.free_vars(top[0].count):
         return "a pipeline loop whose trip count does not depend on the grid's axis 0 (the cluster's blocks step together)"
@@ -482,6 +488,17 @@ def cluster_misfit(k: ir.Kernel, cluster: int, persistent: bool, groups: int, bl
         return (f"a pipelined load that does not depend on the grid's axis 0, whose tile's swizzle panels or rows "
                 f"(in 8-row atoms) split {cluster} ways (a GEMM's B tile)")
     return None
+
+
+def _one_or_two(k: ir.Kernel, option: str, misfit) -> int:
+    """Option `option`'s value, 1 (default) or 2, refused with misfit(2)'s reason where the kernel cannot take 2."""
+    n = k.options.get(option, 1)
+    if n not in (1, 2) or isinstance(n, bool):
+        raise TileError(f"{k.name}: {option} must be 1 or 2, got {n!r}", k.loc)
+    why = n > 1 and misfit(n)
+    if why:
+        raise TileError(f"{k.name}: {option}={n} needs {why}", k.loc)
+    return n
 
 
 def tma_misfit(t: ST) -> str | None:
@@ -549,7 +566,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
     for t in k.tiles:
         if isinstance(t, (ST, SV)) and t not in piped:
             smem += aligned((t.rows * t.cols if isinstance(t, ST) else t.length) * t.dtype.itemsize)
-    tma, note, store, persistent, groups, cluster = (), "", None, False, 1, 1
+    tma, note, store, persistent, groups, cluster, shared = (), "", None, False, 1, 1, {}
     schedule = schedule or k.options.get("schedule", "warp_specialized")
     if schedule not in SCHEDULES:
         raise TileError(f"the CUDA backend has no schedule {schedule!r} ({', '.join(SCHEDULES)})", k.loc)
@@ -564,18 +581,9 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
             tma = _tma_loads(k)
             smem += SMEM_ALIGN   # the ring's mbarriers (or the rings', together)
             persistent = bool(k.options.get("persistent", _accumulate_only(k)))
-            groups = k.options.get("consumer_groups", 1)
-            if groups not in (1, 2) or isinstance(groups, bool):
-                raise TileError(f"{k.name}: consumer_groups must be 1 or 2, got {groups!r}", k.loc)
-            why = groups > 1 and groups_misfit(k, warps, persistent)
-            if why:
-                raise TileError(f"{k.name}: consumer_groups={groups} needs {why}", k.loc)
-            cluster = k.options.get("cluster", 1)
-            if cluster not in (1, 2) or isinstance(cluster, bool):
-                raise TileError(f"{k.name}: cluster must be 1 or 2, got {cluster!r}", k.loc)
-            why = cluster > 1 and cluster_misfit(k, cluster, persistent, groups, blocks)
-            if why:
-                raise TileError(f"{k.name}: cluster={cluster} needs {why}", k.loc)
+            groups = _one_or_two(k, "consumer_groups", lambda n: groups_misfit(k, warps, persistent))
+            cluster = _one_or_two(k, "cluster", lambda n: cluster_misfit(k, n, persistent, groups, blocks))
+            shared = shared_loads(k, cluster) if cluster > 1 else {}
             store = tma_store(k, warps) if persistent else None
             if store:   # its staging tile (one a group), paid for with pipeline stages where need be (never below 2)
                 smem += groups * aligned(store[0].cols * 16 * warps * 2)
@@ -636,9 +644,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     pdl=target == "sm_90a",
                     resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
                     boxes=bool(tma and k.options.get("boxes", True)), groups=groups, cluster=cluster,
-                    multicast=tuple(op.dst.name for op in shared_loads(k, cluster)) if cluster > 1 else (),
-                    multicast_rows=tuple(op.dst.name for op in shared_loads(k, cluster) if split_by_rows(op, cluster))
-                    if cluster > 1 else ())
+                    multicast=tuple(shared), multicast_rows=tuple(t for t, by in shared.items() if by == "rows"))
 
 
 WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a

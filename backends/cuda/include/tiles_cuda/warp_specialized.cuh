@@ -131,20 +131,27 @@ __device__ __forceinline__ int cluster_rank() { return int(tiles::sm90::cluster_
 // arrives on its barriers before they exist) and before the exit (nor after the peer has gone).
 __device__ __forceinline__ void cluster_sync() { tiles::sm90::cluster_sync(); }
 
-// Producer (its leader thread): this block's share of st tile `idx`, panels [rank P / CLUSTER, (rank + 1) P /
-// CLUSTER) of its P, into the same slot of every block of the cluster, each completing on that block's `full`.
+// Producer (its leader thread): panels [p0, p0 + n) of st tile `idx`, from row r0 of each on, into the same slot
+// of every block of the cluster, each completing on that block's `full` (the map's box: the rows each block loads).
+template <int CLUSTER, typename T, int R, int C>
+__device__ __forceinline__ void multicast_panels(st<T, R, C>& dst, const tma_map* map, mbarrier& full, coord idx,
+                                                 int p0, int n, int r0) {
+    using S = st<T, R, C>;
+#pragma unroll
+    for (int p = p0; p < p0 + n; ++p)
+        tiles::sm90::tma_load_multicast(
+            reinterpret_cast<char*>(dst.data) + (p * R + r0) * S::panel_cols * int(sizeof(T)), map, full,
+            (1 << CLUSTER) - 1, idx.c * C + p * S::panel_cols, idx.r * R + r0, idx.d, idx.b);
+}
+
+// This block's share of st tile `idx`: panels [rank P / CLUSTER, (rank + 1) P / CLUSTER) of its P.
 template <int CLUSTER, typename T, int R, int C>
 __device__ __forceinline__ void load_tma_multicast(st<T, R, C>& dst, const tma_map* map, mbarrier& full, coord idx) {
     using S = st<T, R, C>;
     constexpr int panels = C / S::panel_cols, share = panels / CLUSTER;
     static_assert(S::swizzle_bytes != 0 && R <= 256 && panels % CLUSTER == 0,
                   "each block of the cluster loads whole swizzle panels of a TMA tile");
-    const int first = cluster_rank() * share;
-#pragma unroll
-    for (int p = first; p < first + share; ++p)
-        tiles::sm90::tma_load_multicast(reinterpret_cast<char*>(dst.data) + p * R * S::panel_cols * int(sizeof(T)),
-                                        map, full, (1 << CLUSTER) - 1, idx.c * C + p * S::panel_cols, idx.r * R,
-                                        idx.d, idx.b);
+    multicast_panels<CLUSTER>(dst, map, full, idx, cluster_rank() * share, share, 0);
 }
 
 // The same split by rows, for a tile whose panels do not split evenly (one 64-column panel: trans_b's B): this
@@ -157,12 +164,7 @@ __device__ __forceinline__ void load_tma_multicast_rows(st<T, R, C>& dst, const 
     constexpr int share = R / CLUSTER;
     static_assert(S::swizzle_bytes != 0 && R <= 256 && share % 8 == 0,
                   "each block of the cluster loads whole 8-row swizzle atoms of a TMA tile");
-    const int first = cluster_rank() * share;
-#pragma unroll
-    for (int p = 0; p < C / S::panel_cols; ++p)
-        tiles::sm90::tma_load_multicast(
-            reinterpret_cast<char*>(dst.data) + (p * R + first) * S::panel_cols * int(sizeof(T)), map, full,
-            (1 << CLUSTER) - 1, idx.c * C + p * S::panel_cols, idx.r * R + first, idx.d, idx.b);
+    multicast_panels<CLUSTER>(dst, map, full, idx, 0, C / S::panel_cols, cluster_rank() * share);
 }
 
 // Consumers, once per warp: the slot may be refilled, in every block of the cluster that fills it.
