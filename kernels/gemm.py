@@ -32,7 +32,7 @@ TUNE = {
     "default": dict(BM=[32, 64], BN=[32, 64], BK=[32], SPLIT=[1, 2, 4]),
     "sm_80": dict(BM=[64, 128], BN=[64, 128, 256], BK=[32, 64], stages=[3, 4], workers=[4, 8], SPLIT=[1, 2, 4, 8]),
     "sm_90a": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[64], stages=[3, 4, 5, 8], workers=[1, 2, 4],
-                   SPLIT=[1, 2, 4, 8], blocks_per_sm=[1, 2]),
+                   SPLIT=[1, 2, 4, 8], blocks_per_sm=[1, 2], cluster=[1, 2]),
     "gfx942": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[32, 64], workers=[2, 4, 8], SPLIT=[1, 2, 4, 8]),
     "gfx950": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[32, 64], workers=[2, 4, 8], SPLIT=[1, 2, 4, 8]),
     "apple": dict(BM=[32, 64], BN=[32, 64], BK=[16, 32], SPLIT=[1, 2, 4]),
@@ -47,10 +47,14 @@ def bucket(C, A, B):
 
 def fits(cfg, C, A, B):
     """No block taller than twice the rows, beyond 64; a split of K with each part two steps of the loop at
-    least, and only while the output tiles alone are too few to fill a GPU."""
+    least, and only while the output tiles alone are too few to fill a GPU; clusters of two blocks (sm_90a) only
+    where K is whole, one block an SM, and the tiles fill two rounds of the GPU's SMs (what they save is the B
+    tile's second read from L2)."""
     m, k = A.shape[-2], A.shape[-1]
     tiles = -(-m // cfg["BM"]) * -(-C.shape[-1] // cfg["BN"]) * (C.shape[0] if len(C.shape) == 3 else 1)
     split = cfg.get("SPLIT", 1)
+    if cfg.get("cluster", 1) > 1 and (split > 1 or cfg.get("blocks_per_sm", 1) > 1 or tiles < 2 * SMS):
+        return False
     return cfg["BM"] <= max(64, 2 * pow2(m)) and (split == 1 or (-(-k // cfg["BK"]) >= 2 * split and tiles < 512))
 
 

@@ -599,6 +599,30 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             64x1024x1024x256 --set cluster=1,2 2>&1 | r
         timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 \
             512x28672x8192 4096x4096x4096,bt --set cluster=1,2 2>&1 | r ;;
+    target1207)  # 12-06 17:40: on an H200 (the card the issues' targets name; none came in three sessions) issue 20's
+                 # table, then issue 18's grid: the decode rows and M 512, 2048; on an H100 probe1207
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            bash "$0" standing1206c grid1206
+            g=(); for m in 512 2048; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+            echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
+                --shapes "${g[@]}" 2>&1 | r
+        else bash "$0" probe1207; fi ;;
+    probe1207)  # 12-06 17:30: cluster=2 passed its GPU tests and was not faster but at 4096x14336x4096 (607.8 us against
+                # 670.6). Is the ring's depth what the batched GEMM waits on (3 stages at 128x256: the epilogue's 64 KB
+                # staging tile takes the 4th)? Predicted, if so: stages=2 >= 8% slower than 3. cuBLAS's 256x128 tile
+                # beside ours. Then ncu of cluster=1 against 2 at 4096^3 and 4096x14336x4096: L2 bytes and stalls
+        timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
+            --set stages=2,3 2>&1 | r
+        timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
+            --set BM=128 BN=128 stages=4,6 2>&1 | r
+        timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
+            --set BM=256 BN=128 workers=4 stages=3,4 2>&1 | r
+        for sh in 4096x4096x4096 4096x14336x4096; do for c in 1 2; do
+            timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
+                $SECT python3 scripts/gemm_pair.py --shape $sh cluster=$c >"$OUT/ncu_${sh}_c$c.txt" 2>&1
+            echo "== $sh cluster=$c rc=$?"
+            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Stall|Warp Cycles Per Issued" "$OUT/ncu_${sh}_c$c.txt" | head -14
+        done; done ;;
     next1207)  # planned 12-06 16:10 for the next session: issue 20's table with the day's defaults (the staged dQ
                # conversion: the backward 1.00x cuDNN at D 128 on the H100, 15:08), then on an H200 issue 18's whole
                # grid (on the H100 1.006x over the 32 rows, lowest 0.91x); two calls' worth on an H200

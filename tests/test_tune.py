@@ -203,7 +203,7 @@ def test_static_model_wants_two_warpgroups_issuing_on_sm90a():
     two-warpgroup tile's time at every shape of 512 rows and more), so they are stretched as one is."""
     ranked, _ = model_choice(512, 4096, 4096, "sm_90a")
     assert ranked[0].config["BM"] == 128 and ranked[0].config["workers"] == 2
-    tile = dict(BM=128, BN=128, BK=64, stages=4, SPLIT=1, blocks_per_sm=1)   # 128 blocks: one a unit
+    tile = dict(BM=128, BN=128, BK=64, stages=4, SPLIT=1, blocks_per_sm=1, cluster=1)   # 128 blocks: one a unit
     one, two = (next(c for c in ranked if c.config == {**tile, "workers": w}) for w in (1, 2))
     assert one.terms["matrix_s"] == pytest.approx(2 * two.terms["matrix_s"])
     shapes = [Shaped((2048, 4096), "bf16"), Shaped((2048, 4096), "bf16"), Shaped((4096, 4096), "bf16")]
