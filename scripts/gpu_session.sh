@@ -607,22 +607,28 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
         else bash "$0" probe1207; fi ;;
-    probe1207)  # 12-06 17:30: cluster=2 passed its GPU tests and was not faster but at 4096x14336x4096 (607.8 us against
-                # 670.6). Is the ring's depth what the batched GEMM waits on (3 stages at 128x256: the epilogue's 64 KB
-                # staging tile takes the 4th)? Predicted, if so: stages=2 >= 8% slower than 3. cuBLAS's 256x128 tile
-                # beside ours. Then ncu of cluster=1 against 2 at 4096^3 and 4096x14336x4096: L2 bytes and stalls
+    probe1207)  # 12-06 17:50: the epilogue's staging in two 128-byte panels taken in turn where the whole 128x256 tile
+                # (64 KB) would cost a stage: sm_90a's 128x256 default now runs 4 stages (226 KB) where it ran 3. Its
+                # GPU tests first, then stages=3 (the whole tile, the old code but for addresses) against 4 (the
+                # panels). Predicted, if the ring's depth is what the batched GEMM waits on (8 K steps a tile, 3 of
+                # them in flight across the epilogue): stages=2 >= 8% slower than 3, and 4 >= 3% faster than 3 at
+                # 64x1024x1024x512 (127.8 us, cuBLAS 115.9); the long-K GEMMs within 1%. Then ncu of cluster=1 against
+                # 2 at 4096x14336x4096 (607.8 us against 670.6): L2 bytes and stalls
+        timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda tests/test_cuda_gpu.py \
+            tests/test_kernels.py tests/test_examples.py -k "gemm or bmm or persistent or cluster or warp_specialized \
+            or linear or mlp or swiglu" >"$OUT/ring_tests.log" 2>&1
+        rc=$?; echo "== tests rc=$rc"; grep -E "FAILED|ERROR|passed|failed|Hung" "$OUT/ring_tests.log" | tail -6
+        [ $rc = 0 ] || continue
         timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
-            --set stages=2,3 2>&1 | r
-        timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
-            --set BM=128 BN=128 stages=4,6 2>&1 | r
-        timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
-            --set BM=256 BN=128 workers=4 stages=3,4 2>&1 | r
-        for sh in 4096x4096x4096 4096x14336x4096; do for c in 1 2; do
+            64x1024x1024x256 --set stages=2,3,4 2>&1 | r
+        timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 \
+            2048x28672x8192 4096x4096x4096,bt --set stages=3,4 2>&1 | r
+        for c in 1 2; do
             timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
-                $SECT python3 scripts/gemm_pair.py --shape $sh cluster=$c >"$OUT/ncu_${sh}_c$c.txt" 2>&1
-            echo "== $sh cluster=$c rc=$?"
-            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Stall|Warp Cycles Per Issued" "$OUT/ncu_${sh}_c$c.txt" | head -14
-        done; done ;;
+                $SECT python3 scripts/gemm_pair.py --shape 4096x14336x4096 cluster=$c >"$OUT/ncu_c$c.txt" 2>&1
+            echo "== 4096x14336x4096 cluster=$c rc=$?"
+            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Warp Cycles Per Issued" "$OUT/ncu_c$c.txt" | head -12
+        done ;;
     next1207)  # planned 12-06 16:10 for the next session: issue 20's table with the day's defaults (the staged dQ
                # conversion: the backward 1.00x cuDNN at D 128 on the H100, 15:08), then on an H200 issue 18's whole
                # grid (on the H100 1.006x over the 32 rows, lowest 0.91x); two calls' worth on an H200

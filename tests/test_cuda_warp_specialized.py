@@ -172,9 +172,9 @@ def test_generated_kernel_is_warp_specialized_in_its_sass(kernel, persistent):
         assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in consumer and "tc::mma_fence(acc);" in gen.source
     # a persistent GEMM's bf16 epilogue leaves through TMA, overlapping the next tile's main loop; batched too,
     # the batch the store's depth coordinate
-    assert ("UTMASTG" in sass and "tc::store_tma(&C_tma, acc_staging, acc," in gen.source) == \
+    assert ("UTMASTG" in sass and "tc::store_tma<2>(&C_tma, acc_staging, acc," in gen.source) == \
         (persistent and kernel in ("gemm", "bmm"))
-    assert ("tc::store_tma(&C_tma, acc_staging, acc, {0, block_z, block_x, block_y});" in gen.source) == \
+    assert ("tc::store_tma<2>(&C_tma, acc_staging, acc, {0, block_z, block_x, block_y});" in gen.source) == \
         (persistent and kernel == "bmm")
     # and the tiles loaded outside the pipeline loops, by the producer too (resident_loads): attention's Q, its
     # backward's K (and V at D 128, where V is a shared tile)
@@ -244,8 +244,8 @@ def test_consumer_groups_take_the_tiles_in_turn(kernel):
     assert (s.groups, s.warps, s.threads) == (2, 4, 384)
     for line in ("#define TILES_CUDA_CONSUMER_THREADS 256", "#define TILES_CUDA_GROUPS 2",
                  "__launch_bounds__(NUM_WARPS * TILES_CUDA_GROUPS * 32 + 128, 1)", "ring.init(NUM_WARPS)",
-                 "smem.alloc<tc::st<tc::bf16, 64, 256>>(TILES_CUDA_GROUPS)",
-                 "auto& acc_staging = acc_stagings[tc::consumer_group()];",
+                 "smem.alloc<tc::st<tc::bf16, 64, 64>>(TILES_CUDA_GROUPS * 4)",
+                 "auto* acc_staging = acc_stagings + tc::consumer_group() * 4;",
                  "if ((round & 1) != tc::consumer_group()) {", "cursor.skip(tiles_cdiv(A.cols(), 64));",
                  "if (tc::consumer_group() == TILES_CUDA_GROUPS - 1 && tc::persistent_tile(0) < tiles)",
                  "tc::group_turn_wait();", "if (tc::persistent_tile(round + 1) < tiles) tc::group_turn_pass();"):
@@ -378,10 +378,10 @@ def test_setmaxnreg_pool_is_the_launch_count(config):
 
 
 def test_register_split_and_ring_bytes():
-    # 128x256x64, 2 consumer warpgroups, persistent; its bf16 epilogue's 64 KB staging tile leaves room for
-    # 3 of the 4 stages the configuration asks for
+    # 128x256x64, 2 consumer warpgroups, persistent; its bf16 epilogue's whole 64 KB tile would leave room for 3
+    # of the 4 stages the configuration asks for, two of its four 128-byte panels in turn (32 KB) leave 4
     s = generate(trace("gemm")).schedule
-    assert (s.warps, s.stages, s.stage_bytes) == (8, 3, (128 * 64 + 64 * 256) * 2)
+    assert (s.warps, s.stages, s.stage_bytes, s.store_buffers) == (8, 4, (128 * 64 + 64 * 256) * 2, 2)
     assert s.consumer_regs == 240
     for warps, blocks in itertools.product((4, 8, 12, 16), (1, 2)):   # 1-4 consumer warpgroups, 1-2 blocks an SM
         r = replace(s, warps=warps, blocks=blocks)
@@ -391,8 +391,10 @@ def test_register_split_and_ring_bytes():
         assert launch <= r.consumer_regs <= 256 and r.consumer_regs % 8 == 0
         assert 32 * warps * (r.consumer_regs - launch) <= 128 * (launch - schedules.PRODUCER_REGS)
         assert launch * r.threads * blocks <= 65536
-    # stages + staging tile + alignment slack + the mbarrier ring
-    assert s.smem_bytes == 3 * (16384 + 32768) + 128 * 256 * 2 + 2 * 1024 <= SMEM
+    # stages + staging tiles + alignment slack + the mbarrier ring
+    assert s.smem_bytes == 4 * (16384 + 32768) + 2 * 128 * 64 * 2 + 2 * 1024 <= SMEM
+    three = generate(trace("gemm", stages=3)).schedule   # where the whole tile fits beside them, it is staged whole
+    assert (three.stages, three.store_buffers, three.smem_bytes) == (3, 4, 3 * (16384 + 32768) + 128 * 256 * 2 + 2048)
     assert (s.store.map, s.store.gl, s.store.rows, s.store.panel_cols, s.store_src) == ("C_tma", "C", 64, 64, "acc")
     assert [(t.map, t.gl, t.rows, t.panel_cols, t.swizzle_bytes) for t in s.tma] == [
         ("a_tma", "A", 128, 64, 128), ("b_tma", "B", 64, 64, 128)]
@@ -714,7 +716,7 @@ def test_persistent_attention_stores_o_through_tma_before_its_lse(kernel):
     s = gen.schedule
     assert (s.store.map, s.store_src) == ("O_tma", "o") and schedules.epilogue_store(k) is k.body[-5]
     src = gen.source
-    assert src.index("tc::store_tma(&O_tma, o_staging, o, {") < src.index("tc::store(LSE, l, {")
+    assert src.index(f"tc::store_tma<{s.store_buffers}>(&O_tma, o_staging, o, {{") < src.index("tc::store(LSE, l, {")
     assert "tc::store(O," not in src and src.rstrip().endswith("tc::store_tma_wait();\n    }\n}")
     assert s.smem_bytes <= SMEM
 
@@ -821,3 +823,17 @@ def test_shared_vectors_take_only_vectors_that_broadcasts_alone_read(scaled, aft
     gen = generate(k)
     assert ("tc::sub_col(t, t, v_stages[stage]);" if taken else "tc::sub_col(t, t, v);") in gen.source
     assert gen.name in toolchain.compile(gen.source, "sm_90a").resources   # the broadcast from shared compiles
+
+
+def test_epilogue_staging_in_panels_where_the_whole_tile_costs_a_stage():
+    """The persistent epilogue stages its tile in 128-byte panels: one staging tile a panel where they all fit
+    beside the configured stages, else two taken in turn, else (an odd number of panels, or two still too many)
+    the whole set, paid for with stages."""
+    m = schedules.TmaMap("C_tma", "C", 64, 256, 64, 128, 2)
+    assert schedules.store_buffers(m, 8, lambda n: True) == 4
+    assert schedules.store_buffers(m, 8, lambda n: n <= 2) == 2
+    assert schedules.store_buffers(m, 8, lambda n: False) == 4
+    odd = schedules.TmaMap("C_tma", "C", 64, 192, 64, 128, 2)
+    assert schedules.store_buffers(odd, 8, lambda n: n <= 2) == 3
+    src = generate(trace("gemm")).source   # 128x256 at 4 stages: the second pair of panels waits on the first's reads
+    assert "auto* acc_staging = smem.alloc<tc::st<tc::bf16, 128, 64>>(2);" in src and "tc::store_tma<2>(" in src

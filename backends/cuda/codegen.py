@@ -187,12 +187,15 @@ class _Emitter:
         if st:
             src = next(t for t in self.k.tiles if t.name == self.s.store_src)
             gl = next(p for p in self.k.params if p.name == st.gl)
-            tile = f"tc::st<{ctype(gl.dtype)}, {src.rows}, {src.cols}>"
+            tile, n = f"tc::st<{ctype(gl.dtype)}, {src.rows}, {st.panel_cols}>", self.s.store_buffers
+            panels = src.cols // st.panel_cols
+            what = (f"the tile's {n} 128-byte panel{'s' * (n > 1)}" if n == panels else
+                    f"{n} of the tile's {panels} 128-byte panels, in turn")
             if self.s.groups > 1:   # the consumers take theirs once the roles split
-                w(f"auto* {src.name}_stagings = smem.alloc<{tile}>(TILES_CUDA_GROUPS);  // what the epilogue's TMA "
-                  f"store reads, one a consumer group")
+                w(f"auto* {src.name}_stagings = smem.alloc<{tile}>(TILES_CUDA_GROUPS * {n});  // what the epilogue's "
+                  f"TMA store reads, {what}, a set a consumer group")
             else:
-                w(f"auto& {src.name}_staging = *smem.alloc<{tile}>();  // what the epilogue's TMA store reads")
+                w(f"auto* {src.name}_staging = smem.alloc<{tile}>({n});  // what the epilogue's TMA store reads, {what}")
         red = self.s.reduce
         if red:
             t, n = self.s.reduce_src, self.s.reduce_buffers
@@ -248,7 +251,8 @@ class _Emitter:
         w.depth += 1
         w("tc::regs_acquire<CONSUMER_REGS>();")
         if st and self.s.groups > 1:
-            w(f"auto& {self.s.store_src}_staging = {self.s.store_src}_stagings[tc::consumer_group()];")
+            w(f"auto* {self.s.store_src}_staging = {self.s.store_src}_stagings + tc::consumer_group() * "
+              f"{self.s.store_buffers};")
         self.cursors()
         self.declare_regs()
         self.reads = set()   # the block just synchronized
@@ -631,7 +635,8 @@ class _Emitter:
         tmpl = "" if slot is None else f"<{slot}>"
         staged = False   # set where the op goes through a shared tile of its own (staging, a ring's stage)
         if st and op is self.epilogue:   # the epilogue's store (schedules.tma_store)
-            w(f"tc::store_tma(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, {self.idx(op)});")
+            w(f"tc::store_tma<{self.s.store_buffers}>(&{st.map}, {srcs[0].name}_staging, {srcs[0].name}, "
+              f"{self.idx(op)});")
             staged = True
         elif name == "atomic_add" and self.s.reduce and srcs[0].name == self.s.reduce_src:
             t = srcs[0].name   # through its staging tile and TMA (schedules.tma_reduce)

@@ -91,6 +91,7 @@ class Schedule:
     persistent: bool = False   # warp-specialized: one block per SM walks tl.grid's tiles, the ring running on
     store: TmaMap | None = None   # the epilogue's store through a staging tile and TMA (persistent only)
     store_src: str = ""           # the register tile it stores
+    store_buffers: int = 0        # its staging tiles, one 128-byte panel of its rows each (store_buffers)
     col_split: tuple[str, ...] = ()   # register tiles of 64 rows whose columns split over the warpgroups (rt_cols)
     vectors: tuple[str, ...] = ()     # warp-specialized: register vectors the producer brings through the ring
     reduce: TmaMap | None = None      # warp-specialized: an rt_cols' atomic_add as TMA reduce-adds (tma_reduce)
@@ -585,8 +586,10 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
             cluster = _one_or_two(k, "cluster", lambda n: cluster_misfit(k, n, persistent, groups, blocks))
             shared = shared_loads(k, cluster) if cluster > 1 else {}
             store = tma_store(k, warps) if persistent else None
-            if store:   # its staging tile (one a group), paid for with pipeline stages where need be (never below 2)
-                smem += groups * aligned(store[0].cols * 16 * warps * 2)
+            if store:   # its staging tiles (a set a group), paid for with pipeline stages where need be (never below 2)
+                bufs = store_buffers(store[0], warps, lambda n: smem + groups * n * 16 * warps * 128
+                                     + stages * piped_bytes <= max_smem)
+                smem += groups * aligned(bufs * 16 * warps * 128)
                 while smem + stages * piped_bytes > max_smem and stages > 2:
                     stages -= 1
     smem += stages * piped_bytes
@@ -631,7 +634,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
         _check_wgmma_registers(k, warps, blocks, bool(tma), regs, launch)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
-                    store_src=store[1] if store else "", col_split=tuple(t.name for t in split),
+                    store_src=store[1] if store else "", store_buffers=bufs if store else 0, col_split=tuple(t.name for t in split),
                     vectors=tuple(t.name for t in vectors), reduce=reduce[0] if reduce else None,
                     reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs,
                     sliced=tuple(t.name for t in sliced),
@@ -731,6 +734,15 @@ def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
     if g.dtype.itemsize != 2 or t.rows != 16 * warps or (t.cols * 2) % 128:
         return None
     return TmaMap(f"{g.name}_tma", g.name, 64, t.cols, 64, 128, 2), t.name
+
+
+def store_buffers(store: TmaMap, warps: int, fits) -> int:
+    """The epilogue's staging tiles, one 128-byte swizzle panel of the stored tile's 16 x warps rows each: one for
+    every panel of the tile where fits(n) says they fit beside the configured pipeline stages, else two taken in
+    turn (a 128x256 bf16 tile: 32 KB where the whole tile's 64 KB would cost a stage of 48 KB), else the whole tile
+    again, paid for with stages. A tile of an odd number of panels keeps its whole set."""
+    panels = store.cols // store.panel_cols
+    return next((n for n in (panels, 2) if panels % n == 0 and fits(n)), panels)
 
 
 def tma_reduce(k: ir.Kernel, split) -> tuple[TmaMap, str, int] | None:

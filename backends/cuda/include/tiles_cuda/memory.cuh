@@ -217,14 +217,16 @@ __device__ __forceinline__ void stmatrix_x4(void* p, const unsigned (&r)[4]) {
 
 // Each warp writes its rows, converting to the tile's type; 16-bit tiles on sm_90 with stmatrix (the
 // addressing of load(rt, st) above), elsewhere one 2-element store per pair (contiguous in shared memory:
-// swizzling moves 16-byte chunks only).
-template <typename T, typename U, int R, int C, int NW>
-__device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
+// swizzling moves 16-byte chunks only). store_cols writes the DC columns of src from col0 (a multiple of 16,
+// known once the caller's loop is unrolled) into a DC-column tile: the epilogue's panel by panel.
+template <typename T, typename U, int R, int DC, int C, int NW>
+__device__ inline void store_cols(st<T, R, DC>& dst, const rt<U, R, C, NW>& src, int col0) {
     using tile = rt<U, R, C, NW>;
 #pragma unroll
     for (int i = 0; i < tile::height; ++i)
 #pragma unroll
-        for (int j = 0; j < tile::width; ++j) {
+        for (int dj = 0; dj < DC / 16; ++dj) {
+            const int j = col0 / 16 + dj;
             // the tile's own pairs when the types match, no round trip through float (sm_90: on sm_80 attention
             // backward's spills went from 60 to 80 bytes without it)
             pair<T> q[4];
@@ -235,14 +237,18 @@ __device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
             }
             if constexpr (has_stmatrix && sizeof(T) == 2) {
                 const int r = warp_id() * tile::warp_rows + i * 16 + lane_id() % 16;
-                const int c = j * 16 + (lane_id() / 16) * 8;
+                const int c = dj * 16 + (lane_id() / 16) * 8;
                 stmatrix_x4(&dst.at(r, c), {as_u32(q[0]), as_u32(q[1]), as_u32(q[2]), as_u32(q[3])});
             } else {
 #pragma unroll
                 for (int p = 0; p < 4; ++p)
-                    *reinterpret_cast<pair<T>*>(&dst.at(tile::row_of(i, p), tile::col_of(j, p))) = q[p];
+                    *reinterpret_cast<pair<T>*>(&dst.at(tile::row_of(i, p), tile::col_of(j, p) - col0)) = q[p];
             }
         }
+}
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
+    store_cols(dst, src, 0);
 }
 
 // ---- global <-> registers -------------------------------------------------

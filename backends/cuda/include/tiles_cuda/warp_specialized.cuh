@@ -26,28 +26,39 @@ __device__ __forceinline__ bool is_producer() { return threadIdx.x >= TILES_CUDA
 __device__ __forceinline__ bool is_producer_leader() { return threadIdx.x == TILES_CUDA_CONSUMER_THREADS; }
 #endif
 
-// The persistent epilogue's store of a consumer register tile: each warpgroup writes its 64 rows into the
-// staging tile (waiting first until its previous store has read them) and one of its threads hands them to TMA,
-// one copy per swizzle panel; TMA writes only what lies inside the global. The warpgroup goes on to the next
-// tile's main loop while the copy runs. Named barriers 2 + warpgroup (1 is the consumers' block barrier); with
-// consumer groups (each one warpgroup, its own tiles and staging tile) 2 + group.
-template <typename T, int R, int C, int NW>
-__device__ inline void store_tma(const tma_map* map, st<T, R, C>& staging, const rt<float, R, C, NW>& src, coord idx) {
-    using S = st<T, R, C>;
-    static_assert(R == 16 * NW && S::swizzle_bytes == 128, "a warpgroup stores 64 rows of 128-byte panels");
+// The persistent epilogue's store of a consumer register tile, through BUFS staging tiles of one 128-byte swizzle
+// panel each: each warpgroup writes its 64 rows of a panel into the next staging tile (waiting first until the
+// copy that last read it is done) and one of its threads hands them to TMA; TMA writes only what lies inside the
+// global. Where a staging tile holds each of the tile's panels, the panels go in one round (one wait, two
+// barriers, one bulk group a tile); where fewer fit beside the pipeline's stages (two for a 128x256 tile: 32 KB,
+// where the whole tile's 64 KB would cost a stage), panel by panel, the next one written while the last is
+// copied. The warpgroup goes on to the next tile's main loop while the copies run. Named barriers 2 + warpgroup
+// (1 is the consumers' block barrier); with consumer groups (each one warpgroup, its own tiles and staging
+// tiles) 2 + group.
+template <int BUFS, typename T, int R, int PC, int C, int NW>
+__device__ inline void store_tma(const tma_map* map, st<T, R, PC>* staging, const rt<float, R, C, NW>& src,
+                                 coord idx) {
+    using S = st<T, R, PC>;
+    constexpr int panels = C / PC, step = BUFS == panels ? panels : 1;   // panels a round
+    static_assert(R == 16 * NW && S::swizzle_bytes == 128 && PC == S::panel_cols && panels % BUFS == 0,
+                  "a warpgroup stores 64 rows of whole 128-byte panels, its staging tiles taken in turn");
     const int group = warp_id() / 4, bar = 2 + group + consumer_group();
     const bool leader = threadIdx.x % 128 == 0;
-    if (leader) tiles::sm90::tma_store_wait_read();
-    tiles::sm90::named_sync(bar, 128);
-    store(staging, src);   // each warp its 16 rows
-    tiles::sm90::fence_async_shared();
-    tiles::sm90::named_sync(bar, 128);
-    if (leader) {
 #pragma unroll
-        for (int p = 0; p < C / S::panel_cols; ++p)
-            tiles::sm90::tma_store(map, reinterpret_cast<const char*>(staging.data) + (p * R + 64 * group) * 128,
-                                   idx.c * C + p * S::panel_cols, idx.r * R + 64 * group, idx.d, idx.b);
-        tiles::sm90::tma_store_commit();
+    for (int p = 0; p < panels; p += step) {
+        if (leader) tiles::sm90::tma_store_wait_read<BUFS / step - 1>();   // the round that last read them
+        tiles::sm90::named_sync(bar, 128);
+        if constexpr (step == panels) store(*reinterpret_cast<st<T, R, C>*>(staging), src);   // the tiles in order
+        else store_cols(staging[p % BUFS], src, p * PC);                                     // are the whole tile
+        tiles::sm90::fence_async_shared();
+        tiles::sm90::named_sync(bar, 128);
+        if (leader) {
+#pragma unroll
+            for (int q = p; q < p + step; ++q)
+                tiles::sm90::tma_store(map, reinterpret_cast<const char*>(staging) + ((q % BUFS) * R + 64 * group) * 128,
+                                       idx.c * C + q * PC, idx.r * R + 64 * group, idx.d, idx.b);
+            tiles::sm90::tma_store_commit();
+        }
     }
 }
 // f32 accumulation of an rt_cols into global memory through TMA: each warp writes its 16 rows of its
