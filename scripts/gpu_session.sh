@@ -621,6 +621,8 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         [ $rc = 0 ] || continue
         timeout 100 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
             64x1024x1024x256 --set stages=2,3,4 2>&1 | r
+        timeout 60 python3 -m tiles compare bmm --backends cuda --no-compile --shapes 64x1024x1024x512 \
+            --set cluster=2 stages=3,4 2>&1 | r
         timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 \
             2048x28672x8192 4096x4096x4096,bt --set stages=3,4 2>&1 | r
         for c in 1 2; do
