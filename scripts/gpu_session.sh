@@ -625,6 +625,9 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --set cluster=2 stages=3,4 2>&1 | r
         timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 4096x4096x4096 4096x14336x4096 \
             2048x28672x8192 4096x4096x4096,bt --set stages=3,4 2>&1 | r
+        echo "== clusters on the grid's rows past 512 (the day's defaults otherwise)"
+        timeout 120 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 2048x14336x4096 \
+            4096x28672x8192 2048x4096x14336 16384x4096x4096 --set cluster=1,2 2>&1 | r
         for c in 1 2; do
             timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
                 $SECT python3 scripts/gemm_pair.py --shape 4096x14336x4096 cluster=$c >"$OUT/ncu_c$c.txt" 2>&1
