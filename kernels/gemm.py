@@ -88,10 +88,11 @@ def skinny(target, C, A, B, **keywords):
     sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 25.5 us on an
     A100 against 68.5 for the configured tiles, at 15.0 us on an MI355X against 72.8, tl.store_sum's round trips
     counted).
-    Either way each part of K keeps 8 steps of the loop at least (PART_STEPS on sm_90a's 64-row tiles)."""
+    Either way each part of K keeps 8 steps of the loop at least (PART_STEPS on sm_90a's 64-row tiles).
+    sm_90a, where the configured tile stays (past 512 rows, or where it makes ~100 blocks): long_k's depth."""
     m = A.shape[-2]
     if m > 512 or (m > 64 and target != "sm_90a"):   # first: every launch asks (a few microseconds of host time)
-        return {}
+        return long_k(target, -(-A.shape[-1] // 64))
     n, k, depth = C.shape[-1], A.shape[-1], C.shape[0] if len(C.shape) == 3 else 1
     if target in MODELLED:
         cfg, blocks = MODELLED[target]
@@ -110,7 +111,7 @@ def skinny(target, C, A, B, **keywords):
     rows = -(-m // bm) * depth
     wide = rows * -(-n // 256) >= 100
     if wide and bm == 128:
-        return {}
+        return long_k(target, -(-k // 64))
     bn = 256 if wide else 128
     # a 128-row tile's parts are 64 KB of f32 each, all read back through the one SM of the tile's last block:
     # two at most (128x4096x14336 split 2, 55.0 us against split 4's 58.3 on the H100), however short (the H200's
@@ -122,6 +123,20 @@ def skinny(target, C, A, B, **keywords):
     if split > 1:
         return dict(BM=bm, BN=bn, BK=64, stages=4, workers=1, SPLIT=split, blocks_per_sm=2)
     return dict(BM=bm, BN=bn, BK=64, stages=5 if bn == 128 else 3, workers=1, SPLIT=1)
+
+
+# sm_90a's configured 128x256 tile runs 4 stages, its epilogue staged two 128-byte panels at a time (the whole
+# tile's 64 KB would cost a stage), where the K loop has up to LONG_K steps; past that, 3 stages and the whole
+# tile. On the H100 (12-06 18:30, one run, 3 against 4 stages): the batched 64x1024x1024x512 (8 steps) 128.0 against
+# 116.9 us, x256 89.6 against 78.9; the grid's rows at K = 4096 (64 steps) 0.5% faster at 4 over six shapes; at
+# K = 8192 and 14336, 2% slower (2048x28672x8192 1.270 against 1.410 ms, 16384x28672x8192 10.49 against 10.97,
+# 4096x28672x8192 2.79 against 2.67). Why the deeper ring loses on the longest loops is not established.
+LONG_K = 64
+
+
+def long_k(target, steps: int) -> dict:
+    """The configured tile at 3 stages where the K loop is longer than LONG_K steps (sm_90a), else nothing."""
+    return dict(BM=128, BN=256, BK=64, stages=3, workers=2) if target == "sm_90a" and steps > LONG_K else {}
 
 
 # sm_90a: the fewest steps of the K loop a part of a split keeps. On the H100 (12-06) every split into parts of 28

@@ -607,6 +607,22 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
         else bash "$0" probe1207; fi ;;
+    fp8ring1207)  # 12-06 18:40: the rows that the K rule (kernels/gemm.py LONG_K) moves to 4 stages and the panels and
+                  # that nothing has timed: fp8 at 4096^3 (32 steps of 128) and M = 512 at 14336x4096; fp8's GPU tests
+        timeout 60 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda tests/test_kernel_gemm_fp8.py \
+            >"$OUT/fp8_tests.log" 2>&1; echo "== fp8 tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/fp8_tests.log" | tail -3
+        timeout 50 python3 -m tiles compare gemm_fp8 --backends cuda --no-compile --shapes 4096x4096x4096 \
+            --set stages=3,4 2>&1 | grep -E "^gemm_fp8 " | grep -v "max err" | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'
+        timeout 50 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 512x14336x4096 \
+            --set stages=3,4 2>&1 | r ;;
+    depth1207)  # 12-06 18:30: the panels' 4 stages won on the batched GEMM (116.9 us against 128.0 at 3, cuBLAS 116.7)
+                # and lost at 2048x28672x8192 (1.410 ms against 1.282): the grid's rows past 512 at 3 and 4 stages in
+                # one run, then the docs' batched GEMM (4 stages by its configuration) against torch.compile
+        g=(); for m in 2048 4096 16384; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+        echo "== the grid at M 2048-16384, stages 3 / 4"; timeout 300 python3 -m tiles compare gemm --backends cuda \
+            --no-compile --shapes "${g[@]}" --set stages=3,4 2>&1 | r
+        echo "== examples: bmm"; timeout -s INT 100 python3 -u scripts/gpu_examples.py --only bmm \
+            >"$OUT/examples.log" 2>&1; grep -E "^\||default kept" "$OUT/examples.log" ;;
     probe1207)  # 12-06 17:50: the epilogue's staging in two 128-byte panels taken in turn where the whole 128x256 tile
                 # (64 KB) would cost a stage: sm_90a's 128x256 default now runs 4 stages (226 KB) where it ran 3. Its
                 # GPU tests first, then stages=3 (the whole tile, the old code but for addresses) against 4 (the

@@ -366,11 +366,16 @@ def test_attention_heuristics_by_head_dim(d, n):
     ("256x4096x4096", dict(BM=128, BN=128, stages=5, workers=2, SPLIT=2)),
     ("128x4096x14336", dict(BM=128, BN=64, stages=8, workers=2, SPLIT=1)),
     ("512x4096x4096", dict(BM=128, BN=128, stages=5, workers=2, SPLIT=1)),
-    ("128x28672x8192", {}), ("512x14336x4096", {}), ("4096x4096x4096", {})])
+    ("512x14336x4096", {}), ("4096x4096x4096", {}),
+    ("128x28672x8192", dict(BM=128, BN=256, stages=3, workers=2)),
+    ("2048x28672x8192", dict(BM=128, BN=256, stages=3, workers=2)),
+    ("4096x4096x14336", dict(BM=128, BN=256, stages=3, workers=2))])
 def test_gemm_heuristic_restates_the_timed_winners_of_skinny_m(shape, want):
     """gemm's sm_90a heuristic at the LLM grid's skinny shapes: the tile, warpgroups and split of K that won the
     H200 grids there (docs/benchmarks.md: 12-02, stages from 12-04; 128-row tiles from the H100's, 12-06), nothing
-    where the configured 128x256 tiles won; each traces and verifies for sm_90a, and no other target has one."""
+    where the configured 128x256 tiles won, but 3 stages past 64 steps of K (LONG_K: 4 with the epilogue staged two
+    panels at a time lost there on the H100, 12-06); each traces and verifies for sm_90a, and no other target has
+    one."""
     m, n, k = map(int, shape.split("x"))
     a = [Shaped((m, n), "bf16"), Shaped((m, k), "bf16"), Shaped((k, n), "bf16")]
     got = gemm.shape_config("sm_90a", a)
