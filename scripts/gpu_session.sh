@@ -97,6 +97,13 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   next1208   planned 12-06 19:00 for the next session: fp8ring1207, then ncu of why 4 stages lose at long K
+#              (2048x28672x8192 at 3 and 4) and of the clusters' 16384x4096x4096; on an H200 standing1206c and the grid
+#   fp8ring1207  12-06 18:40: gemm_fp8 at 3 / 4 stages (the panels) and 512x14336x4096 (moved to 4 by LONG_K)
+#   depth1207  12-06 18:30: the grid's rows past M = 2048 at 3 and 4 stages, the docs' batched GEMM
+#   probe1207  12-06 18:23: the panels' GPU tests, bmm at 2/3/4 stages, clusters at 4, ncu of the clusters
+#   target1207  12-06 17:40: on an H200 issue 20's table and issue 18's grid, else probe1207
+#   cluster1207  12-06 17:21: cluster=2's GPU tests, then timed against cluster=1 and cuBLAS
 #   groups1206  planned 12-06: consumer_groups=2's GPU tests, then the batched and large GEMMs with it
 #   next1206c  planned 12-06 13:20 for the next session: dq-staged, then grid1206 and standing1206c on an H200
 #   dq-staged  12-06 13:00: GPU tests of the staged dQ conversion (sm_90a's default now), the backward against cuDNN
@@ -607,6 +614,23 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
         else bash "$0" probe1207; fi ;;
+    next1208)  # planned 12-06 19:00 for the next session (H100: ~300 s; H200: two calls)
+        bash "$0" fp8ring1207
+        for st in 3 4; do   # why the fourth stage loses at 2048x28672x8192 (1.410 ms against 1.270): stalls, L2
+            timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
+                $SECT python3 scripts/gemm_pair.py --shape 2048x28672x8192 stages=$st >"$OUT/ncu_long_s$st.txt" 2>&1
+            echo "== 2048x28672x8192 stages=$st rc=$?"
+            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|L2 Hit|Warp Cycles Per Issued" \
+                "$OUT/ncu_long_s$st.txt" | head -8
+        done
+        for c in 1 2; do   # the clusters' 16384x4096x4096 (735.5 us against 821.6 in tiles compare, 18:23)
+            timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
+                $SECT python3 scripts/gemm_pair.py --shape 16384x4096x4096 cluster=$c >"$OUT/ncu_16k_c$c.txt" 2>&1
+            echo "== 16384x4096x4096 cluster=$c rc=$?"
+            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|L2 Hit|Warp Cycles Per Issued" \
+                "$OUT/ncu_16k_c$c.txt" | head -8
+        done
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c grid1206; fi ;;
     fp8ring1207)  # 12-06 18:40: the rows that the K rule (kernels/gemm.py LONG_K) moves to 4 stages and the panels and
                   # that nothing has timed: fp8 at 4096^3 (32 steps of 128) and M = 512 at 14336x4096; fp8's GPU tests
         timeout 60 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda tests/test_kernel_gemm_fp8.py \
