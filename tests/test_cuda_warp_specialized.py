@@ -830,10 +830,10 @@ def test_epilogue_staging_in_panels_where_the_whole_tile_costs_a_stage():
     beside the configured stages, else two taken in turn, else (an odd number of panels, or two still too many)
     the whole set, paid for with stages."""
     m = schedules.TmaMap("C_tma", "C", 64, 256, 64, 128, 2)
-    assert schedules.store_buffers(m, 8, lambda n: True) == 4
-    assert schedules.store_buffers(m, 8, lambda n: n <= 2) == 2
-    assert schedules.store_buffers(m, 8, lambda n: False) == 4
+    assert schedules.store_buffers(m, lambda n: True) == 4
+    assert schedules.store_buffers(m, lambda n: n <= 2) == 2
+    assert schedules.store_buffers(m, lambda n: False) == 4
     odd = schedules.TmaMap("C_tma", "C", 64, 192, 64, 128, 2)
-    assert schedules.store_buffers(odd, 8, lambda n: n <= 2) == 3
+    assert schedules.store_buffers(odd, lambda n: n <= 2) == 3
     src = generate(trace("gemm")).source   # 128x256 at 4 stages: the second pair of panels waits on the first's reads
     assert "auto* acc_staging = smem.alloc<tc::st<tc::bf16, 128, 64>>(2);" in src and "tc::store_tma<2>(" in src

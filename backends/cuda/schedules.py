@@ -587,7 +587,7 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
             shared = shared_loads(k, cluster) if cluster > 1 else {}
             store = tma_store(k, warps) if persistent else None
             if store:   # its staging tiles (a set a group), paid for with pipeline stages where need be (never below 2)
-                bufs = store_buffers(store[0], warps, lambda n: smem + groups * n * 16 * warps * 128
+                bufs = store_buffers(store[0], lambda n: smem + groups * n * 16 * warps * 128
                                      + stages * piped_bytes <= max_smem)
                 smem += groups * aligned(bufs * 16 * warps * 128)
                 while smem + stages * piped_bytes > max_smem and stages > 2:
@@ -634,7 +634,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
         _check_wgmma_registers(k, warps, blocks, bool(tma), regs, launch)
     return Schedule(target, warps, stages, smem, wgmma=wgmma, tma=tma, stage_bytes=sum(t.bytes for t in tma),
                     note=note, persistent=persistent, store=store[0] if store else None,
-                    store_src=store[1] if store else "", store_buffers=bufs if store else 0, col_split=tuple(t.name for t in split),
+                    store_src=store[1] if store else "", store_buffers=bufs if store else 0,
+                    col_split=tuple(t.name for t in split),
                     vectors=tuple(t.name for t in vectors), reduce=reduce[0] if reduce else None,
                     reduce_src=reduce[1] if reduce else "", reduce_buffers=staging, max_registers=regs,
                     sliced=tuple(t.name for t in sliced),
@@ -736,7 +737,7 @@ def tma_store(k: ir.Kernel, warps: int) -> tuple[TmaMap, str] | None:
     return TmaMap(f"{g.name}_tma", g.name, 64, t.cols, 64, 128, 2), t.name
 
 
-def store_buffers(store: TmaMap, warps: int, fits) -> int:
+def store_buffers(store: TmaMap, fits) -> int:
     """The epilogue's staging tiles, one 128-byte swizzle panel of the stored tile's 16 x warps rows each: one for
     every panel of the tile where fits(n) says they fit beside the configured pipeline stages, else two taken in
     turn (a 128x256 bf16 tile: 32 KB where the whole tile's 64 KB would cost a stage of 48 KB), else the whole tile
