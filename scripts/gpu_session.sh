@@ -143,6 +143,13 @@ r() {   # tiles compare's result rows, without its progress lines and the device
         | sed -E 's/ +NVIDIA .*sm_90a//; s/ +median of.*//'
 }
 SECT="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats"
+ncu_gemm() {   # ncu_gemm SHAPE SETTING: one warm launch of the generated GEMM (scripts/gemm_pair.py), its headline figures
+    local f="$OUT/ncu_${1}_${2//=/}.txt"
+    timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
+        $SECT python3 scripts/gemm_pair.py --shape "$1" "$2" >"$f" 2>&1
+    echo "== $1 $2 rc=$?"
+    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Warp Cycles Per Issued" "$f" | head -12
+}
 for s in "$@"; do
     case "$s" in
     ws) timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 \
@@ -616,20 +623,10 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         else bash "$0" probe1207; fi ;;
     next1208)  # planned 12-06 19:00 for the next session (H100: ~300 s; H200: two calls)
         bash "$0" fp8ring1207
-        for st in 3 4; do   # why the fourth stage loses at 2048x28672x8192 (1.410 ms against 1.270): stalls, L2
-            timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
-                $SECT python3 scripts/gemm_pair.py --shape 2048x28672x8192 stages=$st >"$OUT/ncu_long_s$st.txt" 2>&1
-            echo "== 2048x28672x8192 stages=$st rc=$?"
-            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|L2 Hit|Warp Cycles Per Issued" \
-                "$OUT/ncu_long_s$st.txt" | head -8
-        done
-        for c in 1 2; do   # the clusters' 16384x4096x4096 (735.5 us against 821.6 in tiles compare, 18:23)
-            timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
-                $SECT python3 scripts/gemm_pair.py --shape 16384x4096x4096 cluster=$c >"$OUT/ncu_16k_c$c.txt" 2>&1
-            echo "== 16384x4096x4096 cluster=$c rc=$?"
-            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|L2 Hit|Warp Cycles Per Issued" \
-                "$OUT/ncu_16k_c$c.txt" | head -8
-        done
+        # why the fourth stage loses at 2048x28672x8192 (1.410 ms against 1.270): stalls, L2; then the clusters'
+        # 16384x4096x4096 (735.5 us against 821.6 in tiles compare, 18:23)
+        for st in 3 4; do ncu_gemm 2048x28672x8192 stages=$st; done
+        for c in 1 2; do ncu_gemm 16384x4096x4096 cluster=$c; done
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c grid1206; fi ;;
     fp8ring1207)  # 12-06 18:40: the rows that the K rule (kernels/gemm.py LONG_K) moves to 4 stages and the panels and
                   # that nothing has timed: fp8 at 4096^3 (32 steps of 128) and M = 512 at 14336x4096; fp8's GPU tests
@@ -668,12 +665,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         echo "== clusters on the grid's rows past 512 (the day's defaults otherwise)"
         timeout 120 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 2048x14336x4096 \
             4096x28672x8192 2048x4096x14336 16384x4096x4096 --set cluster=1,2 2>&1 | r
-        for c in 1 2; do
-            timeout 60 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm" --launch-skip 1 --launch-count 1 \
-                $SECT python3 scripts/gemm_pair.py --shape 4096x14336x4096 cluster=$c >"$OUT/ncu_c$c.txt" 2>&1
-            echo "== 4096x14336x4096 cluster=$c rc=$?"
-            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Warp Cycles Per Issued" "$OUT/ncu_c$c.txt" | head -12
-        done ;;
+        for c in 1 2; do ncu_gemm 4096x14336x4096 cluster=$c; done ;;
     next1207)  # planned 12-06 16:10 for the next session: issue 20's table with the day's defaults (the staged dQ
                # conversion: the backward 1.00x cuDNN at D 128 on the H100, 15:08), then on an H200 issue 18's whole
                # grid (on the H100 1.006x over the 32 rows, lowest 0.91x); two calls' worth on an H200
