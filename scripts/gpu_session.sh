@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   rms1208    12-06 19:45: add_rmsnorm 16x4096 against Triton's kernel: executed instructions, warp states
 #   next1208   planned 12-06 19:00 for the next session: fp8ring1207, then ncu of why 4 stages lose at long K
 #              (2048x28672x8192 at 3 and 4) and of the clusters' 16384x4096x4096; on an H200 standing1206c and the grid
 #   fp8ring1207  12-06 18:40: gemm_fp8 at 3 / 4 stages (the panels) and 512x14336x4096 (moved to 4 by LONG_K)
@@ -621,6 +622,16 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             echo "== M 512, 2048, defaults"; timeout 130 python3 -m tiles compare gemm --backends cuda --no-compile \
                 --shapes "${g[@]}" 2>&1 | r
         else bash "$0" probe1207; fi ;;
+    rms1208)  # 12-06 19:45: add_rmsnorm at a decode step's 16 rows (0.86x torch.compile, the tutorial kernels' one miss):
+              # executed instructions and warp states of ours (RPB 1, staged and not) against Triton's; 2448 SASS
+              # instructions of which the bounds-checked edge paths are about half (offline), 27% of the samples on
+              # "no instruction" at 12-04 17:36
+        timeout 60 python3 scripts/probe_add_rmsnorm.py "RPB=1 staged=True" "RPB=1 staged=False" 2>&1 | grep " us"
+        timeout 120 ncu --clock-control none --kernel-name "regex:add_rmsnorm|triton" --launch-skip 5 --launch-count 1 \
+            --section SpeedOfLight --section WarpStateStats --section InstructionStats --section LaunchStats \
+            --metrics smsp__inst_executed.sum,smsp__pcsamp_warps_issue_stalled_no_instructions,sm__cycles_elapsed.max \
+            python3 scripts/probe_add_rmsnorm.py --runs 8 "RPB=1 staged=True" "RPB=1 staged=False" >"$OUT/ncu_rms.txt" 2>&1
+        echo "== ncu rc=$?"; grep -E "add_rmsnorm|triton|Duration|Executed Instructions |Stall No Instruction|No Instruction|inst_executed.sum|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|cycles_elapsed" "$OUT/ncu_rms.txt" | head -60 ;;
     next1208)  # planned 12-06 19:00 for the next session (H100: ~300 s; H200: two calls)
         bash "$0" fp8ring1207
         # why the fourth stage loses at 2048x28672x8192 (1.410 ms against 1.270): stalls, L2; then the clusters'

@@ -271,8 +271,8 @@ __device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     if (whole_tile<U, R, C>(src, idx)) {
         tile::each([&](int i, int j, int p) {
             const U* g = src.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
-            const pair<U> v = *reinterpret_cast<const pair<U>*>(g + tile::col_of(j, p));
-            dst.d[i][j][p] = make_pair<T>(to_float(v.x), to_float(v.y));
+            const pair<U> v = *reinterpret_cast<const pair<U>*>(g + tile::col_of(j, p));   // one access
+            dst.d[i][j][p] = convert_pair<T>(v);
         });
         return;
     }
@@ -309,8 +309,7 @@ __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord
     if (whole_tile<T, R, C>(dst, idx)) {  // one access per pair, as in load(rt, gl) above
         tile::each([&](int i, int j, int p) {
             T* g = dst.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, p)) + idx.c * C;
-            *reinterpret_cast<pair<T>*>(g + tile::col_of(j, p)) =
-                make_pair<T>(to_float(src.d[i][j][p].x), to_float(src.d[i][j][p].y));
+            *reinterpret_cast<pair<T>*>(g + tile::col_of(j, p)) = convert_pair<T>(src.d[i][j][p]);
         });
         return;
     }
