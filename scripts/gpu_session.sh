@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   rms1209    12-06 20:00: add_rmsnorm 16x4096 by warps a row, PDL, hand Triton at 4/8/16 warps, ncu of each
 #   rms1208    12-06 19:45: add_rmsnorm 16x4096 against Triton's kernel: executed instructions, warp states
 #   next1208   planned 12-06 19:00 for the next session: fp8ring1207, then ncu of why 4 stages lose at long K
 #              (2048x28672x8192 at 3 and 4) and of the clusters' 16384x4096x4096; on an H200 standing1206c and the grid
@@ -632,6 +633,29 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --metrics smsp__inst_executed.sum,smsp__pcsamp_warps_issue_stalled_no_instructions,sm__cycles_elapsed.max \
             python3 scripts/probe_add_rmsnorm.py --runs 8 "RPB=1 staged=True" "RPB=1 staged=False" >"$OUT/ncu_rms.txt" 2>&1
         echo "== ncu rc=$?"; grep -E "add_rmsnorm|triton|Duration|Executed Instructions |Stall No Instruction|No Instruction|inst_executed.sum|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|cycles_elapsed" "$OUT/ncu_rms.txt" | head -60 ;;
+    rms1209)  # 12-06 20:00: where add_rmsnorm's 16x4096 time goes (6.37 us against torch.compile's 5.12): ours at
+              # 4 / 8 / 16 warps a row (K 64 / 32 / 16), staged or not, PDL on and off, against a hand Triton kernel at
+              # 4 / 8 / 16 warps and torch.compile; then ncu of each (executed instructions, warp states). If the
+              # Triton kernel at 4 warps (528 instructions) is near torch.compile's time, the length of our code is
+              # the gap; if only its 8 and 16 warps are, the warps a row are
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda tests/test_kernel_rmsnorm.py \
+            tests/test_kernel_layernorm.py tests/test_kernel_rotary.py tests/test_kernel_softmax.py tests/test_examples.py \
+            tests/test_kernel_attention_bwd.py >"$OUT/rows_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/rows_tests.log" | tail -4
+        p="python3 scripts/probe_add_rmsnorm.py"
+        for k in 64 32 16; do timeout 60 $p --K $k --torch no RPB=1,staged=True RPB=1,staged=False 2>&1 | grep " us"; done
+        TILES_PDL=0 timeout 60 $p --torch no RPB=1,staged=True 2>&1 | sed 's/$/ (TILES_PDL=0)/' | grep " us"
+        timeout 90 $p --torch yes --triton-warps 4 8 16 2>&1 | grep " us"
+        echo "== shipped rmsnorm at a decode step"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda \
+            --no-compile --shapes 16x4096 2>&1 | r
+        for c in "--K 64 --torch no RPB=1,staged=True" "--K 16 --torch no RPB=1,staged=True" "--torch only" \
+                 "--torch no --triton-warps 4" "--torch no --triton-warps 8"; do
+            f="$OUT/ncu_rms_$(echo "$c" | tr -dc 'a-zA-Z0-9').txt"
+            timeout 60 ncu --clock-control none --kernel-name "regex:^(tiles_kernel_add_rmsnorm|triton_.*|kernel)$" --launch-skip 4 \
+                --launch-count 1 --section SpeedOfLight --section WarpStateStats --section InstructionStats \
+                --section LaunchStats --section SchedulerStats python3 scripts/probe_add_rmsnorm.py --runs 6 $c >"$f" 2>&1
+            echo "== ncu $c rc=$?"; grep -E "^  [a-z_]+.*\(|Duration|Executed Instructions  |Registers Per|Block Size|Warp Cycles Per Issued|Issue Slots Busy|No Eligible" "$f" | head -9
+        done ;;
     next1208)  # planned 12-06 19:00 for the next session (H100: ~300 s; H200: two calls)
         bash "$0" fp8ring1207
         # why the fourth stage loses at 2048x28672x8192 (1.410 ms against 1.270): stalls, L2; then the clusters'
