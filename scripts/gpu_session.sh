@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   grid1209   12-06 20:30: issue 18's 32 rows with the day's defaults against cuBLAS (json a chunk)
 #   rms1209    12-06 20:00: add_rmsnorm 16x4096 by warps a row, PDL, hand Triton at 4/8/16 warps, ncu of each
 #   rms1208    12-06 19:45: add_rmsnorm 16x4096 against Triton's kernel: executed instructions, warp states
 #   next1208   planned 12-06 19:00 for the next session: fp8ring1207, then ncu of why 4 stages lose at long K
@@ -633,6 +634,14 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --metrics smsp__inst_executed.sum,smsp__pcsamp_warps_issue_stalled_no_instructions,sm__cycles_elapsed.max \
             python3 scripts/probe_add_rmsnorm.py --runs 8 "RPB=1 staged=True" "RPB=1 staged=False" >"$OUT/ncu_rms.txt" 2>&1
         echo "== ncu rc=$?"; grep -E "add_rmsnorm|triton|Duration|Executed Instructions |Stall No Instruction|No Instruction|inst_executed.sum|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|cycles_elapsed" "$OUT/ncu_rms.txt" | head -60 ;;
+    grid1209)  # 12-06 20:30: issue 18's whole grid (32 rows) with every default of the day (gemm.LONG_K, the panels'
+               # 4 stages, the decode rows' splits) against cuBLAS, for the geometric mean; each chunk's rows in
+               # $OUT/grid_M.json
+        for ms in "1 16" "64 128" "512 2048" "4096 16384"; do
+            g=(); for m in $ms; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+            echo "== the grid at M = $ms, defaults"; timeout 135 python3 -m tiles compare gemm --backends cuda \
+                --no-compile --shapes "${g[@]}" --json "$OUT/grid_${ms// /_}.json" 2>&1 | r
+        done ;;
     rms1209)  # 12-06 20:00: where add_rmsnorm's 16x4096 time goes (6.37 us against torch.compile's 5.12): ours at
               # 4 / 8 / 16 warps a row (K 64 / 32 / 16), staged or not, PDL on and off, against a hand Triton kernel at
               # 4 / 8 / 16 warps and torch.compile; then ncu of each (executed instructions, warp states). If the
