@@ -323,6 +323,20 @@ def test_event_clock_holds_the_gpu_while_the_host_queues_the_runs():
     clock.times(step, range(10))
     assert log[0][0] == "spin" and log[0][1] >= 2 * 10 * 5e-4
 
+    # launches slower than the last batch's, kernels shorter than a launch: the GPU could have run the last runs
+    # before they were queued, so the batch runs again behind a spin sized from its own host time
+    log.clear()
+    clock.host_s, clock._ms = 1e-5, lambda a, b: 0.01
+    assert clock.times(step, range(4)) == [1e-5] * 4
+    spins = [v for k, v in log if k == "spin"]
+    assert len(spins) == 2 and spins[1] >= 2 * 4 * 5e-4 > spins[0]
+    assert [k for k, _ in log].count("record") == 16
+    # kernels longer than a launch keep the GPU busy past the spin: no second batch
+    log.clear()
+    clock.host_s, clock._ms = 1e-5, lambda a, b: 1.0
+    clock.times(step, range(4))
+    assert [k for k, _ in log].count("spin") == 1
+
 
 @pytest.mark.parametrize("name, shape", [("gemm", "70x50x40,bt"), ("attention", "1x4/2x40x64,causal"),
                                          ("attention_bwd", "1x4/2x40x64,causal"), ("attention_bwd", "2x2x24x64"),
