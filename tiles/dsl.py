@@ -406,7 +406,7 @@ class ArgSpec:
 # What backends read from Kernel.options (docs/design.md, "Configurations")
 OPTIONS = ("workers", "stages", "schedule", "persistent", "wgmma", "max_registers", "rings", "rewrites",
            "deferred", "turns", "mfma", "exp2_poly", "blocks_per_sm", "resident", "boxes", "shared_vectors",
-           "consumer_groups", "cluster")
+           "consumer_groups", "cluster", "runs")
 
 
 class KernelFn:

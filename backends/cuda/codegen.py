@@ -660,7 +660,8 @@ class _Emitter:
         elif name in ("load", "store", "atomic_add"):
             src = srcs[0]
             args = [dst.name, src.name] + ([self.idx(op)] if isinstance(dst, GL) or isinstance(src, GL) else [])
-            w(f"tc::{name}({', '.join(args)});")
+            runs = name != "atomic_add" and {dst.name, src.name} & set(self.s.runs)   # column_order.free_tiles
+            w(f"tc::{name}{'_runs' if runs else ''}({', '.join(args)});")
         elif name == "mma":
             ta, tb = op.attrs["trans_a"], op.attrs["trans_b"]
             args = [dst.name, srcs[0].name, srcs[1].name, "tc::zeros" if fresh else srcs[2].name]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from tiles import ir
+from tiles import column_order, ir
 from tiles.dsl import TileError
 from tiles.types import GL, RT, RV, ST, SV
 
@@ -126,6 +126,9 @@ class Schedule:
     #                          of a cluster loads its share of their panels into every block's slot
     multicast_rows: tuple[str, ...] = ()   # those of them split by rows instead (one swizzle panel, or panels that
     #                          do not split evenly): each block's share a box of rows / cluster, never fitted
+    runs: tuple[str, ...] = ()   # register tiles whose column order no op observes (tiles/column_order.py), loaded
+    #                          and stored in runs of contiguous columns a lane (tc::load_runs; option runs, on by
+    #                          default)
 
     @property
     def warp_specialized(self) -> bool:
@@ -648,7 +651,8 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
                     pdl=target == "sm_90a",
                     resident=tuple(tma_map(op) for op in resident), resident_slots=slots,
                     boxes=bool(tma and k.options.get("boxes", True)), groups=groups, cluster=cluster,
-                    multicast=tuple(shared), multicast_rows=tuple(t for t, by in shared.items() if by == "rows"))
+                    multicast=tuple(shared), multicast_rows=tuple(t for t, by in shared.items() if by == "rows"),
+                    runs=tuple(sorted(column_order.free_tiles(k))) if k.options.get("runs", True) else ())
 
 
 WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a

@@ -39,6 +39,9 @@
 struct float2 {
   float x, y;
 };
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
 struct alignas(16) int4 {
   int x, y, z, w;
 };

@@ -316,6 +316,106 @@ __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord
     write_in_bounds(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
+// ---- global <-> registers in runs (option runs) -----------------------------------------------------
+// A register tile whose column order no op of the kernel observes (tiles/column_order.py: elementwise ops, row and
+// whole-tile reductions and row broadcasts with tiles of its own class, global loads and stores in this form) may
+// hold a row's elements in any order its class shares. In this one a lane keeps rt's rows and holds its 4 x width
+// elements of each as runs of E contiguous columns, the quad's four lanes on neighbouring runs: a bf16 run of 8
+// is one 16-byte access straight between registers and global memory, where the fragment order takes four
+// 4-byte ones or a trip through shared memory and ldmatrix. Pair p of base tile j is the lane's pair
+// s = 2 j + p / 2 of its row: pair s % (E / 2) of its run s / (E / 2).
+template <int C> struct runs_order {
+    static constexpr int width = C / 16;
+    static constexpr int E = 4 * width < 8 ? 4 * width : 8;   // elements a run
+    static constexpr int runs = 4 * width / E;                // a lane's runs a row
+    __device__ static __forceinline__ int col_of(int j, int p) {
+        const int s = 2 * j + (p >> 1);
+        return (lane_id() % 4 + 4 * (s / (E / 2))) * E + 2 * (s % (E / 2));
+    }
+};
+template <int B, typename U> __device__ __forceinline__ bool aligned_to(const gl<U>& g) {
+    constexpr long long S = int(sizeof(U));
+    return reinterpret_cast<unsigned long long>(g.ptr) % B == 0 && g.strides[0] * S % B == 0 &&
+           g.strides[1] * S % B == 0 && g.strides[2] * S % B == 0;
+}
+template <int B> struct access;   // a B-byte access as one integer type
+template <> struct access<4> { using type = unsigned; };
+template <> struct access<8> { using type = uint2; };
+template <> struct access<16> { using type = uint4; };
+// f(pairs of run k of the lane's row h in base row i, its global address) over a tile inside the global
+template <typename U, int R, int C, int NW, typename F>
+__device__ __forceinline__ void each_run(const gl<U>& g, coord idx, F f) {
+    using tile = rt<float, R, C, NW>;
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {   // the lane's rows of the base tile: lane / 4 and lane / 4 + 8
+            U* row = g.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, h)) + idx.c * C;
+#pragma unroll
+            for (int k = 0; k < runs_order<C>::runs; ++k)
+                f(i, h, k, row + (lane_id() % 4 + 4 * k) * runs_order<C>::E);
+        }
+}
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
+    using tile = rt<T, R, C, NW>;
+    constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(U)), B = RUN < 16 ? RUN : 16;
+    using V = typename access<B>::type;
+    if (whole_tile<U, R, C>(src, idx) && aligned_to<B>(src)) {
+        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) {
+            V v[RUN / B];
+#pragma unroll
+            for (int b = 0; b < RUN / B; ++b) v[b] = reinterpret_cast<const V*>(g)[b];
+            const pair<U>* run = reinterpret_cast<const pair<U>*>(v);
+#pragma unroll
+            for (int t = 0; t < E / 2; ++t) {
+                const int s = k * (E / 2) + t;
+                dst.d[i][s / 2][2 * (s % 2) + h] = convert_pair<T>(run[t]);
+            }
+        });
+        return;
+    }
+    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
+    tile::each([&](int i, int j, int p) {
+        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + runs_order<C>::col_of(j, p);
+        float x = 0.f, y = 0.f;
+        if (in_matrix && r < src.rows()) {
+            const U* g = src.row_ptr(idx.b, idx.d, r);
+            if (c < src.cols()) x = to_float(g[c]);
+            if (c + 1 < src.cols()) y = to_float(g[c + 1]);
+        }
+        dst.d[i][j][p] = make_pair<T>(x, y);
+    });
+}
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
+    using tile = rt<U, R, C, NW>;
+    constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(T)), B = RUN < 16 ? RUN : 16;
+    using V = typename access<B>::type;
+    if (whole_tile<T, R, C>(dst, idx) && aligned_to<B>(dst)) {
+        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) {
+            V v[RUN / B];
+            pair<T>* run = reinterpret_cast<pair<T>*>(v);
+#pragma unroll
+            for (int t = 0; t < E / 2; ++t) {
+                const int s = k * (E / 2) + t;
+                run[t] = convert_pair<T>(src.d[i][s / 2][2 * (s % 2) + h]);
+            }
+#pragma unroll
+            for (int b = 0; b < RUN / B; ++b) reinterpret_cast<V*>(g)[b] = v[b];
+        });
+        return;
+    }
+    if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
+    tile::each([&](int i, int j, int p) {
+        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + runs_order<C>::col_of(j, p);
+        if (r >= dst.rows()) return;
+        T* g = dst.row_ptr(idx.b, idx.d, r);
+        if (c < dst.cols()) g[c] = from_float<T>(to_float(src.d[i][j][p].x));
+        if (c + 1 < dst.cols()) g[c + 1] = from_float<T>(to_float(src.d[i][j][p].y));
+    });
+}
+
 // Two adjacent f32 added into global memory by one vector reduction (sm_90: red.global.add.v2.f32, half the
 // L2 atomic requests of two scalar ones); g 8-byte aligned.
 __device__ __forceinline__ void red_add2(float* g, float x, float y) {

@@ -1,0 +1,119 @@
+"""Register tiles whose column order no op observes (tiles/column_order.py), and CUDA's loads and stores of them
+in runs of contiguous columns (tc::load_runs, tc::store_runs): which tiles qualify, and the results of a kernel
+built from them against float64 on every backend, at tile widths that give runs of 4 and 8, edge tiles and
+globals whose rows break the 16-byte alignment (the element-by-element path)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import tiles as tl
+from tiles import column_order, toolchains
+from tiles.testing import assert_close, dims, poisoned, random_array, run
+
+
+@tl.kernel
+def scaled_rows(Y, S, X, W, *, BR, BC):
+    """Y = X * sum(X^2 over the row) + W, S = that sum: each row of X whole in one tile (BC >= its columns)."""
+    br = tl.grid(tl.cdiv(X.rows, BR))
+    tl.check_eq(tl.minimum(X.cols, BC), X.cols)
+    tl.check_eq(W.cols, X.cols)
+    x = tl.regs(tl.f32, BR, BC, name="x")
+    w = tl.regs(tl.f32, BR, BC, name="w")
+    y = tl.regs(tl.f32, BR, BC, name="y")
+    s = tl.rvec(tl.f32, BR, name="s")
+    tl.load(x, X, (br, 0))
+    tl.load(w, W, (br, 0))
+    tl.mul(y, x, x)
+    tl.row_sum(s, y)
+    tl.mul_row(y, x, s)
+    tl.add(y, y, w)
+    tl.store(Y, y, (br, 0))
+    tl.store(S, s, (br,))
+
+
+@tl.kernel
+def column_scaled(Y, X, V, *, BR, BC):
+    """Y = X * V[col]: a column vector observes the order."""
+    br = tl.grid(tl.cdiv(X.rows, BR))
+    x = tl.regs(tl.f32, BR, BC, name="x")
+    v = tl.rvec(tl.f32, BC, axis="cols", name="v")
+    tl.load(x, X, (br, 0))
+    tl.load(v, V, (0,))
+    tl.mul_col(x, x, v)
+    tl.store(Y, x, (br, 0))
+
+
+@tl.kernel
+def product(C, A, B, *, BM, BN, BK):
+    """C = A B + C, C's tile loaded into e and added element by element: an mma's operands and result keep the
+    fragment order, and so does everything joined to them."""
+    bm, bn = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN))
+    a = tl.regs(A.dtype, BM, BK, name="a")
+    b = tl.shared(B.dtype, BK, BN, name="b")
+    c = tl.regs(tl.f32, BM, BN, name="c")
+    e = tl.regs(tl.f32, BM, BN, name="e")
+    tl.load(a, A, (bm, 0))
+    tl.load(b, B, (0, bn))
+    tl.load(e, C, (bm, bn))
+    tl.zero(c)
+    tl.mma_AB(c, a, b, c)
+    tl.add(c, c, e)
+    tl.store(C, c, (bm, bn))
+
+
+def trace(kfn, *args, **consts):
+    return kfn.trace(list(args), "sm_80", **consts)
+
+
+def test_free_tiles():
+    x, w = random_array((5, 40), "f32"), random_array((5, 40), "bf16")
+    k = trace(scaled_rows, poisoned((5, 40), "f32"), poisoned((5,), "f32"), x, w, BR=16, BC=64)
+    assert column_order.free_tiles(k) == {"x", "w", "y"}
+    k = trace(column_scaled, poisoned((5, 40), "f32"), x, random_array((40,), "f32"), BR=16, BC=64)
+    assert column_order.free_tiles(k) == set()
+    a, b = random_array((32, 16), "bf16"), random_array((16, 32), "bf16")
+    k = trace(product, poisoned((32, 32), "f32"), a, b, BM=32, BN=32, BK=16)
+    assert column_order.free_tiles(k) == set()   # e meets c, which an mma writes
+
+
+def test_runs_in_the_cuda_source():
+    """The free tiles' global accesses take the runs form, the others the fragment order; option runs=False
+    keeps every access in the fragment order."""
+    args = [poisoned((5, 40), "bf16"), poisoned((5,), "f32"), random_array((5, 40), "bf16"),
+            random_array((5, 40), "bf16")]
+    src = toolchains.emit(scaled_rows, args, "sm_80", "source", BR=16, BC=64)
+    assert src.count("tc::load_runs(") == 2 and src.count("tc::store_runs(") == 1
+    assert "tc::store(S, s" in src
+    src = toolchains.emit(scaled_rows, args, "sm_80", "source", BR=16, BC=64, runs=False)
+    assert "_runs(" not in src
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=dims(1, 70), n=dims(1, 128), bc=st.sampled_from([16, 32, 64, 128]), xd=st.sampled_from(["f32", "bf16"]),
+       yd=st.sampled_from(["f32", "bf16"]), offset=st.sampled_from([0, 0, 1]))
+def test_scaled_rows(backend, m, n, bc, xd, yd, offset):
+    n = min(n, bc)
+    # offset 1: every array a view one element into a wider one, so that no row keeps 16-byte alignment
+    view = lambda a: a[:, offset:offset + n] if a.ndim == 2 else a   # noqa: E731
+    x = view(random_array((m, n + offset), xd))
+    w = view(random_array((m, n + offset), "bf16"))
+    y_full = poisoned((m, n + offset), yd)
+    y = view(y_full)
+    s = poisoned((m,), "f32")
+    run(backend, scaled_rows, y, s, x, w, BR=16, BC=bc)
+    x64 = x.astype(np.float64)
+    s64 = (x64 ** 2).sum(1)
+    assert_close(s, s64, xd)
+    assert_close(y, x64 * s.astype(np.float64)[:, None] + w.astype(np.float64), yd)
+
+
+@pytest.mark.parametrize("runs", [True, False])
+def test_scaled_rows_whole_tiles(backend, runs):
+    """Whole 16-byte-aligned tiles: the vector path, bf16 in and out, a run of 8 (BC 64) and of 4 (BC 16)."""
+    for m, n, bc in ((32, 64, 64), (48, 16, 16)):
+        x, w = random_array((m, n), "bf16"), random_array((m, n), "bf16")
+        y, s = poisoned((m, n), "bf16"), poisoned((m,), "f32")
+        run(backend, scaled_rows, y, s, x, w, BR=16, BC=bc, runs=runs)
+        x64 = x.astype(np.float64)
+        assert_close(s, (x64 ** 2).sum(1), "bf16")
+        assert_close(y, x64 * s.astype(np.float64)[:, None] + w.astype(np.float64), "bf16")

@@ -1,0 +1,54 @@
+"""Register tiles whose column order no op observes.
+
+A row kernel (a norm, a softmax, an elementwise epilogue) loads tiles from global memory, combines them element by
+element, reduces their rows and scales rows by vectors, and stores them back. None of that depends on which
+register holds which column of a row, so long as every tile that meets another element by element holds them in
+the same order. A backend may then give such tiles a layout of its own for their global loads and stores (CUDA:
+runs of contiguous columns a lane, `tc::load_runs`, for 16-byte accesses where the MMA fragment order takes 4-byte
+ones). What observes the order and so keeps a tile in the fragment order: a matrix product, a shared tile (the
+ldmatrix path), column vectors and column reductions, masks and dropout (they compute each element's column),
+swapping pairs, atomics and split sums.
+"""
+from __future__ import annotations
+
+from . import ir
+from .types import GL, RT
+
+# ops that combine tiles element by element, or whose result is the same whatever the order within a row
+ELEMENTWISE = frozenset(ir.UNARY + ir.BINARY + ("copy", "where", "zero", "fill"))
+ROW_WISE = frozenset([f"{over}_{r}" for over in ("row", "tile") for r in ir.REDUCE] +
+                     [f"{b}_row" for b in ir.BROADCAST])
+
+
+def free_tiles(k: ir.Kernel) -> set[str]:
+    """Names of the register tiles of k that may hold each row's columns in any order shared by their class
+    (tiles joined by elementwise ops), and that a load from or a store to a global touches (where the order
+    pays)."""
+    parent: dict[str, str] = {}
+
+    def find(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    fixed, accessed = set(), set()
+    for op, _ in k.walk():
+        tiles = [x for x in (op.dst, *op.srcs) if isinstance(x, RT)]
+        if not tiles:
+            continue
+        globals_ = [x for x in (op.dst, *op.srcs) if isinstance(x, GL)]
+        if any(t.layout != "row" for t in tiles):   # an mma operand's transposed fragments
+            fixed.update(t.name for t in tiles)
+        elif op.name in ("load", "store") and globals_ and len(tiles) == 1:
+            accessed.add(tiles[0].name)
+            find(tiles[0].name)
+        elif op.name in ELEMENTWISE or op.name in ROW_WISE:
+            first = tiles[0]
+            for t in tiles[1:]:
+                if (t.rows, t.cols) != (first.rows, first.cols):
+                    fixed.update((t.name, first.name))
+                parent[find(t.name)] = find(first.name)
+        else:
+            fixed.update(t.name for t in tiles)
+    fixed_roots = {find(n) for n in fixed}
+    return {n for n in accessed if find(n) not in fixed_roots}
