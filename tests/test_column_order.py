@@ -109,11 +109,12 @@ def test_scaled_rows(backend, m, n, bc, xd, yd, offset):
 
 @pytest.mark.parametrize("runs", [True, False])
 def test_scaled_rows_whole_tiles(backend, runs):
-    """Whole 16-byte-aligned tiles: the vector path, bf16 in and out, a run of 8 (BC 64) and of 4 (BC 16)."""
-    for m, n, bc in ((32, 64, 64), (48, 16, 16)):
+    """Whole 16-byte-aligned tiles: the vector path, bf16 in and out, a run of 8 (BC 64) and of 4 (BC 16), one
+    base tile of rows a warp and two (BR 64 over 2 workers)."""
+    for m, n, br, bc, workers in ((32, 64, 16, 64, {}), (48, 16, 16, 16, {}), (128, 128, 64, 128, dict(workers=2))):
         x, w = random_array((m, n), "bf16"), random_array((m, n), "bf16")
         y, s = poisoned((m, n), "bf16"), poisoned((m,), "f32")
-        run(backend, scaled_rows, y, s, x, w, BR=16, BC=bc, runs=runs)
+        run(backend, scaled_rows, y, s, x, w, BR=br, BC=bc, runs=runs, **workers)
         x64 = x.astype(np.float64)
         assert_close(s, (x64 ** 2).sum(1), "bf16")
         assert_close(y, x64 * s.astype(np.float64)[:, None] + w.astype(np.float64), "bf16")
