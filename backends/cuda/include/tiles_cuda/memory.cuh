@@ -256,6 +256,21 @@ __device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
 // every row start keeps pair alignment, each pair moves as one 4-byte (16-bit types) or 8-byte (f32) access;
 // the four lanes of a quad then cover 16 or 32 contiguous bytes, and a warp's next access (p ^ 2) the rest
 // of the row's 32-byte sectors. Edge tiles and unaligned globals go element by element, bounds-checked.
+// Where a lane's pair p of base tile j sits in its row: the MMA fragment's column (rt::col_of), or, for a tile
+// in runs (option runs, below), runs_order's.
+template <int C> struct fragment_order {
+    __device__ static __forceinline__ int col_of(int j, int p) { return rt<float, 16, C, 1>::col_of(j, p); }
+};
+template <int C> struct runs_order {
+    static constexpr int width = C / 16;
+    static constexpr int E = 4 * width < 8 ? 4 * width : 8;   // elements a run
+    static constexpr int runs = 4 * width / E;                // a lane's runs a row
+    __device__ static __forceinline__ int col_of(int j, int p) {
+        const int s = 2 * j + (p >> 1);
+        return (lane_id() % 4 + 4 * (s / (E / 2))) * E + 2 * (s % (E / 2));
+    }
+};
+
 template <typename U> __device__ __forceinline__ bool pairs_aligned(const gl<U>& g) {
     return reinterpret_cast<unsigned long long>(g.ptr) % sizeof(pair<U>) == 0 && g.strides[0] % 2 == 0 &&
            g.strides[1] % 2 == 0 && g.strides[2] % 2 == 0;
@@ -263,6 +278,24 @@ template <typename U> __device__ __forceinline__ bool pairs_aligned(const gl<U>&
 template <typename U, int R, int C> __device__ __forceinline__ bool whole_tile(const gl<U>& g, coord idx) {
     return idx.b < g.batch() && idx.d < g.depth() && (idx.r + 1) * R <= g.rows() && (idx.c + 1) * C <= g.cols() &&
            pairs_aligned(g);
+}
+
+// Every element of a register tile from the global, zero past its end, in the column order O: the edge tiles'
+// and unaligned globals' path.
+template <typename O, typename T, typename U, int R, int C, int NW>
+__device__ __forceinline__ void load_in_bounds(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
+    using tile = rt<T, R, C, NW>;
+    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
+    tile::each([&](int i, int j, int p) {
+        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + O::col_of(j, p);
+        float x = 0.f, y = 0.f;
+        if (in_matrix && r < src.rows()) {
+            const U* g = src.row_ptr(idx.b, idx.d, r);
+            if (c < src.cols()) x = to_float(g[c]);
+            if (c + 1 < src.cols()) y = to_float(g[c + 1]);
+        }
+        dst.d[i][j][p] = make_pair<T>(x, y);
+    });
 }
 
 template <typename T, typename U, int R, int C, int NW>
@@ -276,26 +309,16 @@ __device__ inline void load(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
         });
         return;
     }
-    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
-    tile::each([&](int i, int j, int p) {
-        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
-        float x = 0.f, y = 0.f;
-        if (in_matrix && r < src.rows()) {
-            const U* g = src.row_ptr(idx.b, idx.d, r);
-            if (c < src.cols()) x = to_float(g[c]);
-            if (c + 1 < src.cols()) y = to_float(g[c + 1]);
-        }
-        dst.d[i][j][p] = make_pair<T>(x, y);
-    });
+    load_in_bounds<fragment_order<C>>(dst, src, idx);
 }
 
-// Every element of a register tile that lands inside the global, as write(address, value).
-template <typename T, typename U, int R, int C, int NW, typename W>
+// Every element of a register tile that lands inside the global, as write(address, value), in the column order O.
+template <typename O, typename T, typename U, int R, int C, int NW, typename W>
 __device__ __forceinline__ void write_in_bounds(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx, W write) {
     using tile = rt<U, R, C, NW>;
     if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
     tile::each([&](int i, int j, int p) {
-        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + tile::col_of(j, p);
+        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + O::col_of(j, p);
         if (r >= dst.rows()) return;
         T* g = dst.row_ptr(idx.b, idx.d, r);
         if (c < dst.cols()) write(g + c, to_float(src.d[i][j][p].x));
@@ -313,7 +336,7 @@ __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord
         });
         return;
     }
-    write_in_bounds(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
+    write_in_bounds<fragment_order<C>>(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
 // ---- global <-> registers in runs (option runs) -----------------------------------------------------
@@ -324,15 +347,6 @@ __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord
 // is one 16-byte access straight between registers and global memory, where the fragment order takes four
 // 4-byte ones or a trip through shared memory and ldmatrix. Pair p of base tile j is the lane's pair
 // s = 2 j + p / 2 of its row: pair s % (E / 2) of its run s / (E / 2).
-template <int C> struct runs_order {
-    static constexpr int width = C / 16;
-    static constexpr int E = 4 * width < 8 ? 4 * width : 8;   // elements a run
-    static constexpr int runs = 4 * width / E;                // a lane's runs a row
-    __device__ static __forceinline__ int col_of(int j, int p) {
-        const int s = 2 * j + (p >> 1);
-        return (lane_id() % 4 + 4 * (s / (E / 2))) * E + 2 * (s % (E / 2));
-    }
-};
 template <int B, typename U> __device__ __forceinline__ bool aligned_to(const gl<U>& g) {
     constexpr long long S = int(sizeof(U));
     return reinterpret_cast<unsigned long long>(g.ptr) % B == 0 && g.strides[0] * S % B == 0 &&
@@ -375,17 +389,7 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
         });
         return;
     }
-    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
-    tile::each([&](int i, int j, int p) {
-        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + runs_order<C>::col_of(j, p);
-        float x = 0.f, y = 0.f;
-        if (in_matrix && r < src.rows()) {
-            const U* g = src.row_ptr(idx.b, idx.d, r);
-            if (c < src.cols()) x = to_float(g[c]);
-            if (c + 1 < src.cols()) y = to_float(g[c + 1]);
-        }
-        dst.d[i][j][p] = make_pair<T>(x, y);
-    });
+    load_in_bounds<runs_order<C>>(dst, src, idx);
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
@@ -406,14 +410,7 @@ __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, 
         });
         return;
     }
-    if (idx.b >= dst.batch() || idx.d >= dst.depth()) return;
-    tile::each([&](int i, int j, int p) {
-        const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + runs_order<C>::col_of(j, p);
-        if (r >= dst.rows()) return;
-        T* g = dst.row_ptr(idx.b, idx.d, r);
-        if (c < dst.cols()) g[c] = from_float<T>(to_float(src.d[i][j][p].x));
-        if (c + 1 < dst.cols()) g[c + 1] = from_float<T>(to_float(src.d[i][j][p].y));
-    });
+    write_in_bounds<runs_order<C>>(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
 // Two adjacent f32 added into global memory by one vector reduction (sm_90: red.global.add.v2.f32, half the
@@ -442,7 +439,7 @@ __device__ inline void atomic_add(const gl<float>& dst, const rt<float, R, C, NW
         });
         return;
     }
-    write_in_bounds(dst, src, idx, [](float* g, float v) { atomicAdd(g, v); });
+    write_in_bounds<fragment_order<C>>(dst, src, idx, [](float* g, float v) { atomicAdd(g, v); });
 }
 
 // ---- a sum split over blocks (tl.store_sum) --------------------------------
