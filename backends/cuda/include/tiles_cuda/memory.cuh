@@ -372,7 +372,6 @@ __device__ __forceinline__ void each_run(const gl<U>& g, coord idx, F f) {
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
-    using tile = rt<T, R, C, NW>;
     constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(U)), B = RUN < 16 ? RUN : 16;
     using V = typename access<B>::type;
     if (whole_tile<U, R, C>(src, idx) && aligned_to<B>(src)) {
@@ -393,7 +392,6 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
-    using tile = rt<U, R, C, NW>;
     constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(T)), B = RUN < 16 ? RUN : 16;
     using V = typename access<B>::type;
     if (whole_tile<T, R, C>(dst, idx) && aligned_to<B>(dst)) {
