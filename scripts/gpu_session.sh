@@ -651,6 +651,9 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 90 $p --torch yes --triton-warps 4 8 2>&1 | grep " us"
         for c in 4096 8192; do timeout 90 $p --rows 4096 --cols $c --torch yes default RPB=1,staged=False \
             RPB=2,staged=False RPB=4,staged=False RPB=2,staged=False,runs=False 2>&1 | grep " us"; done
+        for k in rmsnorm layernorm softmax; do echo "== $k staged (the default) / unstaged (runs)"; timeout 60 python3 \
+            -m tiles compare $k --backends cuda --no-compile --shapes 16x4096 4096x4096 4096x14336 \
+            --set staged=True,False 2>&1 | r; done
         for v in True False; do echo "== attention backward's row kernels, runs=$v"; timeout 70 python3 \
             scripts/bwd_parts.py --shapes 8x16x2048x128,causal 4x32x8192x128 --rows runs=$v 2>&1 | tail -8; done
         f="$OUT/ncu_rms_runs.txt"; timeout 60 ncu --clock-control none --kernel-name "regex:^tiles_kernel_add_rmsnorm$" \
