@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   next1211   planned 12-06 21:30 for the next session: runs1210b, then the issues' tables (H200) or grid1209
 #   runs1210b  12-06 21:30: runs1210 cut to ~150 s
 #   runs1210   12-06 20:50: tiles in runs (option runs): GPU tests, add_rmsnorm with and without, bwd's row kernels
 #   grid1209   12-06 20:30: issue 18's 32 rows with the day's defaults against cuBLAS (json a chunk)
@@ -636,6 +637,11 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --metrics smsp__inst_executed.sum,smsp__pcsamp_warps_issue_stalled_no_instructions,sm__cycles_elapsed.max \
             python3 scripts/probe_add_rmsnorm.py --runs 8 "RPB=1 staged=True" "RPB=1 staged=False" >"$OUT/ncu_rms.txt" 2>&1
         echo "== ncu rc=$?"; grep -E "add_rmsnorm|triton|Duration|Executed Instructions |Stall No Instruction|No Instruction|inst_executed.sum|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|cycles_elapsed" "$OUT/ncu_rms.txt" | head -60 ;;
+    next1211)  # planned 12-06 21:30 for the next session: the runs' first GPU run (runs1210b), then on an H200 issue 20's
+               # table and issue 18's grid, on an H100 the grid with the day's defaults (grid1209)
+        bash "$0" runs1210b
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c grid1206
+        else bash "$0" grid1209; fi ;;
     runs1210b)  # 12-06 21:30, runs1210 cut to ~150 s for the last of the device time, by priority (a cut keeps the
                 # first): the GPU tests (sm_90a), add_rmsnorm with and without runs at 16 rows, attention_bwd_pre,
                 # add_rmsnorm at 4096 rows, the shipped rmsnorm
