@@ -98,8 +98,8 @@
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
 #   next1211   planned 12-06 21:30 for the next session: runs1210b, then the issues' tables (H200) or grid1209
-#   runs1210b  12-06 21:30: runs1210 cut to ~150 s
-#   runs1210   12-06 20:50: tiles in runs (option runs): GPU tests, add_rmsnorm with and without, bwd's row kernels
+#   runs1210b  12-06 21:30: the runs (option runs) on a GPU: tests, add_rmsnorm with and without, attention_bwd_pre, rmsnorm
+#   runs1210   (never ran: no machine; runs1210b holds its steps by priority)
 #   grid1209   12-06 20:30: issue 18's 32 rows with the day's defaults against cuBLAS (json a chunk)
 #   rms1209    12-06 20:00: add_rmsnorm 16x4096 by warps a row, PDL, hand Triton at 4/8/16 warps, ncu of each
 #   rms1208    12-06 19:45: add_rmsnorm 16x4096 against Triton's kernel: executed instructions, warp states
@@ -642,7 +642,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         bash "$0" runs1210b
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c grid1206
         else bash "$0" grid1209; fi ;;
-    runs1210b)  # 12-06 21:30, runs1210 cut to ~150 s for the last of the device time, by priority (a cut keeps the
+    runs1210b)  # 12-06 21:30: the runs' first GPU run in ~150 s, by priority (a cut keeps the
                 # first): the GPU tests (sm_90a), add_rmsnorm with and without runs at 16 rows, attention_bwd_pre,
                 # add_rmsnorm at 4096 rows, the shipped rmsnorm
         timeout 80 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_column_order.py \
@@ -655,31 +655,6 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
         timeout 60 $p --rows 4096 --torch yes default RPB=2,staged=False RPB=2,staged=False,runs=False 2>&1 | grep " us"
         timeout 40 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 16x4096 4096x4096 \
             --set staged=True,False 2>&1 | r ;;
-    runs1210)  # 12-06 20:50: register tiles whose column order no op observes, loaded and stored in runs of
-               # contiguous columns (tiles/column_order.py, tc::load_runs; option runs): the GPU tests, then
-               # add_rmsnorm unstaged with runs against without (runs=False) and staged. Predicted at 16x4096, K 64:
-               # 6.96 -> 5.2-5.6 us (1150 executed instructions a warp -> ~620; torch.compile 5.18, Triton's 4 warps
-               # 4.99), staged unchanged (6.30); at 4096 rows unstaged with runs within 5% of the staged default.
-               # attention_bwd_pre (unstaged on sm_90a, now in runs): 98.8 -> 75-90 us at 8x16x2048x128 causal
-        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda,cuda:sm_80 tests/test_column_order.py \
-            tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py tests/test_kernel_rotary.py \
-            tests/test_kernel_softmax.py tests/test_examples.py tests/test_kernel_attention_bwd.py >"$OUT/runs_tests.log" 2>&1
-        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/runs_tests.log" | tail -6
-        p="python3 scripts/probe_add_rmsnorm.py"
-        for k in 64 32 16; do timeout 60 $p --K $k --torch no RPB=1,staged=False RPB=1,staged=False,runs=False \
-            RPB=1,staged=True 2>&1 | grep " us"; done
-        timeout 90 $p --torch yes --triton-warps 4 8 2>&1 | grep " us"
-        for c in 4096 8192; do timeout 90 $p --rows 4096 --cols $c --torch yes default RPB=1,staged=False \
-            RPB=2,staged=False RPB=4,staged=False RPB=2,staged=False,runs=False 2>&1 | grep " us"; done
-        for k in rmsnorm layernorm softmax; do echo "== $k staged (the default) / unstaged (runs)"; timeout 60 python3 \
-            -m tiles compare $k --backends cuda --no-compile --shapes 16x4096 4096x4096 4096x14336 \
-            --set staged=True,False 2>&1 | r; done
-        for v in True False; do echo "== attention backward's row kernels, runs=$v"; timeout 70 python3 \
-            scripts/bwd_parts.py --shapes 8x16x2048x128,causal 4x32x8192x128 --rows runs=$v 2>&1 | tail -8; done
-        f="$OUT/ncu_rms_runs.txt"; timeout 60 ncu --clock-control none --kernel-name "regex:^tiles_kernel_add_rmsnorm$" \
-            --launch-skip 4 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section InstructionStats \
-            --section LaunchStats python3 scripts/probe_add_rmsnorm.py --runs 6 --torch no RPB=1,staged=False >"$f" 2>&1
-        echo "== ncu runs rc=$?"; grep -E "Duration|Executed Instructions  |Registers Per|Warp Cycles Per Issued" "$f" ;;
     grid1209)  # 12-06 20:30: issue 18's whole grid (32 rows) with every default of the day (gemm.LONG_K, the panels'
                # 4 stages, the decode rows' splits) against cuBLAS, for the geometric mean; each chunk's rows in
                # $OUT/grid_M.json

@@ -256,6 +256,7 @@ __device__ inline void store(st<T, R, C>& dst, const rt<U, R, C, NW>& src) {
 // every row start keeps pair alignment, each pair moves as one 4-byte (16-bit types) or 8-byte (f32) access;
 // the four lanes of a quad then cover 16 or 32 contiguous bytes, and a warp's next access (p ^ 2) the rest
 // of the row's 32-byte sectors. Edge tiles and unaligned globals go element by element, bounds-checked.
+//
 // Where a lane's pair p of base tile j sits in its row: the MMA fragment's column (rt::col_of), or, for a tile
 // in runs (option runs, below), runs_order's.
 template <int C> struct fragment_order {
@@ -347,11 +348,6 @@ __device__ inline void store(const gl<T>& dst, const rt<U, R, C, NW>& src, coord
 // is one 16-byte access straight between registers and global memory, where the fragment order takes four
 // 4-byte ones or a trip through shared memory and ldmatrix. Pair p of base tile j is the lane's pair
 // s = 2 j + p / 2 of its row: pair s % (E / 2) of its run s / (E / 2).
-template <int B, typename U> __device__ __forceinline__ bool aligned_to(const gl<U>& g) {
-    constexpr long long S = int(sizeof(U));
-    return reinterpret_cast<unsigned long long>(g.ptr) % B == 0 && g.strides[0] * S % B == 0 &&
-           g.strides[1] * S % B == 0 && g.strides[2] * S % B == 0;
-}
 template <int B> struct access;   // a B-byte access as one integer type
 template <> struct access<4> { using type = unsigned; };
 template <> struct access<8> { using type = uint2; };
@@ -374,7 +370,7 @@ template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(U)), B = RUN < 16 ? RUN : 16;
     using V = typename access<B>::type;
-    if (whole_tile<U, R, C>(src, idx) && aligned_to<B>(src)) {
+    if (whole_tile<U, R, C>(src, idx) && src.template aligned<B>()) {
         each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) {
             V v[RUN / B];
 #pragma unroll
@@ -394,7 +390,7 @@ template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
     constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(T)), B = RUN < 16 ? RUN : 16;
     using V = typename access<B>::type;
-    if (whole_tile<T, R, C>(dst, idx) && aligned_to<B>(dst)) {
+    if (whole_tile<T, R, C>(dst, idx) && dst.template aligned<B>()) {
         each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) {
             V v[RUN / B];
             pair<T>* run = reinterpret_cast<pair<T>*>(v);

@@ -25,12 +25,14 @@ template <typename T> struct gl {
     __device__ T* row_ptr(int b, int d, int r) const {
         return ptr + b * strides[0] + d * strides[1] + r * strides[2];
     }
-    // 16-byte vector accesses need the base and every stride to keep 16-byte alignment.
-    __device__ bool vec_aligned() const {
-        constexpr long long V = 16 / sizeof(T);
-        return (reinterpret_cast<unsigned long long>(ptr) % 16 == 0) && strides[0] % V == 0 &&
+    // B-byte vector accesses (B a multiple of the element size) need the base and every stride to keep B-byte
+    // alignment; 16-byte ones are the copies between global and shared memory.
+    template <int B> __device__ bool aligned() const {
+        constexpr long long V = B / sizeof(T);
+        return (reinterpret_cast<unsigned long long>(ptr) % B == 0) && strides[0] % V == 0 &&
                strides[1] % V == 0 && strides[2] % V == 0;
     }
+    __device__ bool vec_aligned() const { return aligned<16>(); }
 };
 
 // A gl crosses the kernel launch as eight plain parameters (pointer, four dims,
