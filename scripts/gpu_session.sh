@@ -637,6 +637,22 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --metrics smsp__inst_executed.sum,smsp__pcsamp_warps_issue_stalled_no_instructions,sm__cycles_elapsed.max \
             python3 scripts/probe_add_rmsnorm.py --runs 8 "RPB=1 staged=True" "RPB=1 staged=False" >"$OUT/ncu_rms.txt" 2>&1
         echo "== ncu rc=$?"; grep -E "add_rmsnorm|triton|Duration|Executed Instructions |Stall No Instruction|No Instruction|inst_executed.sum|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|cycles_elapsed" "$OUT/ncu_rms.txt" | head -60 ;;
+    rms1212)  # 12-06 22:35: runs1210b's timings again, logged under $OUT (at 22:19 its rows fell out of the call's tail):
+              # add_rmsnorm at 16 and 4096 rows in runs (staged=False), in the fragment order (runs=False) and staged,
+              # attention_bwd_pre with and without runs, then ncu's instructions a warp of the runs kernel (the staged
+              # one executed 1095, Inductor's 198)
+        { p="python3 scripts/probe_add_rmsnorm.py"
+          echo "== add_rmsnorm 16x4096"; timeout 60 $p --torch yes RPB=1,staged=False RPB=1,staged=False,runs=False \
+              RPB=1,staged=True 2>&1 | grep " us"
+          for v in True False; do echo "== attention_bwd_pre, runs=$v"; timeout 40 python3 scripts/bwd_parts.py \
+              --shapes 8x16x2048x128,causal --rows runs=$v 2>&1 | tail -4; done
+          echo "== add_rmsnorm 4096x4096"; timeout 60 $p --rows 4096 --torch yes default RPB=2,staged=False \
+              RPB=2,staged=False,runs=False 2>&1 | grep " us"
+          for v in True False; do f="$OUT/ncu_runs_$v"; timeout 60 ncu --clock-control none --kernel-name \
+              "regex:^tiles_kernel_add_rmsnorm$" --launch-skip 4 --launch-count 1 --section InstructionStats \
+              --section SpeedOfLight $p --torch no RPB=1,staged=False,runs=$v >"$f.txt" 2>&1
+              echo "== ncu runs=$v: $(grep -E "Executed Instructions  |Duration" "$f.txt" | tr -s ' ' | tr '\n' ';')"; done
+        } 2>&1 | tee "$OUT/rms1212.log" ;;
     next1211)  # planned 12-06 21:30 for the next session: the runs' first GPU run (runs1210b), then on an H200 issue 20's
                # table and issue 18's grid, on an H100 the grid with the day's defaults (grid1209)
         bash "$0" runs1210b

@@ -296,10 +296,12 @@ def test_measure_rotates_inputs_after_warmup():
     assert bench.input_sets(1 << 30) == 1 and bench.input_sets(1 << 20) == bench.MAX_SETS
 
 
-def test_event_clock_holds_the_gpu_while_the_host_queues_the_runs():
+def test_event_clock_holds_the_gpu_while_the_host_queues_the_runs(monkeypatch):
     """The spin before the runs covers twice the host time they took to queue the last time, so that no event
-    pair brackets the host's launch overhead; the first time, a guess."""
-    log = []
+    pair brackets the host's launch overhead; the first time, a guess. The host's clock is a fake one that each
+    launch advances by 0.5 ms (a real sleep runs long on a loaded machine and made a third batch)."""
+    log, now = [], [0.0]
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
 
     class Event:
         def record(self):
@@ -314,7 +316,7 @@ def test_event_clock_holds_the_gpu_while_the_host_queues_the_runs():
     clock.host_s = bench.EventClock.HOST_GUESS_S
 
     def step(i):   # each launch takes the host 0.5 ms
-        __import__("time").sleep(5e-4)
+        now[0] += 5e-4
     assert clock.times(step, range(4)) == [1e-3] * 4
     assert log[0] == ("spin", pytest.approx(2 * 4 * bench.EventClock.HOST_GUESS_S + 1e-3))
     assert [k for k, _ in log[1:]] == ["record"] * 8

@@ -1,7 +1,8 @@
-"""Register tiles whose column order no op observes (tiles/column_order.py), and CUDA's loads and stores of them
-in runs of contiguous columns (tc::load_runs, tc::store_runs): which tiles qualify, and the results of a kernel
-built from them against float64 on every backend, at tile widths that give runs of 4 and 8, edge tiles and
-globals whose rows break the 16-byte alignment (the element-by-element path)."""
+"""Register tiles whose column order no op observes (tiles/column_order.py), CUDA's loads and stores of them in runs
+of contiguous columns (tc::load_runs, tc::store_runs) and HIP's row_runs layout (every class of tiles no MMA and no
+shared tile touches): which tiles qualify, and the results of kernels built from them against float64 on every
+backend, at tile widths that give runs of 4 and 8, edge tiles and globals whose rows break the 16-byte (HIP: the
+dword) alignment (the element-by-element path)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -86,6 +87,38 @@ def test_runs_in_the_cuda_source():
     assert "tc::store(S, s" in src
     src = toolchains.emit(scaled_rows, args, "sm_80", "source", BR=16, BC=64, runs=False)
     assert "_runs(" not in src
+
+
+def test_row_runs_in_the_hip_source():
+    """HIP: the classes no MMA touches take row_runs (runs of 8 where every tile is whole 32-column fragments, else
+    4), column vectors with them; an MMA's class keeps the accumulator layout; runs=False keeps every tile in it."""
+    rows = [poisoned((5, 40), "bf16"), poisoned((5,), "f32"), random_array((5, 40), "bf16"),
+            random_array((5, 40), "bf16")]
+    for bc, run_ in ((64, 8), (16, 4)):
+        src = toolchains.emit(scaled_rows, rows, "gfx950", "source", BR=16, BC=bc)
+        assert src.count(f"row_runs<16, {run_}>") == 4 and "acc<" not in src
+    assert "row_runs" not in toolchains.emit(scaled_rows, rows, "gfx942", "source", BR=16, BC=64, runs=False)
+    cols = [poisoned((5, 40), "bf16"), random_array((5, 40), "bf16"), random_array((40,), "bf16")]
+    src = toolchains.emit(column_scaled, cols, "gfx950", "source", BR=16, BC=64)
+    assert "row_runs<16, 8>> x;" in src
+    assert "cv<float, 64, row_runs<16, 8>> v;" in src
+    a, b = random_array((32, 32), "bf16"), random_array((32, 32), "bf16")
+    src = toolchains.emit(product, [poisoned((32, 32), "f32"), a, b], "gfx950", "source", BM=32, BN=32, BK=32)
+    assert "row_runs" not in src
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=dims(1, 70), n=dims(1, 128), bc=st.sampled_from([16, 32, 64]), vd=st.sampled_from(["f32", "bf16"]),
+       offset=st.sampled_from([0, 0, 1]))
+def test_column_scaled(backend, m, n, bc, vd, offset):
+    """A column vector with the tiles it scales: on HIP in row_runs, a bf16 vector's runs one 16-byte load (or,
+    one element off the dword, element by element)."""
+    n = min(n, bc)
+    x = random_array((m, n + offset), "bf16")[:, offset:]
+    v = random_array((n + offset,), vd)[offset:]
+    y = poisoned((m, n), "bf16")
+    run(backend, column_scaled, y, x, v, BR=16, BC=bc)
+    assert_close(y, x.astype(np.float64) * v.astype(np.float64)[None, :], "bf16")
 
 
 @settings(max_examples=6, deadline=None)

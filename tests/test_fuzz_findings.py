@@ -162,16 +162,21 @@ def test_hip_mfma32_register_tile_of_partial_fragments_is_refused(target):
     """fuzz_configs: `tiles inspect softmax --targets gfx942 --shape 33x1000,f16 --set BR=192 BC=48 workers=1 mfma=32`
     (and layernorm's 16-column tiles with mfma=32) passed the verifier and the plan, which checked rows only, then
     failed in clang: static_assert "register tile is not a whole number of fragments" (48 % acc<32>::FC). The
-    backend now refuses it naming the tile, its columns and the 32-column fragment; mfma=16 still generates."""
+    backend now refuses it naming the tile, its columns and the 32-column fragment; mfma=16 still generates. Since
+    softmax's tiles meet no MMA they take row_runs (16-column fragments at 48 columns) unless runs=False: that
+    compiles with clang, and runs=False is what is refused."""
     from tiles.backends.hip import codegen
     from tiles.kernels.softmax import softmax_fwd
     args = [ArgSpec("gl", tl.f16, 2), ArgSpec("gl", tl.f16, 2)]
-    k = softmax_fwd.trace(args, target, BR=64, BC=48, workers=1, mfma=32)
+    k = softmax_fwd.trace(args, target, BR=64, BC=48, workers=1, mfma=32, runs=False)
     with pytest.raises(tl.TileError, match=r"x \(rt<f32, 64x48, row>\): its 48 columns must be a multiple of the "
                                            r"32-column fragment of the 32x32 MFMA on gfx9\d\d \(mfma=32\)"):
         codegen.generate(k, target)
     codegen.generate(softmax_fwd.trace(args, target, BR=64, BC=48, workers=1, mfma=16), target)
     codegen.generate(softmax_fwd.trace(args, target, BR=64, BC=64, workers=1, mfma=32), target)
+    x = random_array((33, 1000), "f16")
+    asm = toolchains.emit(softmax_fwd, [poisoned(x.shape, "f16"), x], target, "asm", BR=64, BC=48, workers=1, mfma=32)
+    assert "v_exp_f32" in asm
 
 
 def test_hip_loop_report_of_a_loop_deeper_than_the_recursion_limit():

@@ -7,7 +7,8 @@ the same order. A backend may then give such tiles a layout of its own for their
 runs of contiguous columns a lane, `tc::load_runs`, for 16-byte accesses where the MMA fragment order takes 4-byte
 ones). What observes the order and so keeps a tile in the fragment order: a matrix product, a shared tile (the
 ldmatrix path), column vectors and column reductions, masks and dropout (they compute each element's column),
-swapping pairs, atomics and split sums.
+swapping pairs, atomics and split sums. (HIP's layouts are data that every op reads, so there only a matrix product
+fixes a class: backends/hip/codegen.py, _row_runs, on Classes below.)
 """
 from __future__ import annotations
 
@@ -20,17 +21,28 @@ ROW_WISE = frozenset([f"{over}_{r}" for over in ("row", "tile") for r in ir.REDU
                      [f"{b}_row" for b in ir.BROADCAST])
 
 
+class Classes:
+    """Tiles (by any key: a name, an id) in classes that ops tie together: union-find."""
+
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, x):
+        while self.parent.setdefault(x, x) != x:
+            x = self.parent[x]
+        return x
+
+    def join(self, xs):
+        xs = list(xs)
+        for x in xs[1:]:
+            self.parent[self.find(x)] = self.find(xs[0])
+
+
 def free_tiles(k: ir.Kernel) -> set[str]:
     """Names of the register tiles of k that may hold each row's columns in any order shared by their class
     (tiles joined by elementwise ops), and that a load from or a store to a global touches (where the order
     pays)."""
-    parent: dict[str, str] = {}
-
-    def find(name: str) -> str:
-        while parent.setdefault(name, name) != name:
-            name = parent[name]
-        return name
-
+    classes = Classes()
     fixed, accessed = set(), set()
     for op, _ in k.walk():
         tiles = [x for x in (op.dst, *op.srcs) if isinstance(x, RT)]
@@ -41,14 +53,12 @@ def free_tiles(k: ir.Kernel) -> set[str]:
             fixed.update(t.name for t in tiles)
         elif op.name in ("load", "store") and globals_ and len(tiles) == 1:
             accessed.add(tiles[0].name)
-            find(tiles[0].name)
         elif op.name in ELEMENTWISE or op.name in ROW_WISE:
             first = tiles[0]
-            for t in tiles[1:]:
-                if (t.rows, t.cols) != (first.rows, first.cols):
-                    fixed.update((t.name, first.name))
-                parent[find(t.name)] = find(first.name)
+            if any((t.rows, t.cols) != (first.rows, first.cols) for t in tiles):
+                fixed.update(t.name for t in tiles)
+            classes.join(t.name for t in tiles)
         else:
             fixed.update(t.name for t in tiles)
-    fixed_roots = {find(n) for n in fixed}
-    return {n for n in accessed if find(n) not in fixed_roots}
+    fixed_roots = {classes.find(n) for n in fixed}
+    return {n for n in accessed if classes.find(n) not in fixed_roots}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tiles import cgen, dtypes, ir
+from tiles import cgen, column_order, dtypes, ir
 from tiles.dsl import TileError
 from tiles.types import GL, RT, RV, ST, SV
 
@@ -175,14 +175,17 @@ class _Emitter:
 
     def _layouts(self) -> dict:
         """Register tiles that feed an MMA's A take the MFMA A-operand layout ("a"); everything else the
-        accumulator's ("c"), or the accumulator of the transpose ("t", _acc_transposed); A operands copied from a
-        "t" tile take its K order ("a+"). A vector takes the layout of the tiles it meets."""
+        accumulator's ("c"), the accumulator of the transpose ("t", _acc_transposed) or, where no MMA and no shared
+        tile is near, runs along the rows ("r4", "r8": _row_runs); A operands copied from a "t" tile take its K
+        order ("a+"). A vector takes the layout of the tiles it meets."""
         lay = {}
         for op, _ in self.k.walk():
             if op.name == "mma" and (isinstance(op.srcs[0], RT) or op.srcs[0] in self.in_regs):
                 lay[id(op.srcs[0])] = "a"
         for tid in self._acc_transposed(lay):
             lay[tid] = "t"
+        if self.k.options.get("runs", True):
+            lay.update(self._row_runs(lay))
         for op, _ in self.k.walk():
             if op.name == "copy" and lay.get(id(op.dst)) == "a" and lay.get(id(op.srcs[0])) == "t":
                 lay[id(op.dst)] = "a+"
@@ -197,7 +200,10 @@ class _Emitter:
 
     def _fragment_cols(self, t) -> int:
         """Columns of one fragment of t's layout: the MFMA's M (accumulators), its K (A operands)."""
-        if self.layout.get(id(t), "c") in ("a", "a+"):
+        kind = self.layout.get(id(t), "c")
+        if kind in ("r4", "r8"):
+            return 4 * int(kind[1])
+        if kind in ("a", "a+"):
             dt = next((op.srcs[1].dtype for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0] is t), None)
             return mfma_k(self.target, dt, self.m) if dt is not None else self.m
         return self.m
@@ -262,6 +268,42 @@ class _Emitter:
                     out[id(t)] = wc
         return out
 
+    def _row_runs(self, lay) -> dict:
+        """Tiles held as runs along their rows (row_runs<16, RUN>, layout.hpp: lane l holds row l % 16 and RUN
+        consecutive columns): each class of tiles and vectors that ops tie together, copies included, that a load
+        or a store touches and no MMA does (option runs, default on). A row kernel's tile in the accumulator
+        layout holds one column a lane, so a 16-bit element is a dword load (or an LDS read) of its own and a row
+        reduction crosses four lane bits; in runs a lane moves 16 bytes an access (global.hpp, runs; a ds_read_b128
+        from a shared tile) and a row reduction crosses two. RUN 8 (16 bytes of a 16-bit global) where every
+        tile's and column vector's columns are whole 32-column fragments, else 4."""
+        classes = column_order.Classes()
+        for op, _ in self.k.walk():
+            classes.join(id(t) for t in (op.dst, *op.srcs) if isinstance(t, (RT, RV)))
+        members, accessed, bad = {}, set(), set()
+        for t in self.k.tiles:
+            if isinstance(t, (RT, RV)):
+                members.setdefault(classes.find(id(t)), []).append(t)
+        for op, _ in self.k.walk():
+            operands = (op.dst, *op.srcs)
+            tiles = [t for t in operands if isinstance(t, (RT, RV))]
+            if not tiles:
+                continue
+            root = classes.find(id(tiles[0]))
+            if op.name == "mma":
+                bad.add(root)
+            elif op.name in ("load", "store") and isinstance(tiles[0], RT):
+                accessed.add(root)
+        out = {}
+        for root in accessed - bad:
+            ts = members[root]
+            if any(lay.get(id(t), "c") != "c" for t in ts):
+                continue
+            cols = [t.cols for t in ts if isinstance(t, RT)] + [t.length for t in ts if isinstance(t, RV) and t.axis == "cols"]
+            run = next((r for r in (8, 4) if all(c % (4 * r) == 0 for c in cols)), None)
+            if run:
+                out.update({id(t): f"r{run}" for t in ts})
+        return out
+
     def _acc_transposed(self, lay) -> set:
         """Register tiles held as the accumulator of their transpose: each group of tiles and vectors that ops
         other than copies tie together, where one of them is copied into an A operand (attention's S into P).
@@ -269,19 +311,12 @@ class _Emitter:
         four, which is the A operand's map: the copy then stays in the lane (no ds_bpermute) where the
         accumulator's map would need a 4x4 transpose across lanes. Groups holding an A operand, or the
         accumulator of an fp8 MMA, keep the plain layout."""
-        parent = {}
-
-        def find(x):
-            while parent.setdefault(x, x) != x:
-                x = parent[x]
-            return x
+        classes = column_order.Classes()
         for op, _ in self.k.walk():
-            if op.name == "copy":
-                continue
-            ts = [t for t in ((op.dst, op.srcs[2]) if op.name == "mma" else (op.dst, *op.srcs))
-                  if isinstance(t, (RT, RV))]
-            for t in ts[1:]:
-                parent[find(id(t))] = find(id(ts[0]))
+            if op.name != "copy":
+                classes.join(id(t) for t in ((op.dst, op.srcs[2]) if op.name == "mma" else (op.dst, *op.srcs))
+                             if isinstance(t, (RT, RV)))
+        find = classes.find
         members = {}
         for t in self.k.tiles:
             if isinstance(t, (RT, RV)):
@@ -301,6 +336,8 @@ class _Emitter:
             dt = next(op.srcs[1].dtype for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0] is t)
             order = ", true" if kind == "a+" else ""
             return f"opa<{self.m}, {mfma_k(self.target, dt, self.m)}{order}>"
+        if kind in ("r4", "r8"):
+            return f"row_runs<16, {kind[1]}>"
         return f"acc_t<{self.m}>" if kind == "t" else f"acc<{self.m}>"
 
     def st_type(self, t) -> str:

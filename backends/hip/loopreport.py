@@ -431,12 +431,14 @@ def _reach(f, inside, header, path, start) -> set[str]:
 
 
 def per_lane(ins: str) -> bool:
-    """Code that only edge tiles and ragged rows run: exec masking (a lane-dependent branch), vector compares
-    (bounds checks) and sub-dword global loads (element-wise fallbacks). A uniform branch reads exec
+    """Code that only edge tiles and ragged rows run: exec masking (a lane-dependent branch), integer vector
+    compares (bounds checks: rows and columns are integers; a float compare is data, e.g. the NaN test of a bf16
+    rounding on gfx942) and sub-dword global loads (element-wise fallbacks). A uniform branch reads exec
     (s_and_b64 vcc, exec, ...), it does not write it."""
     mn, ops = ins.split()[0], ins.split()[1:]
     return ("saveexec" in mn or (mn.startswith("s_") and ops and ops[0].rstrip(",") == "exec")
-            or mn.startswith(("v_cmp", "v_cmpx")) or 0 < global_bytes(mn) < 4 and classify(ins)[0] == "global_load")
+            or mn.startswith(("v_cmp", "v_cmpx")) and re.search(r"_[iu](16|32|64)(_e32|_e64)?$", mn) is not None
+            or 0 < global_bytes(mn) < 4 and classify(ins)[0] == "global_load")
 
 
 def _score(b: Block) -> tuple[int, int, int, int]:

@@ -312,22 +312,22 @@ TILES_DEV void buffer_store_u32(buffer b, uint32_t off, uint32_t v) {
   __builtin_amdgcn_raw_buffer_store_b32(v, b.rsrc, off, 0, 0);
 #endif
 }
-// N bytes (4, 8 or 16): dropped where off + N is past the buffer.
-template <int N> TILES_DEV void buffer_store(buffer b, uint32_t off, const bytes_t<N>& v) {
+// N bytes (4, 8 or 16): dropped where off + N is past the buffer. `soff`: as for buffer_load.
+template <int N> TILES_DEV void buffer_store(buffer b, uint32_t off, const bytes_t<N>& v, uint32_t soff = 0) {
 #if defined(TILES_EMU)
-  for (int i = 0; i < N / 4; ++i) hip_emu::store_u32(b.base, b.bytes, off == OOB ? OOB : off + 4 * i, v.w[i]);
+  for (int i = 0; i < N / 4; ++i) hip_emu::store_u32(b.base, b.bytes, off == OOB ? OOB : off + soff + 4 * i, v.w[i]);
 #else
-  if constexpr (N == 4) __builtin_amdgcn_raw_buffer_store_b32(v.w[0], b.rsrc, off, 0, 0);
+  if constexpr (N == 4) __builtin_amdgcn_raw_buffer_store_b32(v.w[0], b.rsrc, off, soff, 0);
   else if constexpr (N == 8) {
     typedef uint32_t word __attribute__((ext_vector_type(2)));
     word x;
     __builtin_memcpy(&x, &v, 8);
-    __builtin_amdgcn_raw_buffer_store_b64(x, b.rsrc, off, 0, 0);
+    __builtin_amdgcn_raw_buffer_store_b64(x, b.rsrc, off, soff, 0);
   } else {
     typedef uint32_t word __attribute__((ext_vector_type(4)));
     word x;
     __builtin_memcpy(&x, &v, 16);
-    __builtin_amdgcn_raw_buffer_store_b128(x, b.rsrc, off, 0, 0);
+    __builtin_amdgcn_raw_buffer_store_b128(x, b.rsrc, off, soff, 0);
   }
 #endif
 }

@@ -62,14 +62,56 @@ template <class T> TILES_DEV void store_elem(arch::buffer buf, uint32_t off, T x
   else arch::buffer_store_u32(buf, off, __builtin_bit_cast(uint32_t, x));
 }
 
+// How a lane's elements of a tile of layout L move to and from a G array as runs: N consecutive columns of one row
+// at a time, one buffer access of N sizeof(G) bytes (whole dwords, at most 16; every lane's runs start on a
+// multiple of N columns, so a dword-aligned row keeps them dword-aligned). N = 0: no such runs (a 16-bit
+// element of the accumulator layout, alone in its dword): element by element.
+template <class L, class G> struct runs {
+  static constexpr int length() {
+    if (!lane_steps<L>::UNIFORM) return 0;
+    for (int n = 16 / (int)sizeof(G); n * (int)sizeof(G) >= 4; n /= 2) {
+      bool ok = L::E % n == 0;
+      for (int l = 0; l < 64; ++l)
+        for (int e = 0; e < L::E; ++e)
+          ok = ok && L::col(l, e) % n == e % n && L::row(l, e) == L::row(l, e - e % n) &&
+               (e % n == 0 || L::col(l, e) == L::col(l, e - 1) + 1);
+      if (ok) return n;
+    }
+    return 0;
+  }
+  static constexpr int N = length(), BYTES = N * (int)sizeof(G);
+  // the tile at (r0, c0), R x C, wholly inside the array, and the array's rows dword-aligned
+  template <int R, int C> TILES_DEV static bool fit(const gl<G>& g, int r0, int c0) {
+    const bool aligned = sizeof(G) >= 4 ||
+                         ((uint32_t)(uintptr_t)g.ptr | (uint32_t)(g.sb | g.sd | g.sr | c0) * (uint32_t)sizeof(G)) % 4 == 0;
+    return r0 + R <= g.rows && c0 + C <= g.cols && aligned;
+  }
+};
+
 // ---------------------------------------------------------------- global <-> registers
-// (r0, c0): the block tile's first element; this wave's rows start wave_id * R below it.
+// (r0, c0): the block tile's first element; this wave's rows start wave_id * R below it. A tile wholly inside the
+// array (one scalar branch) moves as runs (above): the lane's offset (one VGPR) plus the element's row (SGPR)
+// plus its column (an immediate); edge tiles element by element, each offset checked.
 template <class T, int R, int C, class L, int WC, class G>
 TILES_DEV void load(rt<T, R, C, L, WC>& dst, const gl<G>& src, int b, int d, int r0, int c0) {
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
   r0 += dst.row0();
   c0 += dst.col0();
+  using A = runs<L, G>;
+  using LS = lane_steps<L>;
+  if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(src, r0, c0), 1)) {
+    const uint32_t off = LS::lane_offset(src, lane);
+    TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
+      TILES_UNROLL for (int e = 0; e < dst.E; e += A::N) {
+        const auto x = arch::buffer_load<A::BYTES>(buf, off + (n * L::FC + LS::dc(e)) * (uint32_t)sizeof(G),
+                                                                   src.unchecked(b, d, r0 + m * L::FR + LS::dr(e), c0));
+        G g[A::N];
+        __builtin_memcpy(g, &x, sizeof g);
+        TILES_UNROLL for (int i = 0; i < A::N; ++i) dst.v[m][n][e + i] = convert<T>(g[i]);
+      }
+    return;
+  }
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
     TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
       const uint32_t off = src.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
@@ -82,6 +124,21 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
   const int lane = arch::lane_id();
   r0 += src.row0();
   c0 += src.col0();
+  using A = runs<L, G>;
+  using LS = lane_steps<L>;
+  if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(dst, r0, c0), 1)) {
+    const uint32_t off = LS::lane_offset(dst, lane);
+    TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
+      TILES_UNROLL for (int e = 0; e < src.E; e += A::N) {
+        G g[A::N];
+        TILES_UNROLL for (int i = 0; i < A::N; ++i) g[i] = convert<G>(src.v[m][n][e + i]);
+        arch::bytes_t<A::BYTES> x;
+        __builtin_memcpy(&x, g, sizeof g);
+        arch::buffer_store(buf, off + (n * L::FC + LS::dc(e)) * (uint32_t)sizeof(G), x,
+                           dst.unchecked(b, d, r0 + m * L::FR + LS::dr(e), c0));
+      }
+    return;
+  }
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
     TILES_UNROLL for (int e = 0; e < src.E; ++e) {
       const uint32_t off = dst.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
@@ -166,46 +223,57 @@ TILES_DEV void store_sum(const gl<G>& dst, const rt<float, R, C, L, WC>& src, in
 }
 // Vectors run along the global's last dim: element i of a row vector is column c0 + (its row).
 // Each row's value is held by several lanes; the one whose element sits in fragment column 0 writes.
-// A vector wholly inside the global (one scalar branch) is loaded as lane_steps' tiles are: a lane's values
-// of fragment f at its first index plus lane-independent steps, where consecutive 4-byte values are one load
-// of up to 16 bytes (an acc_t tile's column vector, four consecutive columns a lane: one buffer_load_dwordx4).
-template <int F, int VE, class Step> struct vec_runs {
-  static constexpr int run() {
-    for (int n = 4; n > 1; n /= 2) {
+// A vector wholly inside the global (one scalar branch) is loaded as a tile is (runs, above): a lane's values of
+// fragment f at its first index plus lane-independent steps, consecutive ones as one access of whole dwords, at
+// most 16 bytes (a row_runs tile's column vector of bf16: eight columns a lane, one buffer_load_dwordx4). At::at(l,
+// e): the index within a fragment of lane l's value e (a row of a row vector, a column of a column vector).
+template <int F, int VE, class At, class G> struct vec_runs {
+  static constexpr int length() {
+    for (int n = 16 / (int)sizeof(G); n > 1 && n * (int)sizeof(G) >= 4; n /= 2) {
       bool ok = VE % n == 0;
-      for (int e = 0; e < VE; ++e) ok = ok && Step::at(e) == Step::at(e - e % n) + e % n;
+      for (int l = 0; l < 64; ++l)
+        for (int e = 0; e < VE; ++e)
+          ok = ok && (e % n == 0 ? At::at(l, e) * (int)sizeof(G) % 4 == 0 : At::at(l, e) == At::at(l, e - 1) + 1);
       if (ok) return n;
     }
     return 1;
   }
-  static constexpr int RUN = run();
-  template <class T, class G, int FN>
-  TILES_DEV static void load(T (&v)[FN][VE], arch::buffer buf, uint32_t lane_off, uint32_t tile) {
-    TILES_UNROLL for (int f = 0; f < FN; ++f) TILES_UNROLL for (int e = 0; e < VE; e += RUN) {
-      const uint32_t off = lane_off + (f * F + Step::at(e)) * (uint32_t)sizeof(G);
-      if constexpr (sizeof(G) == 4) {
-        const arch::bytes_t<4 * RUN> x = arch::buffer_load<4 * RUN>(buf, off, tile);
-        TILES_UNROLL for (int i = 0; i < RUN; ++i) v[f][e + i] = convert<T>(__builtin_bit_cast(G, x.w[i]));
+  static constexpr int N = length(), BYTES = N * (int)sizeof(G);
+  // the vector's first element at byte `tile` of the array dword-aligned, where runs of 16-bit values need it
+  TILES_DEV static bool aligned(const G* ptr, uint32_t tile) {
+    return sizeof(G) >= 4 || N == 1 || ((uint32_t)(uintptr_t)ptr + tile) % 4 == 0;
+  }
+  template <class T, int FN>
+  TILES_DEV static void load(T (&v)[FN][VE], arch::buffer buf, int lane, uint32_t tile) {
+    const uint32_t lane_off = (uint32_t)At::at(lane, 0) * (uint32_t)sizeof(G);
+    TILES_UNROLL for (int f = 0; f < FN; ++f) TILES_UNROLL for (int e = 0; e < VE; e += N) {
+      const uint32_t off = lane_off + (f * F + At::at(0, e) - At::at(0, 0)) * (uint32_t)sizeof(G);
+      if constexpr (BYTES % 4 == 0) {
+        const arch::bytes_t<BYTES> x = arch::buffer_load<BYTES>(buf, off, tile);
+        G g[N];
+        __builtin_memcpy(g, &x, sizeof g);
+        TILES_UNROLL for (int i = 0; i < N; ++i) v[f][e + i] = convert<T>(g[i]);
       } else {
-        TILES_UNROLL for (int i = 0; i < RUN; ++i) v[f][e + i] = convert<T>(load_elem<G>(buf, off + i * sizeof(G), tile));
+        v[f][e] = convert<T>(load_elem<G>(buf, off, tile));
       }
     }
   }
 };
-template <class L> struct row_step {
-  TILES_DEV static constexpr int at(int e) { return lane_steps<L>::dr(e); }
+template <class L> struct rows_of {
+  TILES_DEV static constexpr int at(int l, int e) { return L::row(l, e); }
 };
-template <class L> struct col_step {
-  TILES_DEV static constexpr int at(int e) { return lane_steps<L>::dc(e); }
+template <class L> struct cols_of {
+  TILES_DEV static constexpr int at(int l, int e) { return L::col(l, e); }
 };
 template <class T, int N, class L, class G>
 TILES_DEV void load(rv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int c0) {
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
   c0 += arch::wave_id() * N;
-  if (__builtin_expect(lane_steps<L>::UNIFORM && r < src.rows && c0 + N <= src.cols, 1)) {
-    using V = vec_runs<L::FR, rv<T, N, L>::VE, row_step<L>>;
-    V::template load<T, G>(dst.v, buf, (uint32_t)L::row(lane, 0) * (uint32_t)sizeof(G), src.unchecked(b, d, r, c0));
+  using V = vec_runs<L::FR, rv<T, N, L>::VE, rows_of<L>, G>;
+  const uint32_t tile = src.unchecked(b, d, r, c0);
+  if (__builtin_expect(lane_steps<L>::UNIFORM && r < src.rows && c0 + N <= src.cols && V::aligned(src.ptr, tile), 1)) {
+    V::load(dst.v, buf, lane, tile);
     return;
   }
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)
@@ -223,9 +291,10 @@ template <class T, int N, class L, class G>
 TILES_DEV void load(cv<T, N, L>& dst, const gl<G>& src, int b, int d, int r, int c0) {
   const arch::buffer buf = src.buffer();
   const int lane = arch::lane_id();
-  if (__builtin_expect(lane_steps<L>::UNIFORM && r < src.rows && c0 + N <= src.cols, 1)) {
-    using V = vec_runs<L::FC, cv<T, N, L>::VE, col_step<L>>;
-    V::template load<T, G>(dst.v, buf, (uint32_t)L::col(lane, 0) * (uint32_t)sizeof(G), src.unchecked(b, d, r, c0));
+  using V = vec_runs<L::FC, cv<T, N, L>::VE, cols_of<L>, G>;
+  const uint32_t tile = src.unchecked(b, d, r, c0);
+  if (__builtin_expect(lane_steps<L>::UNIFORM && r < src.rows && c0 + N <= src.cols && V::aligned(src.ptr, tile), 1)) {
+    V::load(dst.v, buf, lane, tile);
     return;
   }
   TILES_UNROLL for (int n = 0; n < dst.FN; ++n) TILES_UNROLL for (int e = 0; e < dst.VE; ++e)

@@ -50,6 +50,12 @@ template <int M, int K, bool ACC_K = false> struct opa {
   static constexpr int RUN = order::RUN;  // a lane's elements that are consecutive columns of one row
 };
 
+// row_runs<M, RUN>: a tile no MMA touches, held for its global accesses: lane l holds row l % M and RUN consecutive
+// columns, the 64 / M lanes of a row on neighbouring runs (the A operand's map at K = 64 RUN / M). A 16-bit
+// global's row moves 16 bytes a lane an access at RUN 8 (global.hpp, runs); lanes sharing rows differ in lane
+// bits [M, 64), two butterfly steps for a row reduction at M = 16.
+template <int M, int RUN> using row_runs = opa<M, 64 / M * RUN>;
+
 template <int M> struct acc_t {
   using T = acc<M>;
   static constexpr int FR = M, FC = M, E = T::E, GROUPS = T::GROUPS;

@@ -394,19 +394,23 @@ TILES_BCAST(add) TILES_BCAST(sub) TILES_BCAST(div)
 #undef TILES_BCAST
 // d = s * v by rows (columns). In place, a wave whose values of v are all 1 skips the multiplies (an online
 // softmax's rescale of its output while no row maximum of the wave moved): a compare a value and a scalar
-// branch, against a multiply per element. Exact either way (x * 1 = x).
-template <class V> TILES_DEV bool all_one(const V& v) {
+// branch, against a multiply per element. Exact either way (x * 1 = x). Only where the lane holds at most half as
+// many values of v as elements of s: a column vector of a row_runs tile holds eight a fragment, as many as
+// the tile's rows of 16 (the compares would cost more than the multiplies they might save).
+template <class V, class X> TILES_DEV bool all_one(const V& v, const X&) {
+  using T = typename V::dtype;
+  constexpr int N = sizeof(v.v) / sizeof(T);
+  if constexpr (2 * N > (int)(sizeof(X::v) / sizeof(typename X::dtype))) return false;
   bool one = true;
-  const auto* p = (const typename V::dtype*)v.v;
-  TILES_UNROLL for (int i = 0; i < (int)(sizeof(v.v) / sizeof(*p)); ++i) one &= cvt<typename V::dtype>::to(p[i]) == 1.0f;
+  TILES_UNROLL for (int i = 0; i < N; ++i) one &= cvt<T>::to(((const T*)v.v)[i]) == 1.0f;
   return arch::wave_all(one);
 }
 template <class D, class X, class V> TILES_DEV void mul_row(D& d, const X& s, const V& v) {
-  if ((const void*)&d == (const void*)&s && all_one(v)) return;
+  if ((const void*)&d == (const void*)&s && all_one(v, s)) return;
   row_broadcast(d, s, v, op_mul{});
 }
 template <class D, class X, class V> TILES_DEV void mul_col(D& d, const X& s, const V& v) {
-  if ((const void*)&d == (const void*)&s && all_one(v)) return;
+  if ((const void*)&d == (const void*)&s && all_one(v, s)) return;
   col_broadcast(d, s, v, op_mul{});
 }
 
