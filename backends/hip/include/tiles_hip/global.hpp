@@ -86,6 +86,15 @@ template <class L, class G> struct runs {
                          ((uint32_t)(uintptr_t)g.ptr | (uint32_t)(g.sb | g.sd | g.sr | c0) * (uint32_t)sizeof(G)) % 4 == 0;
     return r0 + R <= g.rows && c0 + C <= g.cols && aligned;
   }
+  // f(m, n, e, off, soff) for each run of such a tile (FM x FN fragments): its first element v[m][n][e] and its
+  // byte offset, the lane's part with the column folded in (a VGPR plus an immediate) and the row's (an SGPR)
+  template <int FM, int FN, class F> TILES_DEV static void each(const gl<G>& g, int b, int d, int r0, int c0, F f) {
+    using LS = lane_steps<L>;
+    const uint32_t off = LS::lane_offset(g, arch::lane_id());
+    TILES_UNROLL for (int m = 0; m < FM; ++m) TILES_UNROLL for (int n = 0; n < FN; ++n)
+      TILES_UNROLL for (int e = 0; e < L::E; e += N)
+        f(m, n, e, off + (n * L::FC + LS::dc(e)) * (uint32_t)sizeof(G), g.unchecked(b, d, r0 + m * L::FR + LS::dr(e), c0));
+  }
 };
 
 // ---------------------------------------------------------------- global <-> registers
@@ -99,17 +108,13 @@ TILES_DEV void load(rt<T, R, C, L, WC>& dst, const gl<G>& src, int b, int d, int
   r0 += dst.row0();
   c0 += dst.col0();
   using A = runs<L, G>;
-  using LS = lane_steps<L>;
   if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(src, r0, c0), 1)) {
-    const uint32_t off = LS::lane_offset(src, lane);
-    TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
-      TILES_UNROLL for (int e = 0; e < dst.E; e += A::N) {
-        const auto x = arch::buffer_load<A::BYTES>(buf, off + (n * L::FC + LS::dc(e)) * (uint32_t)sizeof(G),
-                                                                   src.unchecked(b, d, r0 + m * L::FR + LS::dr(e), c0));
-        G g[A::N];
-        __builtin_memcpy(g, &x, sizeof g);
-        TILES_UNROLL for (int i = 0; i < A::N; ++i) dst.v[m][n][e + i] = convert<T>(g[i]);
-      }
+    A::template each<R / L::FR, C / L::FC>(src, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
+      const auto x = arch::buffer_load<A::BYTES>(buf, off, soff);
+      G g[A::N];
+      __builtin_memcpy(g, &x, sizeof g);
+      TILES_UNROLL for (int i = 0; i < A::N; ++i) dst.v[m][n][e + i] = convert<T>(g[i]);
+    });
     return;
   }
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
@@ -125,18 +130,14 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
   r0 += src.row0();
   c0 += src.col0();
   using A = runs<L, G>;
-  using LS = lane_steps<L>;
   if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(dst, r0, c0), 1)) {
-    const uint32_t off = LS::lane_offset(dst, lane);
-    TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
-      TILES_UNROLL for (int e = 0; e < src.E; e += A::N) {
-        G g[A::N];
-        TILES_UNROLL for (int i = 0; i < A::N; ++i) g[i] = convert<G>(src.v[m][n][e + i]);
-        arch::bytes_t<A::BYTES> x;
-        __builtin_memcpy(&x, g, sizeof g);
-        arch::buffer_store(buf, off + (n * L::FC + LS::dc(e)) * (uint32_t)sizeof(G), x,
-                           dst.unchecked(b, d, r0 + m * L::FR + LS::dr(e), c0));
-      }
+    A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
+      G g[A::N];
+      TILES_UNROLL for (int i = 0; i < A::N; ++i) g[i] = convert<G>(src.v[m][n][e + i]);
+      arch::bytes_t<A::BYTES> x;
+      __builtin_memcpy(&x, g, sizeof g);
+      arch::buffer_store(buf, off, x, soff);
+    });
     return;
   }
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
