@@ -1,5 +1,5 @@
 """Register tiles whose column order no op observes (tiles/column_order.py), CUDA's loads and stores of them in runs
-of contiguous columns (tc::load_runs, tc::store_runs) and HIP's row_runs layout (every class of tiles no MMA and no
+of contiguous columns (tc::load_runs, tc::store_runs; column vectors with them) and HIP's row_runs layout (every class of tiles no MMA and no
 shared tile touches): which tiles qualify, and the results of kernels built from them against float64 on every
 backend, at tile widths that give runs of 4 and 8, edge tiles and globals whose rows break the 16-byte (HIP: the
 dword) alignment (the element-by-element path)."""
@@ -34,7 +34,7 @@ def scaled_rows(Y, S, X, W, *, BR, BC):
 
 @tl.kernel
 def column_scaled(Y, X, V, *, BR, BC):
-    """Y = X * V[col]: a column vector observes the order."""
+    """Y = X * V[col]: the column vector, loaded from a global, holds the tile's columns in the tile's order."""
     br = tl.grid(tl.cdiv(X.rows, BR))
     x = tl.regs(tl.f32, BR, BC, name="x")
     v = tl.rvec(tl.f32, BC, axis="cols", name="v")
@@ -42,6 +42,20 @@ def column_scaled(Y, X, V, *, BR, BC):
     tl.load(v, V, (0,))
     tl.mul_col(x, x, v)
     tl.store(Y, x, (br, 0))
+
+
+@tl.kernel
+def column_sums(S, Y, X, *, BR, BC):
+    """S = X's column sums, Y = X scaled by them: a column reduction computes each column's lanes, so its class
+    keeps the fragment order."""
+    tl.grid(1)
+    x = tl.regs(tl.f32, BR, BC, name="x")
+    s = tl.rvec(tl.f32, BC, axis="cols", name="s")
+    tl.load(x, X, (0, 0))
+    tl.col_sum(s, x)
+    tl.mul_col(x, x, s)
+    tl.store(Y, x, (0, 0))
+    tl.store(S, s, (0,))
 
 
 @tl.kernel
@@ -71,6 +85,8 @@ def test_free_tiles():
     k = trace(scaled_rows, poisoned((5, 40), "f32"), poisoned((5,), "f32"), x, w, BR=16, BC=64)
     assert column_order.free_tiles(k) == {"x", "w", "y"}
     k = trace(column_scaled, poisoned((5, 40), "f32"), x, random_array((40,), "f32"), BR=16, BC=64)
+    assert column_order.free_tiles(k) == {"x", "v"}
+    k = trace(column_sums, poisoned((40,), "f32"), poisoned((5, 40), "f32"), x, BR=16, BC=64)
     assert column_order.free_tiles(k) == set()
     a, b = random_array((32, 16), "bf16"), random_array((16, 32), "bf16")
     k = trace(product, poisoned((32, 32), "f32"), a, b, BM=32, BN=32, BK=16)
@@ -87,6 +103,9 @@ def test_runs_in_the_cuda_source():
     assert "tc::store(S, s" in src
     src = toolchains.emit(scaled_rows, args, "sm_80", "source", BR=16, BC=64, runs=False)
     assert "_runs(" not in src
+    cols = [poisoned((5, 40), "bf16"), random_array((5, 40), "bf16"), random_array((40,), "bf16")]
+    src = toolchains.emit(column_scaled, cols, "sm_80", "source", BR=16, BC=64)
+    assert "tc::load_runs(v, V" in src and "tc::load_runs(x, X" in src
 
 
 def test_row_runs_in_the_hip_source():
@@ -111,8 +130,8 @@ def test_row_runs_in_the_hip_source():
 @given(m=dims(1, 70), n=dims(1, 128), bc=st.sampled_from([16, 32, 64]), vd=st.sampled_from(["f32", "bf16"]),
        offset=st.sampled_from([0, 0, 1]))
 def test_column_scaled(backend, m, n, bc, vd, offset):
-    """A column vector with the tiles it scales: on HIP in row_runs, a bf16 vector's runs one 16-byte load (or,
-    one element off the dword, element by element)."""
+    """A column vector with the tiles it scales, in their order: on CUDA in runs (tc::load_runs of the vector), on
+    HIP in row_runs; a bf16 vector's runs one 16-byte load (or, one element off alignment, element by element)."""
     n = min(n, bc)
     x = random_array((m, n + offset), "bf16")[:, offset:]
     v = random_array((n + offset,), vd)[offset:]

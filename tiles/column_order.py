@@ -13,12 +13,13 @@ fixes a class: backends/hip/codegen.py, _row_runs, on Classes below.)
 from __future__ import annotations
 
 from . import ir
-from .types import GL, RT
+from .types import GL, RT, RV
 
 # ops that combine tiles element by element, or whose result is the same whatever the order within a row
 ELEMENTWISE = frozenset(ir.UNARY + ir.BINARY + ("copy", "where", "zero", "fill"))
 ROW_WISE = frozenset([f"{over}_{r}" for over in ("row", "tile") for r in ir.REDUCE] +
                      [f"{b}_row" for b in ir.BROADCAST])
+COL_BROADCAST = frozenset(f"{b}_col" for b in ir.BROADCAST)
 
 
 class Classes:
@@ -40,25 +41,30 @@ class Classes:
 
 def free_tiles(k: ir.Kernel) -> set[str]:
     """Names of the register tiles of k that may hold each row's columns in any order shared by their class
-    (tiles joined by elementwise ops), and that a load from or a store to a global touches (where the order
-    pays)."""
+    (tiles joined by elementwise ops, row-wise ops and column broadcasts), and that a load from or a store to a
+    global touches (where the order pays); and of the column vectors in such classes that a load from a global
+    fills (in the tiles' order). A column vector met otherwise (a column reduction, a shared vector, a store)
+    keeps its class in the fragment order."""
     classes = Classes()
     fixed, accessed = set(), set()
     for op, _ in k.walk():
-        tiles = [x for x in (op.dst, *op.srcs) if isinstance(x, RT)]
-        if not tiles:
+        operands = (op.dst, *op.srcs)
+        tiles = [x for x in operands if isinstance(x, RT)]
+        cols = [x for x in operands if isinstance(x, RV) and x.axis == "cols"]
+        if not tiles and not cols:
             continue
-        globals_ = [x for x in (op.dst, *op.srcs) if isinstance(x, GL)]
+        names = [t.name for t in tiles + cols]
+        to_global = any(isinstance(x, GL) for x in operands)
         if any(t.layout != "row" for t in tiles):   # an mma operand's transposed fragments
-            fixed.update(t.name for t in tiles)
-        elif op.name in ("load", "store") and globals_ and len(tiles) == 1:
-            accessed.add(tiles[0].name)
-        elif op.name in ELEMENTWISE or op.name in ROW_WISE:
-            first = tiles[0]
-            if any((t.rows, t.cols) != (first.rows, first.cols) for t in tiles):
-                fixed.update(t.name for t in tiles)
-            classes.join(t.name for t in tiles)
+            fixed.update(names)
+        elif op.name in ("load", "store") and to_global and len(names) == 1 and (tiles or op.name == "load"):
+            accessed.update(names)
+        elif op.name in ELEMENTWISE or op.name in ROW_WISE or op.name in COL_BROADCAST:
+            if (any((t.rows, t.cols) != (tiles[0].rows, tiles[0].cols) for t in tiles)
+                    or tiles and any(c.length != tiles[0].cols for c in cols)):
+                fixed.update(names)
+            classes.join(names)
         else:
-            fixed.update(t.name for t in tiles)
+            fixed.update(names)
     fixed_roots = {classes.find(n) for n in fixed}
     return {n for n in accessed if classes.find(n) not in fixed_roots}

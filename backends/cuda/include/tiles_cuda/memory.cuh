@@ -407,6 +407,41 @@ __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, 
     write_in_bounds<runs_order<C>>(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
+// A column vector that meets tiles in runs (through column broadcasts only) holds their columns in their order:
+// element (o, k) is column col_of(o, 2 (k / 2)) + k % 2 of runs_order, which is what with_col's (j, p) pairs with,
+// and the lane's values come as the same runs of E contiguous columns, one access each.
+template <typename T, typename U, int N, int NW>
+__device__ inline void load_runs(rv<T, N, axis::cols, NW>& dst, const gl<U>& src, coord idx) {
+    using order = runs_order<N>;
+    constexpr int E = order::E, RUN = E * int(sizeof(U)), B = RUN < 16 ? RUN : 16;
+    using V = typename access<B>::type;
+    const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
+    const U* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) + idx.c * N : src.ptr;
+    if (row_ok && (idx.c + 1) * N <= src.cols() && src.template aligned<B>()) {
+#pragma unroll
+        for (int k = 0; k < order::runs; ++k) {
+            V v[RUN / B];
+#pragma unroll
+            for (int b = 0; b < RUN / B; ++b) v[b] = reinterpret_cast<const V*>(g + (lane_id() % 4 + 4 * k) * E)[b];
+            const pair<U>* run = reinterpret_cast<const pair<U>*>(v);
+#pragma unroll
+            for (int t = 0; t < E / 2; ++t) {
+                const int s = k * (E / 2) + t;
+                dst.d[s / 2][2 * (s % 2)] = from_float<T>(to_float(run[t].x));
+                dst.d[s / 2][2 * (s % 2) + 1] = from_float<T>(to_float(run[t].y));
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int o = 0; o < N / 16; ++o)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int c = order::col_of(o, 2 * (k / 2)) + k % 2;
+            dst.d[o][k] = from_float<T>(row_ok && idx.c * N + c < src.cols() ? to_float(g[c]) : 0.f);
+        }
+}
+
 // Two adjacent f32 added into global memory by one vector reduction (sm_90: red.global.add.v2.f32, half the
 // L2 atomic requests of two scalar ones); g 8-byte aligned.
 __device__ __forceinline__ void red_add2(float* g, float x, float y) {
