@@ -603,22 +603,35 @@ TILES_DEV void store(const gl<G>& dst, const st<T, R, C, SW>& src, int b, int d,
   constexpr int N = 16 / (int)sizeof(T);
   if constexpr (!SW::TRANSPOSED && !SW::PAIRED && C % N == 0) {
     constexpr int RUNS = R * C / N, THREADS = WAVES * 64;
-    const bool whole = __is_same(G, T) && (dst.cols | dst.sr | c0) % N == 0;
-    TILES_UNROLL for (int j = 0; j < (RUNS + THREADS - 1) / THREADS; ++j) {
-      const int i = arch::thread_id() + j * THREADS, r = i / (C / N), c = i % (C / N) * N;
-      if (RUNS % THREADS && i >= RUNS) break;
-      T x[N];
-      src.template read_run<N>(r, c, x);
-      if constexpr (__is_same(G, T)) {
-        if (whole) {
-          arch::bytes_t<16> w;
-          __builtin_memcpy(&w, x, 16);
-          arch::buffer_store<16>(buf, dst.offset(b, d, r0 + r, c0 + c), w);
-          continue;
-        }
+    // f(run's row, its column, its elements) for each of this thread's runs
+    const auto each = [&](auto f) {
+      TILES_UNROLL for (int j = 0; j < (RUNS + THREADS - 1) / THREADS; ++j) {
+        const int i = arch::thread_id() + j * THREADS, r = i / (C / N), c = i % (C / N) * N;
+        if (RUNS % THREADS && i >= RUNS) break;
+        T x[N];
+        src.template read_run<N>(r, c, x);
+        f(r, c, x);
       }
-      TILES_UNROLL for (int q = 0; q < N; ++q) store_elem<G>(buf, dst.offset(b, d, r0 + r, c0 + c + q), convert<G>(x[q]));
+    };
+    if constexpr (__is_same(G, T)) {
+      // scalar branches, out of the loop: the runs' stores straight-line, their offsets unchecked where the whole
+      // tile lies inside the array
+      if ((dst.cols | dst.sr | c0) % N == 0) {
+        const auto store_runs = [&](auto offset) {
+          each([&](int r, int c, const T (&x)[N]) {
+            arch::bytes_t<16> w;
+            __builtin_memcpy(&w, x, 16);
+            arch::buffer_store<16>(buf, offset(r0 + r, c0 + c), w);
+          });
+        };
+        if (r0 + R <= dst.rows && c0 + C <= dst.cols) store_runs([&](int r, int c) { return dst.unchecked(b, d, r, c); });
+        else store_runs([&](int r, int c) { return dst.offset(b, d, r, c); });
+        return;
+      }
     }
+    each([&](int r, int c, const T (&x)[N]) {
+      TILES_UNROLL for (int q = 0; q < N; ++q) store_elem<G>(buf, dst.offset(b, d, r0 + r, c0 + c + q), convert<G>(x[q]));
+    });
     return;
   }
   for (int i = arch::thread_id(); i < R * C; i += WAVES * 64)
