@@ -170,3 +170,17 @@ def test_scaled_rows_whole_tiles(backend, runs):
         x64 = x.astype(np.float64)
         assert_close(s, (x64 ** 2).sum(1), "bf16")
         assert_close(y, x64 * s.astype(np.float64)[:, None] + w.astype(np.float64), "bf16")
+
+
+@pytest.mark.parametrize("cd", ["bf16", "f32"])
+def test_product_whole_and_edge_tiles(backend, cd):
+    """An mma's class keeps the fragment (accumulator) layout; its loads and stores of whole tiles take the runs
+    path all the same (HIP: a 16-bit element alone in its dword, at an unchecked offset; 4-byte ones as runs of one),
+    edge tiles the checked one. C = A B + C at 64x64 (whole 32x32 tiles) and 40x50 (edge tiles)."""
+    for m, n in ((64, 64), (40, 50)):
+        a, b = random_array((m, 32), "bf16"), random_array((32, n), "bf16")
+        c0 = random_array((m, n), cd)
+        c = c0.copy()
+        run(backend, product, c, a, b, BM=32, BN=32, BK=32)
+        ref = a.astype(np.float64) @ b.astype(np.float64) + c0.astype(np.float64)
+        assert_close(c, ref, cd)

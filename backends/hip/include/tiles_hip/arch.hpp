@@ -305,11 +305,11 @@ template <int N> TILES_DEV bytes_t<N> buffer_load(buffer b, uint32_t off, uint32
 #endif
   return r;
 }
-TILES_DEV void buffer_store_u32(buffer b, uint32_t off, uint32_t v) {
+TILES_DEV void buffer_store_u32(buffer b, uint32_t off, uint32_t v, uint32_t soff = 0) {
 #if defined(TILES_EMU)
-  hip_emu::store_u32(b.base, b.bytes, off, v);
+  hip_emu::store_u32(b.base, b.bytes, off == OOB ? OOB : off + soff, v);
 #else
-  __builtin_amdgcn_raw_buffer_store_b32(v, b.rsrc, off, 0, 0);
+  __builtin_amdgcn_raw_buffer_store_b32(v, b.rsrc, off, soff, 0);
 #endif
 }
 // N bytes (4, 8 or 16): dropped where off + N is past the buffer. `soff`: as for buffer_load.
@@ -331,18 +331,18 @@ template <int N> TILES_DEV void buffer_store(buffer b, uint32_t off, const bytes
   }
 #endif
 }
-TILES_DEV void buffer_store_u16(buffer b, uint32_t off, uint16_t v) {
+TILES_DEV void buffer_store_u16(buffer b, uint32_t off, uint16_t v, uint32_t soff = 0) {
 #if defined(TILES_EMU)
-  hip_emu::store_u16(b.base, b.bytes, off, v);
+  hip_emu::store_u16(b.base, b.bytes, off == OOB ? OOB : off + soff, v);
 #else
-  __builtin_amdgcn_raw_buffer_store_b16(v, b.rsrc, off, 0, 0);
+  __builtin_amdgcn_raw_buffer_store_b16(v, b.rsrc, off, soff, 0);
 #endif
 }
-TILES_DEV void buffer_store_u8(buffer b, uint32_t off, uint8_t v) {
+TILES_DEV void buffer_store_u8(buffer b, uint32_t off, uint8_t v, uint32_t soff = 0) {
 #if defined(TILES_EMU)
-  hip_emu::store_u8(b.base, b.bytes, off, v);
+  hip_emu::store_u8(b.base, b.bytes, off == OOB ? OOB : off + soff, v);
 #else
-  __builtin_amdgcn_raw_buffer_store_b8(v, b.rsrc, off, 0, 0);
+  __builtin_amdgcn_raw_buffer_store_b8(v, b.rsrc, off, soff, 0);
 #endif
 }
 // Global -> LDS without registers: the wave writes DIRECT_LDS_BYTES per lane, lane i at

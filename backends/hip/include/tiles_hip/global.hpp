@@ -56,20 +56,21 @@ template <class T> TILES_DEV T load_elem(arch::buffer buf, uint32_t off, uint32_
   else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, (uint16_t)(w >> 8 * (off & 2)));
   else return __builtin_bit_cast(T, w);
 }
-template <class T> TILES_DEV void store_elem(arch::buffer buf, uint32_t off, T x) {
-  if constexpr (sizeof(T) == 1) arch::buffer_store_u8(buf, off, __builtin_bit_cast(uint8_t, x));
-  else if constexpr (sizeof(T) == 2) arch::buffer_store_u16(buf, off, __builtin_bit_cast(uint16_t, x));
-  else arch::buffer_store_u32(buf, off, __builtin_bit_cast(uint32_t, x));
+template <class T> TILES_DEV void store_elem(arch::buffer buf, uint32_t off, T x, uint32_t soff = 0) {
+  if constexpr (sizeof(T) == 1) arch::buffer_store_u8(buf, off, __builtin_bit_cast(uint8_t, x), soff);
+  else if constexpr (sizeof(T) == 2) arch::buffer_store_u16(buf, off, __builtin_bit_cast(uint16_t, x), soff);
+  else arch::buffer_store_u32(buf, off, __builtin_bit_cast(uint32_t, x), soff);
 }
 
 // How a lane's elements of a tile of layout L move to and from a G array as runs: N consecutive columns of one row
 // at a time, one buffer access of N sizeof(G) bytes (whole dwords, at most 16; every lane's runs start on a
-// multiple of N columns, so a dword-aligned row keeps them dword-aligned). N = 0: no such runs (a 16-bit
-// element of the accumulator layout, alone in its dword): element by element.
+// multiple of N columns, so a dword-aligned row keeps them dword-aligned). N = 1 where no longer run is whole
+// dwords (a 16-bit element of the accumulator layout, alone in its dword: a GEMM's bf16 C): element by element,
+// still at unchecked offsets. N = 0: the layout's steps differ by lane; every offset computed and checked.
 template <class L, class G> struct runs {
   static constexpr int length() {
     if (!lane_steps<L>::UNIFORM) return 0;
-    for (int n = 16 / (int)sizeof(G); n * (int)sizeof(G) >= 4; n /= 2) {
+    for (int n = 16 / (int)sizeof(G); n > 1 && n * (int)sizeof(G) >= 4; n /= 2) {
       bool ok = L::E % n == 0;
       for (int l = 0; l < 64; ++l)
         for (int e = 0; e < L::E; ++e)
@@ -77,7 +78,7 @@ template <class L, class G> struct runs {
                (e % n == 0 || L::col(l, e) == L::col(l, e - 1) + 1);
       if (ok) return n;
     }
-    return 0;
+    return 1;
   }
   static constexpr int N = length(), BYTES = N * (int)sizeof(G);
   // the tile at (r0, c0), R x C, wholly inside the array, and the array's rows dword-aligned
@@ -110,10 +111,14 @@ TILES_DEV void load(rt<T, R, C, L, WC>& dst, const gl<G>& src, int b, int d, int
   using A = runs<L, G>;
   if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(src, r0, c0), 1)) {
     A::template each<R / L::FR, C / L::FC>(src, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
-      const auto x = arch::buffer_load<A::BYTES>(buf, off, soff);
-      G g[A::N];
-      __builtin_memcpy(g, &x, sizeof g);
-      TILES_UNROLL for (int i = 0; i < A::N; ++i) dst.v[m][n][e + i] = convert<T>(g[i]);
+      if constexpr (A::BYTES % 4 == 0) {
+        const auto x = arch::buffer_load<A::BYTES>(buf, off, soff);
+        G g[A::N];
+        __builtin_memcpy(g, &x, sizeof g);
+        TILES_UNROLL for (int i = 0; i < A::N; ++i) dst.v[m][n][e + i] = convert<T>(g[i]);
+      } else {
+        dst.v[m][n][e] = convert<T>(load_elem<G>(buf, off, soff));
+      }
     });
     return;
   }
@@ -132,11 +137,15 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
   using A = runs<L, G>;
   if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(dst, r0, c0), 1)) {
     A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
-      G g[A::N];
-      TILES_UNROLL for (int i = 0; i < A::N; ++i) g[i] = convert<G>(src.v[m][n][e + i]);
-      arch::bytes_t<A::BYTES> x;
-      __builtin_memcpy(&x, g, sizeof g);
-      arch::buffer_store(buf, off, x, soff);
+      if constexpr (A::BYTES % 4 == 0) {
+        G g[A::N];
+        TILES_UNROLL for (int i = 0; i < A::N; ++i) g[i] = convert<G>(src.v[m][n][e + i]);
+        arch::bytes_t<A::BYTES> x;
+        __builtin_memcpy(&x, g, sizeof g);
+        arch::buffer_store(buf, off, x, soff);
+      } else {
+        store_elem<G>(buf, off, convert<G>(src.v[m][n][e]), soff);
+      }
     });
     return;
   }
