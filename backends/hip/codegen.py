@@ -175,9 +175,9 @@ class _Emitter:
 
     def _layouts(self) -> dict:
         """Register tiles that feed an MMA's A take the MFMA A-operand layout ("a"); everything else the
-        accumulator's ("c"), the accumulator of the transpose ("t", _acc_transposed) or, where no MMA and no shared
-        tile is near, runs along the rows ("r4", "r8": _row_runs); A operands copied from a "t" tile take its K
-        order ("a+"). A vector takes the layout of the tiles it meets."""
+        accumulator's ("c"), the accumulator of the transpose ("t", _acc_transposed) or, where no MMA is in their
+        class, runs along the rows ("r4", "r8": _row_runs); A operands copied from a "t" tile take its K order
+        ("a+"). A vector takes the layout of the tiles it meets."""
         lay = {}
         for op, _ in self.k.walk():
             if op.name == "mma" and (isinstance(op.srcs[0], RT) or op.srcs[0] in self.in_regs):
