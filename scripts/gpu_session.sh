@@ -637,6 +637,13 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
             --metrics smsp__inst_executed.sum,smsp__pcsamp_warps_issue_stalled_no_instructions,sm__cycles_elapsed.max \
             python3 scripts/probe_add_rmsnorm.py --runs 8 "RPB=1 staged=True" "RPB=1 staged=False" >"$OUT/ncu_rms.txt" 2>&1
         echo "== ncu rc=$?"; grep -E "add_rmsnorm|triton|Duration|Executed Instructions |Stall No Instruction|No Instruction|inst_executed.sum|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|cycles_elapsed" "$OUT/ncu_rms.txt" | head -60 ;;
+    next1213)  # planned 12-06 23:55 for the next session (~500 s): rms1212 (its rows logged under $OUT), then on an H200
+               # issue 20's table (standing1206c, JSON under $OUT); issue 18's grid on an H200 is a call of its own
+               # (grid1209, ~540 s; on an H100 it ran at 22:19)
+        bash "$0" rms1212 && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+        fi ;;
     rms1212)  # 12-06 22:35: runs1210b's timings again, logged under $OUT (at 22:19 its rows fell out of the call's tail):
               # add_rmsnorm at 16 and 4096 rows in runs (staged=False), in the fragment order (runs=False) and staged,
               # attention_bwd_pre with and without runs, then ncu's instructions a warp of the runs kernel (the staged
