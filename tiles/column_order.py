@@ -38,6 +38,13 @@ class Classes:
         for x in xs[1:]:
             self.parent[self.find(x)] = self.find(xs[0])
 
+    def members(self, items, key=id) -> dict:
+        """items grouped by class: the class's representative -> its items."""
+        out: dict = {}
+        for x in items:
+            out.setdefault(self.find(key(x)), []).append(x)
+        return out
+
 
 def free_tiles(k: ir.Kernel) -> set[str]:
     """Names of the register tiles of k that may hold each row's columns in any order shared by their class

@@ -279,10 +279,8 @@ class _Emitter:
         classes = column_order.Classes()
         for op, _ in self.k.walk():
             classes.join(id(t) for t in (op.dst, *op.srcs) if isinstance(t, (RT, RV)))
-        members, accessed, bad = {}, set(), set()
-        for t in self.k.tiles:
-            if isinstance(t, (RT, RV)):
-                members.setdefault(classes.find(id(t)), []).append(t)
+        members = classes.members(t for t in self.k.tiles if isinstance(t, (RT, RV)))
+        accessed, bad = set(), set()
         for op, _ in self.k.walk():
             operands = (op.dst, *op.srcs)
             tiles = [t for t in operands if isinstance(t, (RT, RV))]
@@ -317,10 +315,7 @@ class _Emitter:
                 classes.join(id(t) for t in ((op.dst, op.srcs[2]) if op.name == "mma" else (op.dst, *op.srcs))
                              if isinstance(t, (RT, RV)))
         find = classes.find
-        members = {}
-        for t in self.k.tiles:
-            if isinstance(t, (RT, RV)):
-                members.setdefault(find(id(t)), []).append(t)
+        members = classes.members(t for t in self.k.tiles if isinstance(t, (RT, RV)))
         wanted = {find(id(op.srcs[0])) for op, _ in self.k.walk() if op.name == "copy"
                   and isinstance(op.srcs[0], RT) and lay.get(id(op.dst)) == "a" and lay.get(id(op.srcs[0]), "c") == "c"}
         bad = {find(id(op.dst)) for op, _ in self.k.walk() if op.name == "mma" and op.srcs[0].dtype.bits != 16}

@@ -352,6 +352,23 @@ template <int B> struct access;   // a B-byte access as one integer type
 template <> struct access<4> { using type = unsigned; };
 template <> struct access<8> { using type = uint2; };
 template <> struct access<16> { using type = uint4; };
+// One run of E elements of U as its E / 2 pairs, moved in accesses of up to 16 bytes (B: each access's bytes, the
+// alignment the global must keep for them)
+template <typename U, int E> struct run {
+    static constexpr int BYTES = E * int(sizeof(U)), B = BYTES < 16 ? BYTES : 16;
+    using V = typename access<B>::type;
+    V v[BYTES / B];
+    __device__ __forceinline__ void read(const U* g) {
+#pragma unroll
+        for (int b = 0; b < BYTES / B; ++b) v[b] = reinterpret_cast<const V*>(g)[b];
+    }
+    __device__ __forceinline__ void write(U* g) const {
+#pragma unroll
+        for (int b = 0; b < BYTES / B; ++b) reinterpret_cast<V*>(g)[b] = v[b];
+    }
+    __device__ __forceinline__ pair<U>& operator[](int t) { return reinterpret_cast<pair<U>*>(v)[t]; }
+    __device__ __forceinline__ const pair<U>& operator[](int t) const { return reinterpret_cast<const pair<U>*>(v)[t]; }
+};
 // f(pairs of run k of the lane's row h in base row i, its global address) over a tile inside the global
 template <typename U, int R, int C, int NW, typename F>
 __device__ __forceinline__ void each_run(const gl<U>& g, coord idx, F f) {
@@ -368,18 +385,15 @@ __device__ __forceinline__ void each_run(const gl<U>& g, coord idx, F f) {
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
-    constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(U)), B = RUN < 16 ? RUN : 16;
-    using V = typename access<B>::type;
-    if (whole_tile<U, R, C>(src, idx) && src.template aligned<B>()) {
+    constexpr int E = runs_order<C>::E;
+    if (whole_tile<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {
         each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) {
-            V v[RUN / B];
-#pragma unroll
-            for (int b = 0; b < RUN / B; ++b) v[b] = reinterpret_cast<const V*>(g)[b];
-            const pair<U>* run = reinterpret_cast<const pair<U>*>(v);
+            run<U, E> r;
+            r.read(g);
 #pragma unroll
             for (int t = 0; t < E / 2; ++t) {
                 const int s = k * (E / 2) + t;
-                dst.d[i][s / 2][2 * (s % 2) + h] = convert_pair<T>(run[t]);
+                dst.d[i][s / 2][2 * (s % 2) + h] = convert_pair<T>(r[t]);
             }
         });
         return;
@@ -388,19 +402,16 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
-    constexpr int E = runs_order<C>::E, RUN = E * int(sizeof(T)), B = RUN < 16 ? RUN : 16;
-    using V = typename access<B>::type;
-    if (whole_tile<T, R, C>(dst, idx) && dst.template aligned<B>()) {
+    constexpr int E = runs_order<C>::E;
+    if (whole_tile<T, R, C>(dst, idx) && dst.template aligned<run<T, E>::B>()) {
         each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) {
-            V v[RUN / B];
-            pair<T>* run = reinterpret_cast<pair<T>*>(v);
+            run<T, E> r;
 #pragma unroll
             for (int t = 0; t < E / 2; ++t) {
                 const int s = k * (E / 2) + t;
-                run[t] = convert_pair<T>(src.d[i][s / 2][2 * (s % 2) + h]);
+                r[t] = convert_pair<T>(src.d[i][s / 2][2 * (s % 2) + h]);
             }
-#pragma unroll
-            for (int b = 0; b < RUN / B; ++b) reinterpret_cast<V*>(g)[b] = v[b];
+            r.write(g);
         });
         return;
     }
@@ -413,22 +424,19 @@ __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, 
 template <typename T, typename U, int N, int NW>
 __device__ inline void load_runs(rv<T, N, axis::cols, NW>& dst, const gl<U>& src, coord idx) {
     using order = runs_order<N>;
-    constexpr int E = order::E, RUN = E * int(sizeof(U)), B = RUN < 16 ? RUN : 16;
-    using V = typename access<B>::type;
+    constexpr int E = order::E;
     const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
     const U* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) + idx.c * N : src.ptr;
-    if (row_ok && (idx.c + 1) * N <= src.cols() && src.template aligned<B>()) {
+    if (row_ok && (idx.c + 1) * N <= src.cols() && src.template aligned<run<U, E>::B>()) {
 #pragma unroll
         for (int k = 0; k < order::runs; ++k) {
-            V v[RUN / B];
-#pragma unroll
-            for (int b = 0; b < RUN / B; ++b) v[b] = reinterpret_cast<const V*>(g + (lane_id() % 4 + 4 * k) * E)[b];
-            const pair<U>* run = reinterpret_cast<const pair<U>*>(v);
+            run<U, E> r;
+            r.read(g + (lane_id() % 4 + 4 * k) * E);
 #pragma unroll
             for (int t = 0; t < E / 2; ++t) {
                 const int s = k * (E / 2) + t;
-                dst.d[s / 2][2 * (s % 2)] = from_float<T>(to_float(run[t].x));
-                dst.d[s / 2][2 * (s % 2) + 1] = from_float<T>(to_float(run[t].y));
+                dst.d[s / 2][2 * (s % 2)] = from_float<T>(to_float(r[t].x));
+                dst.d[s / 2][2 * (s % 2) + 1] = from_float<T>(to_float(r[t].y));
             }
         }
         return;

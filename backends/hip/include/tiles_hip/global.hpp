@@ -62,6 +62,32 @@ template <class T> TILES_DEV void store_elem(arch::buffer buf, uint32_t off, T x
   else arch::buffer_store_u32(buf, off, __builtin_bit_cast(uint32_t, x), soff);
 }
 
+// N consecutive elements of a G array at byte offset off (+ soff, wave-uniform) into / from registers of type T: one
+// buffer access where they are whole dwords, else (N = 1, a 16- or 8-bit element) the dword that holds it.
+template <int N, class T, class G> TILES_DEV void load_run(T* dst, arch::buffer buf, uint32_t off, uint32_t soff) {
+  if constexpr (N * sizeof(G) % 4 == 0) {
+    const auto x = arch::buffer_load<N * (int)sizeof(G)>(buf, off, soff);
+    G g[N];
+    __builtin_memcpy(g, &x, sizeof g);
+    TILES_UNROLL for (int i = 0; i < N; ++i) dst[i] = convert<T>(g[i]);
+  } else {
+    static_assert(N == 1, "a run of sub-dword elements is one element");
+    dst[0] = convert<T>(load_elem<G>(buf, off, soff));
+  }
+}
+template <int N, class G, class T> TILES_DEV void store_run(arch::buffer buf, uint32_t off, uint32_t soff, const T* src) {
+  if constexpr (N * sizeof(G) % 4 == 0) {
+    G g[N];
+    TILES_UNROLL for (int i = 0; i < N; ++i) g[i] = convert<G>(src[i]);
+    arch::bytes_t<N * (int)sizeof(G)> x;
+    __builtin_memcpy(&x, g, sizeof g);
+    arch::buffer_store(buf, off, x, soff);
+  } else {
+    static_assert(N == 1, "a run of sub-dword elements is one element");
+    store_elem<G>(buf, off, convert<G>(src[0]), soff);
+  }
+}
+
 // How a lane's elements of a tile of layout L move to and from a G array as runs: N consecutive columns of one row
 // at a time, one buffer access of N sizeof(G) bytes (whole dwords, at most 16; every lane's runs start on a
 // multiple of N columns, so a dword-aligned row keeps them dword-aligned). N = 1 where no longer run is whole
@@ -80,7 +106,7 @@ template <class L, class G> struct runs {
     }
     return 1;
   }
-  static constexpr int N = length(), BYTES = N * (int)sizeof(G);
+  static constexpr int N = length();
   // the tile at (r0, c0), R x C, wholly inside the array, and the array's rows dword-aligned
   template <int R, int C> TILES_DEV static bool fit(const gl<G>& g, int r0, int c0) {
     const bool aligned = sizeof(G) >= 4 ||
@@ -111,14 +137,7 @@ TILES_DEV void load(rt<T, R, C, L, WC>& dst, const gl<G>& src, int b, int d, int
   using A = runs<L, G>;
   if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(src, r0, c0), 1)) {
     A::template each<R / L::FR, C / L::FC>(src, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
-      if constexpr (A::BYTES % 4 == 0) {
-        const auto x = arch::buffer_load<A::BYTES>(buf, off, soff);
-        G g[A::N];
-        __builtin_memcpy(g, &x, sizeof g);
-        TILES_UNROLL for (int i = 0; i < A::N; ++i) dst.v[m][n][e + i] = convert<T>(g[i]);
-      } else {
-        dst.v[m][n][e] = convert<T>(load_elem<G>(buf, off, soff));
-      }
+      load_run<A::N, T, G>(&dst.v[m][n][e], buf, off, soff);
     });
     return;
   }
@@ -137,15 +156,7 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
   using A = runs<L, G>;
   if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(dst, r0, c0), 1)) {
     A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
-      if constexpr (A::BYTES % 4 == 0) {
-        G g[A::N];
-        TILES_UNROLL for (int i = 0; i < A::N; ++i) g[i] = convert<G>(src.v[m][n][e + i]);
-        arch::bytes_t<A::BYTES> x;
-        __builtin_memcpy(&x, g, sizeof g);
-        arch::buffer_store(buf, off, x, soff);
-      } else {
-        store_elem<G>(buf, off, convert<G>(src.v[m][n][e]), soff);
-      }
+      store_run<A::N, G>(buf, off, soff, &src.v[m][n][e]);
     });
     return;
   }
@@ -248,7 +259,7 @@ template <int F, int VE, class At, class G> struct vec_runs {
     }
     return 1;
   }
-  static constexpr int N = length(), BYTES = N * (int)sizeof(G);
+  static constexpr int N = length();
   // the vector's first element at byte `tile` of the array dword-aligned, where runs of 16-bit values need it
   TILES_DEV static bool aligned(const G* ptr, uint32_t tile) {
     return sizeof(G) >= 4 || N == 1 || ((uint32_t)(uintptr_t)ptr + tile) % 4 == 0;
@@ -257,15 +268,7 @@ template <int F, int VE, class At, class G> struct vec_runs {
   TILES_DEV static void load(T (&v)[FN][VE], arch::buffer buf, int lane, uint32_t tile) {
     const uint32_t lane_off = (uint32_t)At::at(lane, 0) * (uint32_t)sizeof(G);
     TILES_UNROLL for (int f = 0; f < FN; ++f) TILES_UNROLL for (int e = 0; e < VE; e += N) {
-      const uint32_t off = lane_off + (f * F + At::at(0, e) - At::at(0, 0)) * (uint32_t)sizeof(G);
-      if constexpr (BYTES % 4 == 0) {
-        const arch::bytes_t<BYTES> x = arch::buffer_load<BYTES>(buf, off, tile);
-        G g[N];
-        __builtin_memcpy(g, &x, sizeof g);
-        TILES_UNROLL for (int i = 0; i < N; ++i) v[f][e + i] = convert<T>(g[i]);
-      } else {
-        v[f][e] = convert<T>(load_elem<G>(buf, off, tile));
-      }
+      load_run<N, T, G>(&v[f][e], buf, lane_off + (f * F + At::at(0, e) - At::at(0, 0)) * (uint32_t)sizeof(G), tile);
     }
   }
 };
