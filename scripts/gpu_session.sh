@@ -97,6 +97,8 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   raw1214    12-07 01:10: raw loads against b6a4f9c's tree (build/old, carried: scripts/old_tree.sh) at a decode step
+#   next1214   raw1214, then issue 20's table on an H200
 #   next1211   planned 12-06 21:30 for the next session: runs1210b, then the issues' tables (H200) or grid1209
 #   runs1210b  12-06 21:30: the runs (option runs) on a GPU: tests, add_rmsnorm with and without, attention_bwd_pre, rmsnorm
 #   runs1210   (never ran: no machine; runs1210b holds its steps by priority)
@@ -158,6 +160,33 @@ ncu_gemm() {   # ncu_gemm SHAPE SETTING: one warm launch of the generated GEMM (
 }
 for s in "$@"; do
     case "$s" in
+    raw1214)  # 12-07 01:10: raw loads (schedules.raw_loads: a register load's bytes converted where first used, so
+              # the loads after it go out before its bytes arrive), their GPU tests, then add_rmsnorm and rmsnorm at a
+              # decode step against b6a4f9c's tree (build/old, carried), processes alternating, and ncu's instructions
+              # a warp. Predicted: add_rmsnorm 16x4096 unstaged 6.43 -> 5.5-5.9 us (W, X and R waited in turn),
+              # rmsnorm 16x4096 unstaged 5.5 -> 5.1-5.3 (W, then X); the staged kernels unchanged
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_column_order.py \
+            tests/test_examples.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/raw_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/raw_tests.log" | tail -6
+        ln -sfn ../backends build/old/tiles/backends; ln -sfn ../kernels build/old/tiles/kernels   # (links may not travel)
+        { for round in 1 2; do for tree in new old; do
+            d=.; [ $tree = old ] && d=build/old
+            echo "== $tree tree, round $round"
+            (cd $d && PYTHONPATH=$PWD timeout 60 python3 scripts/probe_add_rmsnorm.py --torch $([ $round = 1 ] && \
+                echo yes || echo no) RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us")
+            (cd $d && PYTHONPATH=$PWD timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+                --shapes 16x4096 4096x4096 --set staged=True,False 2>&1 | r)
+          done; done
+          f="$OUT/ncu_raw"; timeout 60 ncu --clock-control none --kernel-name "regex:^tiles_kernel_add_rmsnorm$" \
+              --launch-skip 4 --launch-count 1 --section InstructionStats --section SpeedOfLight --section WarpStateStats \
+              python3 scripts/probe_add_rmsnorm.py --torch no RPB=1,staged=False >"$f.txt" 2>&1
+          echo "== ncu raw loads: $(grep -E "Executed Instructions  |Duration|Warp Cycles Per Issued" "$f.txt" | tr -s ' ' | tr '\n' ';')"
+        } 2>&1 | tee "$OUT/raw1214.log" ;;
+    next1214)  # planned 12-07 01:10: raw1214, then issue 20's table where the card is an H200
+        bash "$0" raw1214 && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+        fi ;;
     ws) timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 \
             tests/test_cuda_warp_specialized.py >"$OUT/ws.log" 2>&1; echo "== ws rc=$?"; tail -4 "$OUT/ws.log" ;;
     tests) timeout 300 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernels.py \

@@ -76,6 +76,47 @@ def product(C, A, B, *, BM, BN, BK):
     tl.store(C, c, (bm, bn))
 
 
+@tl.kernel
+def weighted_blocks(Y, X, W, *, BR, BC, ACC):
+    """Y[:, block c] = X[:, block c] * W' for each column block c, W' = W (ACC False) or the running product of W
+    and the blocks so far (ACC True: the loop writes the tile loaded before it)."""
+    br = tl.grid(tl.cdiv(X.rows, BR))
+    w = tl.regs(tl.f32, BR, BC, name="w")
+    x = tl.regs(tl.f32, BR, BC, name="x")
+    tl.load(w, W, (br, 0))
+    for c in tl.range(tl.cdiv(X.cols, BC), name="c"):
+        tl.load(x, X, (br, c))
+        tl.mul(x, x, w)
+        if ACC:
+            tl.copy(w, x)
+        tl.store(Y, x, (br, c))
+
+
+def test_raw_loads_before_a_loop(backend):
+    """A tile loaded before a loop whose loads come first and which only reads it: its bytes convert inside the
+    loop, every iteration (CUDA, schedules.raw_loads); one the loop writes converts where it is loaded. Both against
+    float64, with edge tiles."""
+    m, n, bc = 37, 100, 32
+    x, w = random_array((m, n), "bf16"), random_array((m, bc), "bf16")
+    src = toolchains.emit(weighted_blocks, [poisoned((m, n), "f32"), x, w], "sm_80", "source", BR=16, BC=bc,
+                          ACC=False)
+    assert src.index("tc::load_runs(x, X") < src.index("tc::copy(w, w_raw);") < src.index("tc::mul(x, x, w);")
+    src = toolchains.emit(weighted_blocks, [poisoned((m, n), "f32"), x, w], "sm_80", "source", BR=16, BC=bc,
+                          ACC=True)
+    assert "_raw" not in src
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    for acc in (False, True):
+        y = poisoned((m, n), "f32")
+        run(backend, weighted_blocks, y, x, w, BR=16, BC=bc, ACC=acc)
+        want, f = np.empty((m, n)), w64
+        for c in range(0, n, bc):
+            k = min(bc, n - c)
+            want[:, c:c + k] = x64[:, c:c + k] * f[:, :k]
+            if acc:
+                f = np.concatenate([want[:, c:c + k], np.zeros((m, bc - k))], 1)
+        assert_close(y, want, "bf16")
+
+
 def trace(kfn, *args, **consts):
     return kfn.trace(list(args), "sm_80", **consts)
 
@@ -101,11 +142,15 @@ def test_runs_in_the_cuda_source():
     src = toolchains.emit(scaled_rows, args, "sm_80", "source", BR=16, BC=64)
     assert src.count("tc::load_runs(") == 2 and src.count("tc::store_runs(") == 1
     assert "tc::store(S, s" in src
+    # x's bytes stay as loaded until W's load is out (schedules.raw_loads); w, touched after no other load, converts
+    assert "tc::rt_raw<tc::bf16, 16, 64, NUM_WARPS> x_raw;" in src
+    assert src.index("tc::load_runs(x_raw, X") < src.index("tc::load_runs(w, W") < \
+        src.index("tc::copy(x, x_raw);") < src.index("tc::mul(y, x, x);")
     src = toolchains.emit(scaled_rows, args, "sm_80", "source", BR=16, BC=64, runs=False)
-    assert "_runs(" not in src
+    assert "_runs(" not in src and "_raw" not in src
     cols = [poisoned((5, 40), "bf16"), random_array((5, 40), "bf16"), random_array((40,), "bf16")]
     src = toolchains.emit(column_scaled, cols, "sm_80", "source", BR=16, BC=64)
-    assert "tc::load_runs(v, V" in src and "tc::load_runs(x, X" in src
+    assert "tc::load_runs(v, V" in src and "tc::load_runs(x_raw, X" in src
 
 
 def test_row_runs_in_the_hip_source():

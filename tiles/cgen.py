@@ -14,6 +14,14 @@ from . import dtypes, ir
 SYMBOL_PREFIX = "tiles_kernel_"
 
 
+def fresh_name(base: str, taken: set) -> str:
+    """base, or base with underscores appended, whichever first is not in taken (which it then joins)."""
+    while base in taken:
+        base += "_"
+    taken.add(base)
+    return base
+
+
 def symbol(k: ir.Kernel) -> str:
     """The generated kernel's symbol (what a runtime, a CPU engine or a profiler looks up)."""
     return SYMBOL_PREFIX + k.name

@@ -92,6 +92,16 @@ class _Emitter:
         # those whose load repeats in a block (a persistent grid's tiles, a tl.range loop): their slots go back
         self.refilled = [op.dst for op in self.resident if schedules.repeats(k, op, sched.persistent)]
         self.resident_tiles = [op.dst for op in self.resident]
+        # loads of tiles in runs whose bytes are converted later, where the tile is first touched (schedules.raw_loads):
+        # id(load) -> the rt_raw it reads into; id(first touch) -> the (tile, rt_raw) to convert before it
+        raw = [] if sched.warp_specialized else schedules.raw_loads(k.body, sched.runs)
+        taken = {t.name for t in k.tiles}
+        self.raw_tiles = {t: cgen.fresh_name(f"{t.name}_raw", taken) for t in {load.dst: 0 for load, _ in raw}}
+        self.raw_src = {load.dst: load.srcs[0] for load, _ in raw}
+        self.raw_load = {id(load): self.raw_tiles[load.dst] for load, _ in raw}
+        self.raw_copy = {}
+        for load, first in raw:
+            self.raw_copy.setdefault(id(first), []).append(load.dst)
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
 
@@ -422,6 +432,9 @@ class _Emitter:
                        f"  // too few rows for every warpgroup: each takes {t.cols * 4 // self.s.warps} of its columns")
             elif isinstance(t, (RT, RV)) and t not in self.at_use and not any(t is m.dst for m in self.fused.values()):
                 self.w(f"{tile_type(t)} {t.name};")
+        for t, raw in self.raw_tiles.items():
+            self.w(f"tc::rt_raw<{ctype(self.raw_src[t].dtype)}, {t.rows}, {t.cols}, NUM_WARPS> {raw};  // {t.name} "
+                   f"as loaded, converted where first used: the loads after it go out first")
 
     # ---- statements -----------------------------------------------------------------------------------------
 
@@ -629,6 +642,8 @@ class _Emitter:
         writes_shared = isinstance(dst, (ST, SV))
         if writes_shared:
             self.sync(dst)  # no warp may still be reading the tile's old contents
+        for t in self.raw_copy.get(id(op), ()):
+            w(f"tc::copy({t.name}, {self.raw_tiles[t]});")
         name = op.name
         st = self.s.store
         slot = self.exchange_slot(op) if name.startswith("tile_") or name == "logsumexp2" else None
@@ -661,6 +676,7 @@ class _Emitter:
             src = srcs[0]
             args = [dst.name, src.name] + ([self.idx(op)] if isinstance(dst, GL) or isinstance(src, GL) else [])
             runs = name != "atomic_add" and {dst.name, src.name} & set(self.s.runs)   # column_order.free_tiles
+            args[0] = self.raw_load.get(id(op), args[0])
             w(f"tc::{name}{'_runs' if runs else ''}({', '.join(args)});")
         elif name == "mma":
             ta, tb = op.attrs["trans_a"], op.attrs["trans_b"]

@@ -774,6 +774,41 @@ def loops(stmts):
             yield from loops(s.body)
 
 
+def _register_load(s) -> bool:
+    """A load from a global straight into registers: one whose whole-tile and edge paths branch (memory.cuh)."""
+    return isinstance(s, ir.Op) and s.name == "load" and isinstance(s.srcs[0], GL) and isinstance(s.dst, (RT, RV))
+
+
+def raw_loads(body, runs) -> list:
+    """(load, the op before which its tile is converted) for each register load of a tile in runs that another
+    register load follows before any op touches the tile. Such a load reads the tile's bytes into an rt_raw and
+    tc::copy converts them where the tile is first touched (memory.cuh, rt_raw), so that the loads after it issue
+    before its bytes arrive: add_rmsnorm's W, X and R each waited for their bytes in turn, three memory latencies
+    where one will do. The first touch is looked for in the load's own statement list; one inside a loop there
+    counts only where the loop never writes the tile and no op outside the loop touches it (the copy then runs
+    every iteration, from bytes that stay put: rmsnorm_rows' W, loaded once before its rows' loop)."""
+    touches = lambda s, t: s.dst is t or any(x is t for x in s.srcs)   # noqa: E731
+    out = []
+    for lst in [body] + [lp.body for lp in loops(body)]:
+        for i, load in enumerate(lst):
+            if not (_register_load(load) and isinstance(load.dst, RT) and load.dst.name in runs):
+                continue
+            t, loaded = load.dst, False
+            for j, u in enumerate(lst[i + 1:], i + 1):
+                inner = list(ops([u]))
+                first = next((o for o in inner if touches(o, t)), None)
+                if first is None:
+                    loaded |= any(_register_load(o) for o in inner)
+                    continue
+                loaded |= any(_register_load(o) for o in inner[:inner.index(first)])
+                in_loop = isinstance(u, ir.Loop)
+                if loaded and (not in_loop or not any(o.dst is t for o in inner) and not any(
+                        touches(o, t) for o in ops(body) if o is not load and not any(o is x for x in inner))):
+                    out.append((load, first))
+                break
+    return out
+
+
 def sliced_adds(body) -> dict:
     """{id(atomic_add): mma} for each f32 register tile t used only in triples `zero(t); mma(t, a, b, t)` (a and b
     in shared memory) ... `atomic_add(global, t)` later in the same statement list, with nothing in between writing

@@ -276,9 +276,12 @@ template <typename U> __device__ __forceinline__ bool pairs_aligned(const gl<U>&
     return reinterpret_cast<unsigned long long>(g.ptr) % sizeof(pair<U>) == 0 && g.strides[0] % 2 == 0 &&
            g.strides[1] % 2 == 0 && g.strides[2] % 2 == 0;
 }
+// The tile lies inside the global (runs check this and their own B-byte alignment, which implies the pairs')
+template <typename U, int R, int C> __device__ __forceinline__ bool inside(const gl<U>& g, coord idx) {
+    return idx.b < g.batch() && idx.d < g.depth() && (idx.r + 1) * R <= g.rows() && (idx.c + 1) * C <= g.cols();
+}
 template <typename U, int R, int C> __device__ __forceinline__ bool whole_tile(const gl<U>& g, coord idx) {
-    return idx.b < g.batch() && idx.d < g.depth() && (idx.r + 1) * R <= g.rows() && (idx.c + 1) * C <= g.cols() &&
-           pairs_aligned(g);
+    return inside<U, R, C>(g, idx) && pairs_aligned(g);
 }
 
 // Every element of a register tile from the global, zero past its end, in the column order O: the edge tiles'
@@ -383,10 +386,62 @@ __device__ __forceinline__ void each_run(const gl<U>& g, coord idx, F f) {
                 f(i, h, k, row + (lane_id() % 4 + 4 * k) * runs_order<C>::E);
         }
 }
+// A register tile in runs as the global holds it: the words of its runs, not yet converted (codegen's
+// deferred loads). A load that converts makes the lane wait for its bytes right there, and its edge path's
+// branch keeps ptxas from moving the next load's requests above that wait: each load then costs a memory
+// latency of its own. Loaded into an rt_raw and converted by copy() after the next loads, they are in flight
+// together. rt_raw's words, unlike rt's pairs of 16-bit elements, stay whole 32-bit registers where the
+// whole-tile and edge paths meet, so the join needs none of the loaded bytes.
+template <typename U, int R, int C, int NW> struct rt_raw {
+    using dtype = U;
+    using tile = rt<float, R, C, NW>;
+    static constexpr int E = runs_order<C>::E;
+    run<U, E> r[tile::height][2][runs_order<C>::runs];   // base row i, the lane's row h of it, run k
+};
+template <typename U, int R, int C, int NW>
+__device__ inline void load_runs(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coord idx) {
+    constexpr int E = runs_order<C>::E;
+    if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {
+        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read(g); });
+        return;
+    }
+    using tile = rt<float, R, C, NW>;   // edge tiles, unaligned globals: element by element, zero past the end
+    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = idx.r * R + tile::row_of(i, h);
+            const U* g = in_matrix && r < src.rows() ? src.row_ptr(idx.b, idx.d, r) : nullptr;
+#pragma unroll
+            for (int k = 0; k < runs_order<C>::runs; ++k)
+#pragma unroll
+                for (int t = 0; t < E / 2; ++t) {
+                    const int c = idx.c * C + (lane_id() % 4 + 4 * k) * E + 2 * t;
+                    dst.r[i][h][k][t] = pair<U>{g && c < src.cols() ? g[c] : U(0.f),
+                                                g && c + 1 < src.cols() ? g[c + 1] : U(0.f)};
+                }
+        }
+}
+template <typename T, typename U, int R, int C, int NW>
+__device__ inline void copy(rt<T, R, C, NW>& dst, const rt_raw<U, R, C, NW>& src) {
+    constexpr int E = runs_order<C>::E;
+#pragma unroll
+    for (int i = 0; i < rt<T, R, C, NW>::height; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int k = 0; k < runs_order<C>::runs; ++k)
+#pragma unroll
+                for (int t = 0; t < E / 2; ++t) {
+                    const int s = k * (E / 2) + t;
+                    dst.d[i][s / 2][2 * (s % 2) + h] = convert_pair<T>(src.r[i][h][k][t]);
+                }
+}
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
-    if (whole_tile<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {
+    if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {
         each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) {
             run<U, E> r;
             r.read(g);
@@ -403,7 +458,7 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
-    if (whole_tile<T, R, C>(dst, idx) && dst.template aligned<run<T, E>::B>()) {
+    if (inside<T, R, C>(dst, idx) && dst.template aligned<run<T, E>::B>()) {
         each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) {
             run<T, E> r;
 #pragma unroll
