@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   warps1215  12-07 01:20: add_rmsnorm at a decode step over 4 / 8 / 16 warps a row, with runs and raw loads
 #   raw1214    12-07 01:10: raw loads against b6a4f9c's tree (build/old, carried: scripts/old_tree.sh) at a decode step
 #   next1214   raw1214, then issue 20's table on an H200
 #   next1211   planned 12-06 21:30 for the next session: runs1210b, then the issues' tables (H200) or grid1209
@@ -160,6 +161,26 @@ ncu_gemm() {   # ncu_gemm SHAPE SETTING: one warm launch of the generated GEMM (
 }
 for s in "$@"; do
     case "$s" in
+    warps1215)  # 12-07 01:20: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
+                # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, torch.compile and the hand Triton kernel beside
+                # them, twice; ncu's warp states of K 64 and 32. If 8 or 16 warps beat 4 (rms1209, before runs: 6.43 /
+                # 6.27 against 6.96 unstaged), the row plan gives decode rows more warps
+        { p="python3 scripts/probe_add_rmsnorm.py"
+          for round in 1 2; do echo "== round $round"
+            timeout 60 $p --torch yes --triton-warps 4 8 16 RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"
+            for k in 32 16; do timeout 60 $p --K $k --torch no RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"; done
+          done
+          for k in 64 32; do f="$OUT/ncu_K$k"; timeout 60 ncu --clock-control none --kernel-name \
+              "regex:^tiles_kernel_add_rmsnorm$" --launch-skip 4 --launch-count 1 --section InstructionStats \
+              --section SpeedOfLight --section WarpStateStats $p --K $k --torch no RPB=1,staged=False >"$f.txt" 2>&1
+              echo "== ncu K $k: $(grep -E "Executed Instructions  |Duration|Warp Cycles Per Issued" "$f.txt" | tr -s ' ' | tr '\n' ';')"
+          done
+        } 2>&1 | tee "$OUT/warps1215.log" ;;
+    next1215)  # planned 12-07 01:25: warps1215, then issue 20's table where the card is an H200
+        bash "$0" warps1215 && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+        fi ;;
     raw1214)  # 12-07 01:10: raw loads (schedules.raw_loads: a register load's bytes converted where first used, so
               # the loads after it go out before its bytes arrive), their GPU tests, then add_rmsnorm and rmsnorm at a
               # decode step against b6a4f9c's tree (build/old, carried), processes alternating, and ncu's instructions
