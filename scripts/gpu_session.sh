@@ -159,6 +159,12 @@ ncu_gemm() {   # ncu_gemm SHAPE SETTING: one warm launch of the generated GEMM (
     echo "== $1 $2 rc=$?"
     grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Warp Cycles Per Issued" "$f" | head -12
 }
+then_table() {   # then_table STEP: STEP, then issue 20's table (standing1206c) where the card is an H200; files unpacked
+    bash "$0" "$1" && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+        bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
+    fi
+}
 for s in "$@"; do
     case "$s" in
     warps1215)  # 12-07 01:20: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
@@ -177,10 +183,7 @@ for s in "$@"; do
           done
         } 2>&1 | tee "$OUT/warps1215.log" ;;
     next1215)  # planned 12-07 01:25: warps1215, then issue 20's table where the card is an H200
-        bash "$0" warps1215 && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-            bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-        fi ;;
+        then_table warps1215 ;;
     raw1214)  # 12-07 01:10: raw loads (schedules.raw_loads: a register load's bytes converted where first used, so
               # the loads after it go out before its bytes arrive), their GPU tests, then add_rmsnorm and rmsnorm at a
               # decode step against b6a4f9c's tree (build/old, carried), processes alternating, and ncu's instructions
@@ -204,10 +207,7 @@ for s in "$@"; do
           echo "== ncu raw loads: $(grep -E "Executed Instructions  |Duration|Warp Cycles Per Issued" "$f.txt" | tr -s ' ' | tr '\n' ';')"
         } 2>&1 | tee "$OUT/raw1214.log" ;;
     next1214)  # planned 12-07 01:10: raw1214, then issue 20's table where the card is an H200
-        bash "$0" raw1214 && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-            bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-        fi ;;
+        then_table raw1214 ;;
     ws) timeout 150 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 \
             tests/test_cuda_warp_specialized.py >"$OUT/ws.log" 2>&1; echo "== ws rc=$?"; tail -4 "$OUT/ws.log" ;;
     tests) timeout 300 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda,cuda:sm_80 tests/test_kernels.py \
@@ -690,10 +690,7 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
     next1213)  # planned 12-06 23:55 for the next session (~500 s): rms1212 (its rows logged under $OUT), then on an H200
                # issue 20's table (standing1206c, JSON under $OUT); issue 18's grid on an H200 is a call of its own
                # (grid1209, ~540 s; on an H100 it ran at 22:19)
-        bash "$0" rms1212 && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-            bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-        fi ;;
+        then_table rms1212 ;;
     rms1212)  # 12-06 22:35: runs1210b's timings again, logged under $OUT (at 22:19 its rows fell out of the call's tail):
               # add_rmsnorm at 16 and 4096 rows in runs (staged=False), in the fragment order (runs=False) and staged,
               # attention_bwd_pre with and without runs, then ncu's instructions a warp of the runs kernel (the staged
