@@ -170,11 +170,15 @@ for s in "$@"; do
     warps1215)  # 12-07 01:20: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
                 # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, torch.compile and the hand Triton kernel beside
                 # them, twice; ncu's warp states of K 64 and 32. If 8 or 16 warps beat 4 (rms1209, before runs: 6.43 /
-                # 6.27 against 6.96 unstaged), the row plan gives decode rows more warps
+                # 6.27 against 6.96 unstaged), the row plan gives decode rows more warps. max_registers=128: ptxas,
+                # given only __launch_bounds__(128), keeps the raw-load kernel at 80 registers and spills 2 of them on
+                # the whole-row path (LDL.LU); under any explicit cap it takes 88-91 and spills none
         { p="python3 scripts/probe_add_rmsnorm.py"
           for round in 1 2; do echo "== round $round"
-            timeout 60 $p --torch yes --triton-warps 4 8 16 RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"
-            for k in 32 16; do timeout 60 $p --K $k --torch no RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"; done
+            timeout 60 $p --torch yes --triton-warps 4 8 16 RPB=1,staged=False RPB=1,staged=False,max_registers=128 \
+                RPB=1,staged=True 2>&1 | grep " us"
+            for k in 32 16; do timeout 60 $p --K $k --torch no RPB=1,staged=False RPB=1,staged=False,max_registers=128 \
+                RPB=1,staged=True 2>&1 | grep " us"; done
           done
           for k in 64 32; do f="$OUT/ncu_K$k"; timeout 60 ncu --clock-control none --kernel-name \
               "regex:^tiles_kernel_add_rmsnorm$" --launch-skip 4 --launch-count 1 --section InstructionStats \
