@@ -97,7 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
-#   warps1215  12-07 01:20: add_rmsnorm at a decode step over 4 / 8 / 16 warps a row, with runs and raw loads
+#   warps1215  12-07 01:55: add_rmsnorm at a decode step over 4 / 8 / 16 warps a row, with runs and raw loads
 #   raw1214    12-07 01:10: raw loads against b6a4f9c's tree (build/old, carried: scripts/old_tree.sh) at a decode step
 #   next1214   raw1214, then issue 20's table on an H200
 #   next1211   planned 12-06 21:30 for the next session: runs1210b, then the issues' tables (H200) or grid1209
@@ -167,24 +167,19 @@ then_table() {   # then_table STEP: STEP, then issue 20's table (standing1206c) 
 }
 for s in "$@"; do
     case "$s" in
-    warps1215)  # 12-07 01:20: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
-                # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, torch.compile and the hand Triton kernel beside
-                # them, twice; ncu's warp states of K 64 and 32. If 8 or 16 warps beat 4 (rms1209, before runs: 6.43 /
-                # 6.27 against 6.96 unstaged), the row plan gives decode rows more warps. max_registers=128: ptxas,
-                # given only __launch_bounds__(128), keeps the raw-load kernel at 80 registers and spills 2 of them on
-                # the whole-row path (LDL.LU); under any explicit cap it takes 88-91 and spills none
+    warps1215)  # 12-07 01:55: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
+                # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, beside torch.compile, the hand Triton kernel
+                # and b6a4f9c's tree (build/old, carried); ncu of K 64. If 8 or 16 warps beat 4 (rms1209, before
+                # runs: 6.43 / 6.27 against 6.96 unstaged), the row plan gives decode rows more warps
+        ln -sfn ../backends build/old/tiles/backends; ln -sfn ../kernels build/old/tiles/kernels
         { p="python3 scripts/probe_add_rmsnorm.py"
-          for round in 1 2; do echo "== round $round"
-            timeout 60 $p --torch yes --triton-warps 4 8 16 RPB=1,staged=False RPB=1,staged=False,max_registers=128 \
-                RPB=1,staged=True 2>&1 | grep " us"
-            for k in 32 16; do timeout 60 $p --K $k --torch no RPB=1,staged=False RPB=1,staged=False,max_registers=128 \
-                RPB=1,staged=True 2>&1 | grep " us"; done
-          done
-          for k in 64 32; do f="$OUT/ncu_K$k"; timeout 60 ncu --clock-control none --kernel-name \
-              "regex:^tiles_kernel_add_rmsnorm$" --launch-skip 4 --launch-count 1 --section InstructionStats \
-              --section SpeedOfLight --section WarpStateStats $p --K $k --torch no RPB=1,staged=False >"$f.txt" 2>&1
-              echo "== ncu K $k: $(grep -E "Executed Instructions  |Duration|Warp Cycles Per Issued" "$f.txt" | tr -s ' ' | tr '\n' ';')"
-          done
+          timeout 60 $p --torch yes --triton-warps 4 16 RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"
+          for k in 32 16; do timeout 50 $p --K $k --torch no RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"; done
+          echo "== b6a4f9c"; (cd build/old && PYTHONPATH=$PWD timeout 50 $p --torch no RPB=1,staged=False 2>&1 | grep " us")
+          f="$OUT/ncu_K64"; timeout 50 ncu --clock-control none --kernel-name "regex:^tiles_kernel_add_rmsnorm$" \
+              --launch-skip 4 --launch-count 1 --section InstructionStats --section SpeedOfLight --section WarpStateStats \
+              $p --torch no RPB=1,staged=False >"$f.txt" 2>&1
+          echo "== ncu K 64: $(grep -E "Executed Instructions  |Duration|Warp Cycles Per Issued" "$f.txt" | tr -s ' ' | tr '\n' ';')"
         } 2>&1 | tee "$OUT/warps1215.log" ;;
     next1215)  # planned 12-07 01:25: warps1215, then issue 20's table where the card is an H200
         then_table warps1215 ;;

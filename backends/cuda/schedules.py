@@ -783,28 +783,24 @@ def raw_loads(body, runs) -> list:
     """(load, the op before which its tile is converted) for each register load of a tile in runs that another
     register load follows before any op touches the tile. Such a load reads the tile's bytes into an rt_raw and
     tc::copy converts them where the tile is first touched (memory.cuh, rt_raw), so that the loads after it issue
-    before its bytes arrive: add_rmsnorm's W, X and R each waited for their bytes in turn, three memory latencies
-    where one will do. The first touch is looked for in the load's own statement list; one inside a loop there
-    counts only where the loop never writes the tile and no op outside the loop touches it (the copy then runs
-    every iteration, from bytes that stay put: rmsnorm_rows' W, loaded once before its rows' loop)."""
+    before its bytes arrive: add_rmsnorm's X and R each waited for their bytes in turn. The first touch must be an
+    op of the load's own statement list. A loop that touches the tile first keeps the load as it is: converting
+    there every iteration kept two more registers' worth of bytes live through the loop, and ptxas, bound only by
+    __launch_bounds__, spilled add_rmsnorm's W to do it (12-07)."""
     touches = lambda s, t: s.dst is t or any(x is t for x in s.srcs)   # noqa: E731
     out = []
     for lst in [body] + [lp.body for lp in loops(body)]:
         for i, load in enumerate(lst):
             if not (_register_load(load) and isinstance(load.dst, RT) and load.dst.name in runs):
                 continue
-            t, loaded = load.dst, False
-            for j, u in enumerate(lst[i + 1:], i + 1):
+            loaded = False
+            for u in lst[i + 1:]:
                 inner = list(ops([u]))
-                first = next((o for o in inner if touches(o, t)), None)
-                if first is None:
+                if not any(touches(o, load.dst) for o in inner):
                     loaded |= any(_register_load(o) for o in inner)
                     continue
-                loaded |= any(_register_load(o) for o in inner[:inner.index(first)])
-                in_loop = isinstance(u, ir.Loop)
-                if loaded and (not in_loop or not any(o.dst is t for o in inner) and not any(
-                        touches(o, t) for o in ops(body) if o is not load and not any(o is x for x in inner))):
-                    out.append((load, first))
+                if loaded and isinstance(u, ir.Op):
+                    out.append((load, u))
                 break
     return out
 
