@@ -169,17 +169,15 @@ for s in "$@"; do
     case "$s" in
     warps1215)  # 12-07 01:55: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
                 # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, beside torch.compile, the hand Triton kernel
-                # and b6a4f9c's tree (build/old, carried); ncu of K 64. If 8 or 16 warps beat 4 (rms1209, before
+                # and b6a4f9c's tree (build/old, carried); attention_bwd_pre (O's load now raw) in both. If 8 or 16 warps beat 4 (rms1209, before
                 # runs: 6.43 / 6.27 against 6.96 unstaged), the row plan gives decode rows more warps
         ln -sfn ../backends build/old/tiles/backends; ln -sfn ../kernels build/old/tiles/kernels
         { p="python3 scripts/probe_add_rmsnorm.py"
           timeout 60 $p --torch yes --triton-warps 4 16 RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"
           for k in 32 16; do timeout 50 $p --K $k --torch no RPB=1,staged=False RPB=1,staged=True 2>&1 | grep " us"; done
           echo "== b6a4f9c"; (cd build/old && PYTHONPATH=$PWD timeout 50 $p --torch no RPB=1,staged=False 2>&1 | grep " us")
-          f="$OUT/ncu_K64"; timeout 50 ncu --clock-control none --kernel-name "regex:^tiles_kernel_add_rmsnorm$" \
-              --launch-skip 4 --launch-count 1 --section InstructionStats --section SpeedOfLight --section WarpStateStats \
-              $p --torch no RPB=1,staged=False >"$f.txt" 2>&1
-          echo "== ncu K 64: $(grep -E "Executed Instructions  |Duration|Warp Cycles Per Issued" "$f.txt" | tr -s ' ' | tr '\n' ';')"
+          for d in . build/old; do echo "== attention_bwd_pre's raw loads, $d"; (cd $d && PYTHONPATH=$PWD timeout 40 \
+              python3 scripts/bwd_parts.py --shapes 8x16x2048x128,causal 2>&1 | tail -4); done
         } 2>&1 | tee "$OUT/warps1215.log" ;;
     next1215)  # planned 12-07 01:25: warps1215, then issue 20's table where the card is an H200
         then_table warps1215 ;;
