@@ -155,8 +155,9 @@ def two_sums_a_step(Y, S, X, *, loop):
     tl.grid(1)
     x, t = tl.regs(tl.f32, 64, 64, name="x"), tl.regs(tl.f32, 64, 64, name="t")
     a, b = tl.rvec(tl.f32, 64, name="a"), tl.rvec(tl.f32, 64, name="b")
+    xs = tl.shared(X.dtype, 64, 64, name="xs") if loop == "pipeline" else None   # staged: the pipeline's frame
     for i in (tl.pipeline if loop == "pipeline" else tl.range)(X.depth, name="i"):
-        tl.load(x, X, (i, 0, 0))
+        tl.load(x, X, (i, 0, 0), via=xs)
         tl.mul(t, x, x)
         tl.tile_sum(a, t)
         tl.tile_max(b, x, a)
@@ -169,8 +170,9 @@ def two_sums_a_step(Y, S, X, *, loop):
 def test_exchanges_take_turns_between_the_scratch_halves(loop):
     """A whole-tile reduction writes one half of the reduction scratch, one no wave may still be reading, and holds
     one barrier: two in a row take the two halves with no barrier between them. At a tl.range loop's head either
-    half may still be read from the step before, so the first exchange of a step waits for a barrier; on the
-    CPU engine the sums are float64's."""
+    half may still be read from the step before, so the first exchange of a step waits for a barrier; a pipeline
+    that stages X has its own barrier before each step (one that stages nothing is a plain loop); on the CPU engine
+    the sums are float64's."""
     args = [poisoned((3, 64, 64), "bf16"), poisoned((3, 64), "f32"), random_array((3, 64, 64), "bf16")]
     src = codegen.generate(two_sums_a_step.trace(args, "gfx950", loop=loop), "gfx950").source
     lines = [ln.split("//")[0].strip() for ln in src.splitlines()]

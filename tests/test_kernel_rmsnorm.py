@@ -46,6 +46,22 @@ def test_rmsnorm_one_pass(backend, rows, units, dtype, wdtype, scale, rows_per_b
     assert_close(y, ref_y, dtype, what="Y")
 
 
+@pytest.mark.parametrize("rows", [7, 12])
+def test_rmsnorm_rows_unstaged_several_rows_a_block(backend, rows):
+    """Unstaged, three rows a block: the rows' loop stages nothing, so every backend writes it as a plain loop, and
+    each row's whole-tile sum reuses the exchange the row before read (the last block's rows past the end repeat
+    the last row)."""
+    x, weight = random_array((rows, 80), "bf16"), random_array((80,), "bf16")
+    src = toolchains.emit(rmsnorm_rows, [x.reshape(rows, 5, 16).copy(), np.zeros((rows, 1), np.float32),
+                                         x.reshape(rows, 5, 16), weight.reshape(5, 16), 1e-6], "sm_90a", "source",
+                          TR=16, K=16, RPB=3, staged=False)
+    assert "tc::pipeline" not in src and "for (int i = 0; i < 3; ++i)" in src
+    y, rstd = rmsnorm(x, weight, eps=1e-6, backend=backend, RPB=3, staged=False)
+    ref_y, ref_rstd = reference_rmsnorm(x, weight, 1e-6)
+    assert_close(rstd, ref_rstd, "f32", tol=1e-5, what="RSTD")
+    assert_close(y, ref_y, "bf16", what="Y")
+
+
 def test_plan_picks_one_pass_where_the_row_fits():
     """One pass for few rows (16 blocks of a row each, not one block looping over 16 rows' columns) and Llama's
     MLP width; two passes past ROW_MAX or off multiples of 16; `tiles compare rmsnorm` times the same choice."""

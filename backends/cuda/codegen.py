@@ -527,13 +527,15 @@ class _Emitter:
 
     def loop(self, lp: ir.Loop):
         w, v = self.w, lp.var.name
-        if lp.kind == "range":
+        loads = self.loads(lp)
+        # a pipeline with nothing to stage (its tiles loaded straight into registers) is a plain loop: tc::pipeline's
+        # cp.async waits and barriers would hold every step's loads back for nothing
+        if lp.kind == "range" or not (loads or self.s.warp_specialized or self.vector_loads(lp)):
             with w.block(f"for (int {v} = 0; {v} < {expr(lp.count)}; ++{v}) {{"):
                 self.reads = None  # from the second iteration on, the last one's reads precede
                 self.stmts(lp.body)
             self.reads = None
             return
-        loads = self.loads(lp)
         rest = [s for s in lp.body if not any(s is op for op in loads)]
         if not self.s.warp_specialized:   # (there the ring orders the stages, and every other write to shared
             self.sync()                   # memory is followed by a barrier already: op below)

@@ -598,12 +598,16 @@ class _Emitter:
 
     def loop(self, w, lp: ir.Loop):
         v = lp.var.name
-        if lp.kind == "range":
+        staged_ops = [s for s in lp.body if isinstance(s, ir.Op) and s.dst in self.staged]
+        # a pipeline with nothing to stage is a plain loop: its waits would hold each step's loads (and, vmcnt
+        # counting stores too, the last step's stores) back for nothing
+        if lp.kind == "range" or not staged_ops:
+            if lp.kind == "pipeline":   # still the kernel's main loop, whose MFMAs the report counts
+                self.count_mfma(lp.body)
             with w.block(f"for (int {v} = 0; {v} < {self.expr(lp.count)}; ++{v}) {{"):
                 self.barriers.enter_loop(lp, self._sim)
                 self.stmts(w, lp.body)
             return
-        staged_ops = [s for s in lp.body if isinstance(s, ir.Op) and s.dst in self.staged]
         compute = [s for s in lp.body if not (isinstance(s, ir.Op) and s.dst in self.staged)]
         S, p = self.plan.stages, self.plan
         vm = " + ".join(f"lds_load<WAVES, {self.st_type(s.dst)}>::VM_OPS" for s in staged_ops) or "0"
