@@ -97,6 +97,8 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
+#   next1216   plain1216, then issue 20's table on an H200
 #   warps1215  12-07 01:55: add_rmsnorm at a decode step over 4 / 8 / 16 warps a row, with runs and raw loads
 #   raw1214    12-07 01:10: raw loads against b6a4f9c's tree (build/old, carried: scripts/old_tree.sh) at a decode step
 #   next1214   raw1214, then issue 20's table on an H200
@@ -167,6 +169,27 @@ then_table() {   # then_table STEP: STEP, then issue 20's table (standing1206c) 
 }
 for s in "$@"; do
     case "$s" in
+    plain1216)  # planned 12-07 02:20 for the next session (build/old from `bash scripts/old_tree.sh b6a4f9c`, carried):
+                # the unstaged pipelines as plain loops (9b46524) and raw loads, untimed: their GPU tests, then
+                # add_rmsnorm 16x4096 unstaged and rmsnorm 16x4096 / 4096x4096 unstaged against b6a4f9c, and
+                # attention_bwd_pre, trees alternating twice. Predicted: add_rmsnorm 5.86 -> 5.6-5.8 us (one block
+                # barrier and the cp.async waits fewer), rmsnorm 16x4096 unstaged -2 to -5%, 4096x4096 unchanged
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_column_order.py \
+            tests/test_examples.py tests/test_kernel_rmsnorm.py tests/test_kernel_rotary.py tests/test_kernel_softmax.py \
+            >"$OUT/plain_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/plain_tests.log" | tail -6
+        ln -sfn ../backends build/old/tiles/backends; ln -sfn ../kernels build/old/tiles/kernels
+        { for round in 1 2; do for d in . build/old; do echo "== $d, round $round"
+            (cd $d && PYTHONPATH=$PWD timeout 40 python3 scripts/probe_add_rmsnorm.py --torch $([ $round = 1 ] && \
+                echo yes || echo no) RPB=1,staged=False 2>&1 | grep " us")
+            (cd $d && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+                --shapes 16x4096 4096x4096 --set staged=False 2>&1 | r)
+            (cd $d && PYTHONPATH=$PWD timeout 30 python3 scripts/bwd_parts.py --shapes 8x16x2048x128,causal 2>&1 | \
+                grep -E "pre |main ")
+          done; done
+        } 2>&1 | tee "$OUT/plain1216.log" ;;
+    next1216)  # planned 12-07 02:20: plain1216, then issue 20's table where the card is an H200
+        then_table plain1216 ;;
     warps1215)  # 12-07 01:55: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
                 # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, beside torch.compile, the hand Triton kernel
                 # and b6a4f9c's tree (build/old, carried); attention_bwd_pre (O's load now raw) in both. If 8 or 16 warps beat 4 (rms1209, before
