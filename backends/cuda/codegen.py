@@ -111,7 +111,9 @@ class _Emitter:
           f"{':' + str(k.loc.line) if k.loc else ''}")
         warps = f"{self.s.warps} consumer warps + a TMA producer warpgroup" if self.s.warp_specialized else \
             f"{self.s.warps} warps"
-        w(f"// {warps}, {self.s.stages}-stage pipeline, {self.s.smem_bytes} bytes of dynamic shared memory")
+        staged = self.piped or self.ring_vectors or self.s.warp_specialized
+        w(f"// {warps}, {f'{self.s.stages}-stage pipeline' if staged else 'no staged loads'}, {self.s.smem_bytes} "
+          f"bytes of dynamic shared memory")
         consts = ", ".join(f"{n}={v!r}" for n, v in k.consts.items())
         if consts:
             w(f"// constants: {consts}")
