@@ -95,12 +95,13 @@ class _Emitter:
         # loads of tiles in runs whose bytes are converted later, where the tile is first touched (schedules.raw_loads):
         # id(load) -> the rt_raw it reads into; id(first touch) -> the (tile, rt_raw) to convert before it
         raw = [] if sched.warp_specialized else schedules.raw_loads(k.body, sched.runs)
-        taken = {t.name for t in k.tiles}
-        self.raw_tiles = {t: cgen.fresh_name(f"{t.name}_raw", taken) for t in {load.dst: 0 for load, _ in raw}}
-        self.raw_src = {load.dst: load.srcs[0] for load, _ in raw}
-        self.raw_load = {id(load): self.raw_tiles[load.dst] for load, _ in raw}
-        self.raw_copy = {}
+        taken = {x.name for x in [*k.params, *k.tiles]}
+        self.raw_tiles = {}   # tile -> (its rt_raw's name, the global's dtype)
+        self.raw_load, self.raw_copy = {}, {}
         for load, first in raw:
+            if load.dst not in self.raw_tiles:
+                self.raw_tiles[load.dst] = (cgen.fresh_name(f"{load.dst.name}_raw", taken), load.srcs[0].dtype)
+            self.raw_load[id(load)] = self.raw_tiles[load.dst][0]
             self.raw_copy.setdefault(id(first), []).append(load.dst)
 
     # ---- whole kernel ---------------------------------------------------------------------------------------
@@ -434,8 +435,8 @@ class _Emitter:
                        f"  // too few rows for every warpgroup: each takes {t.cols * 4 // self.s.warps} of its columns")
             elif isinstance(t, (RT, RV)) and t not in self.at_use and not any(t is m.dst for m in self.fused.values()):
                 self.w(f"{tile_type(t)} {t.name};")
-        for t, raw in self.raw_tiles.items():
-            self.w(f"tc::rt_raw<{ctype(self.raw_src[t].dtype)}, {t.rows}, {t.cols}, NUM_WARPS> {raw};  // {t.name} "
+        for t, (raw, dtype) in self.raw_tiles.items():
+            self.w(f"tc::rt_raw<{ctype(dtype)}, {t.rows}, {t.cols}, NUM_WARPS> {raw};  // {t.name} "
                    f"as loaded, converted where first used: the loads after it go out first")
 
     # ---- statements -----------------------------------------------------------------------------------------
@@ -647,7 +648,7 @@ class _Emitter:
         if writes_shared:
             self.sync(dst)  # no warp may still be reading the tile's old contents
         for t in self.raw_copy.get(id(op), ()):
-            w(f"tc::copy({t.name}, {self.raw_tiles[t]});")
+            w(f"tc::copy({t.name}, {self.raw_tiles[t][0]});")
         name = op.name
         st = self.s.store
         slot = self.exchange_slot(op) if name.startswith("tile_") or name == "logsumexp2" else None

@@ -25,9 +25,7 @@ import math
 from tiles import ir
 from tiles.types import RT, RV
 
-
-def _touches(s, t) -> bool:
-    return s.dst is t or any(x is t for x in s.srcs)
+from .schedules import touches
 
 
 def _neg_inf_mask(s, t) -> bool:
@@ -53,7 +51,7 @@ def scaled_exp2(body, checks) -> dict:
         for s, after in zip(body[i + 1:], body[i + 2:] + [None]):
             if isinstance(s, ir.Loop):
                 break
-            if not _touches(s, t) or _neg_inf_mask(s, t):
+            if not touches(s, t) or _neg_inf_mask(s, t):
                 continue
             if s.name == "row_max" and s.srcs[0] is t and s.dst is not t:
                 roles[id(s)] = "max"

@@ -774,6 +774,11 @@ def loops(stmts):
             yield from loops(s.body)
 
 
+def touches(s: ir.Op, t) -> bool:
+    """Whether op s writes or reads tile t."""
+    return s.dst is t or any(x is t for x in s.srcs)
+
+
 def _register_load(s) -> bool:
     """A load from a global straight into registers: one whose whole-tile and edge paths branch (memory.cuh)."""
     return isinstance(s, ir.Op) and s.name == "load" and isinstance(s.srcs[0], GL) and isinstance(s.dst, (RT, RV))
@@ -787,7 +792,6 @@ def raw_loads(body, runs) -> list:
     op of the load's own statement list. A loop that touches the tile first keeps the load as it is: converting
     there every iteration kept two more registers' worth of bytes live through the loop, and ptxas, bound only by
     __launch_bounds__, spilled add_rmsnorm's W to do it (12-07)."""
-    touches = lambda s, t: s.dst is t or any(x is t for x in s.srcs)   # noqa: E731
     out = []
     for lst in [body] + [lp.body for lp in loops(body)]:
         for i, load in enumerate(lst):

@@ -108,11 +108,8 @@ class _Gen:
         taken: set = set()
         self.names: dict = {}
         for x in [*k.params, *k.tiles]:
-            n = x.name + "_" if x.name in _RESERVED else x.name
-            while n in taken:  # a tile may share a name with an argument
-                n += "_"
-            taken.add(n)
-            self.names[id(x)] = n
+            # a tile may share a name with an argument
+            self.names[id(x)] = cgen.fresh_name(x.name + "_" if x.name in _RESERVED else x.name, taken)
         self.subst: dict = {}          # LoopVar key -> C text, while emitting a prefetch of a later step
         self.stage: dict = {}          # pipeline Loop -> the C name of its current copy index
 

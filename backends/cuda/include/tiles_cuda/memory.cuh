@@ -441,16 +441,10 @@ __device__ inline void copy(rt<T, R, C, NW>& dst, const rt_raw<U, R, C, NW>& src
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
-    if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {
-        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) {
-            run<U, E> r;
-            r.read(g);
-#pragma unroll
-            for (int t = 0; t < E / 2; ++t) {
-                const int s = k * (E / 2) + t;
-                dst.d[i][s / 2][2 * (s % 2) + h] = convert_pair<T>(r[t]);
-            }
-        });
+    if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {   // rt_raw's read, converted at once
+        rt_raw<U, R, C, NW> raw;
+        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { raw.r[i][h][k].read(g); });
+        copy(dst, raw);
         return;
     }
     load_in_bounds<runs_order<C>>(dst, src, idx);
