@@ -28,8 +28,14 @@ from .layernorm import CONFIGS, rstd_of_sum
 from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit
 
 # sm_90a: rows three deep through shared memory. H200 (12-04, 4096 and 16384 rows of 4096): 25.2 / 79.2 us against
-# 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336 columns; layernorm's rows lost 6-12% at three
-ROW_CONFIGS = {**softmax.ROW_CONFIGS, "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "stages": 3}}
+# 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336 columns; layernorm's rows lost 6-12% at three.
+# Registers capped at 128 on CUDA, as layernorm's on sm_90a: with W converted where the rows use it (to_floats,
+# tiles_cuda/base.cuh), ptxas fitted 14336 columns (14 warps) into 72 registers for two blocks an SM, which their
+# shared memory does not allow, and spilled 4-12 bytes to do it; capped, 118-125 registers and one block an SM, as
+# before that change (98-102 registers then)
+ROW_CONFIGS = {**softmax.ROW_CONFIGS,
+               "sm_80": {**softmax.ROW_CONFIGS["sm_80"], "max_registers": 128},
+               "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "stages": 3, "max_registers": 128}}
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X),

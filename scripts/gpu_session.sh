@@ -99,6 +99,10 @@
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
 #   next1216   plain1216, then issue 20's table on an H200
+#   given1218a 12-07 03:50: whole-word pairs and launch facts (TC_ASSUME): row kernels against ee436c1 and b6a4f9c
+#              (carry build/old, build/old2)
+#   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
+#   next1218   given1218a, then issue 20's table on an H200
 #   warps1215  12-07 01:55: add_rmsnorm at a decode step over 4 / 8 / 16 warps a row, with runs and raw loads
 #   raw1214    12-07 01:10: raw loads against b6a4f9c's tree (build/old, carried: scripts/old_tree.sh) at a decode step
 #   next1214   raw1214, then issue 20's table on an H200
@@ -190,6 +194,44 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/plain1216.log" ;;
     next1216)  # planned 12-07 02:20: plain1216, then issue 20's table where the card is an H200
         then_table plain1216 ;;
+    given1218a)  # 12-07 03:50: 16-bit pairs converted as whole words (to_floats) and the launch's checks as facts the
+                 # device code assumes (TC_ASSUME: alignment, check_eq), against ee436c1 (build/old: plain loops, raw
+                 # loads) and b6a4f9c (build/old2), both from `bash scripts/old_tree.sh REV DIR`, carried. Predicted:
+                 # add_rmsnorm 16x4096 unstaged 5.6-5.8 us (ee436c1) -> 4.9-5.3 (its whole-row path 610 -> 529 SASS
+                 # instructions and ~70 fewer of tests, ~8 cycles each at one warp a scheduler); rmsnorm 16x4096
+                 # unstaged -3 to -8% (the tests); layernorm 16x4096 -5 to -10%; the 4096-row shapes within 2%
+        timeout 170 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_column_order.py \
+            tests/test_examples.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py tests/test_given.py \
+            tests/test_kernel_rotary.py tests/test_kernel_softmax.py tests/test_math_ops.py >"$OUT/given_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/given_tests.log" | tail -6
+        for d in build/old build/old2; do ln -sfn ../backends $d/tiles/backends; ln -sfn ../kernels $d/tiles/kernels; done
+        { for d in . build/old build/old2 . build/old; do echo "== $d ($(cat $d/REVISION 2>/dev/null || echo new))"
+            (cd $d && PYTHONPATH=$PWD timeout 40 python3 scripts/probe_add_rmsnorm.py --torch $([ $d = . ] && \
+                echo yes || echo no) RPB=1,staged=False default 2>&1 | grep " us")
+            (cd $d && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+                --shapes 16x4096 4096x4096 --set staged=False 2>&1 | r)
+            (cd $d && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare layernorm --backends cuda --no-compile \
+                --shapes 16x4096 4096x4096 2>&1 | r)
+          done
+        } 2>&1 | tee "$OUT/given1218a.log" ;;
+    given1218b)  # 12-07 03:50: the same two changes where they were not meant to move anything (attention, gemm: their
+                 # SASS changed, static counts -1 to -8%, the main loops rescheduled), against ee436c1 (build/old).
+                 # Predicted: within 2% of build/old on every row
+        ln -sfn ../backends build/old/tiles/backends; ln -sfn ../kernels build/old/tiles/kernels
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernels.py \
+            tests/test_kernel_attention_bwd.py tests/test_cuda_sm90_gpu.py >"$OUT/given_tests_b.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/given_tests_b.log" | tail -6
+        { for d in . build/old . build/old; do echo "== $d ($(cat $d/REVISION 2>/dev/null || echo new))"
+            (cd $d && PYTHONPATH=$PWD timeout 60 python3 -m tiles compare attention --backends cuda --no-compile \
+                --shapes 4x32x8192x128 16x16x4096x64,causal 2>&1 | r)
+            (cd $d && PYTHONPATH=$PWD timeout 40 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
+                --shapes 8x16x2048x128,causal 2>&1 | r)
+            (cd $d && PYTHONPATH=$PWD timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile \
+                --shapes 4096x4096x4096 16x4096x4096 2>&1 | r)
+          done
+        } 2>&1 | tee "$OUT/given1218b.log" ;;
+    next1218)  # given1218a, then issue 20's table where the card is an H200
+        then_table given1218a ;;
     warps1215)  # 12-07 01:55: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
                 # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, beside torch.compile, the hand Triton kernel
                 # and b6a4f9c's tree (build/old, carried); attention_bwd_pre (O's load now raw) in both. If 8 or 16 warps beat 4 (rms1209, before

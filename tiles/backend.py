@@ -145,6 +145,16 @@ class Emulator(Backend):
         cxx = os.environ.get("CXX") or "g++"
         return None if shutil.which(cxx) else f"no host C++ compiler ({cxx}) to build the emulated {self.language}"
 
+    def launch(self, kfn, args, **overrides):
+        """The engine runs on contiguous arrays (a strided one on a copy, written back after): traced for those
+        copies, so that what the trace takes as given of an array (GL.aligned) is what the kernel is given."""
+        host = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        k = super().launch(kfn, host, **overrides)
+        for a, h in zip(args, host):
+            if isinstance(a, np.ndarray) and h is not a:
+                np.copyto(a, h)
+        return k
+
 
 _REGISTRY: dict[str, Backend] = {}
 _VENDORS = ("cuda", "hip", "metal")

@@ -9,13 +9,14 @@ import builtins
 import functools
 import inspect
 import linecache
+import math
 import os
 import sys
 import threading
 from contextlib import contextmanager
 
 from . import dtypes, ir
-from .types import GL, RT, RV, ST, SV
+from .types import ALIGN, GL, RT, RV, ST, SV
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _state = threading.local()
@@ -377,10 +378,11 @@ def dropout(dst, src, p, seed, offset, row0, col0):
 # ---------------------------------------------------------------- kernels
 
 class ArgSpec:
-    """What tracing needs to know of one argument: a global's dtype and rank, or a scalar's dtype."""
+    """What tracing needs to know of one argument: a global's dtype, rank and alignment (GL.aligned), or a scalar's
+    dtype."""
 
-    def __init__(self, kind: str, dtype: dtypes.DType, rank: int = 0):
-        self.kind, self.dtype, self.rank = kind, dtype, rank
+    def __init__(self, kind: str, dtype: dtypes.DType, rank: int = 0, aligned: bool = False):
+        self.kind, self.dtype, self.rank, self.aligned = kind, dtype, rank, aligned
 
     @staticmethod
     def of(value) -> "ArgSpec":
@@ -397,10 +399,29 @@ class ArgSpec:
             raise TypeError(f"cannot pass {type(value).__name__} to a kernel: expected an array or a number")
         if not 1 <= len(shape) <= 4:
             raise TypeError(f"arrays of rank 1 to 4 only, got rank {len(shape)}")
-        return ArgSpec("gl", dtypes.of(value), len(shape))
+        dtype = dtypes.of(value)
+        return ArgSpec("gl", dtype, len(shape), _aligned(value, shape, dtype.itemsize))
 
     def key(self):
-        return (self.kind, self.dtype.name, self.rank)
+        return (self.kind, self.dtype.name, self.rank, self.aligned)
+
+
+def _aligned(a, shape, itemsize: int) -> bool:
+    """Whether array a starts on an ALIGN-byte boundary and steps by whole ALIGN-byte units along every dim but its
+    last, which is contiguous (a dim of extent 1 is never stepped over: launches pass its stride as 0). A shape
+    with no memory (tune.Shaped) stands for a fresh allocation: contiguous, at an aligned address."""
+    if callable(getattr(a, "stride", None)):   # torch: strides in elements
+        strides, address = tuple(a.stride()), a.data_ptr()
+    elif getattr(a, "strides", None) is not None:   # numpy, cupy and the like: in bytes
+        strides = tuple(s // itemsize for s in a.strides)
+        if callable(getattr(a, "data_ptr", None)):
+            address = a.data_ptr()
+        else:
+            face = getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
+            address = face["data"][0] if face else 0
+    else:
+        strides, address = tuple(int(math.prod(shape[i + 1:])) for i in builtins.range(len(shape))), 0
+    return address % ALIGN == 0 and all(s * itemsize % ALIGN == 0 for n, s in zip(shape[:-1], strides) if n > 1)
 
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")
@@ -502,7 +523,7 @@ class KernelFn:
         for name, s in zip(self.arg_names, specs):
             if s.kind == "gl":
                 dims = tuple(1 if ax < 4 - s.rank else ir.Dim(name, ax) for ax in builtins.range(4))
-                params.append(GL(name, s.dtype, dims, s.rank))
+                params.append(GL(name, s.dtype, dims, s.rank, s.aligned))
             else:
                 params.append(ir.ScalarArg(name, s.dtype))
         b = _Builder()

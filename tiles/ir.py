@@ -219,6 +219,21 @@ def positive(e: Expr, checks) -> bool:
         and c.b.value >= 0 for c in checks)
 
 
+def given(k) -> list[Check]:
+    """The facts about the arguments that every launch of k has checked on the host before the kernel runs, which
+    device code may take as given (a backend's compiler then drops the paths they rule out): the kernel's checks
+    over 32-bit integers that cannot overflow there (dims, integer scalars, constants, and min / max of them: the
+    host evaluates in Python's unbounded integers), and that each dim a global's rank leaves out is 1."""
+    def exact(e):
+        return e.dtype == dtypes.i32 and (isinstance(e, (Const, Dim, ScalarArg)) or
+                                          isinstance(e, Call) and e.fn in ("min", "max") and all(map(exact, e.args)))
+    out = [c for c in k.checks if exact(c.a) and exact(c.b)]
+    for p in k.params:
+        if getattr(p, "kind", "") == "gl":
+            out += [Check(Dim(p.name, ax), Const(1)) for ax in range(4 - p.rank)]
+    return out
+
+
 UNARY = ("exp", "exp2", "log", "log2", "abs", "neg", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "erf", "relu",
          "sin", "cos")
 COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")   # 1.0 where the comparison holds, else 0.0: a mask for `where`

@@ -19,6 +19,9 @@ class Tile:
         return self.name
 
 
+ALIGN = 16   # bytes: the widest access any backend makes (16-byte vectors: cp.async, loads and stores in runs)
+
+
 @dataclass(eq=False, repr=False)
 class GL(Tile):
     """A global array argument, seen as 4-D (batch, depth, rows, cols). dims[i] is an int (static) or ir.Dim."""
@@ -26,6 +29,9 @@ class GL(Tile):
     dtype: dtypes.DType
     dims: tuple
     rank: int  # the rank the caller's array has (1..4); leading dims beyond it are 1
+    # the traced-for array starts on an ALIGN-byte boundary and steps by whole ALIGN-byte units along every dim but
+    # its last (dsl.ArgSpec): a launch on other arrays traces again, so the device code may take it as given
+    aligned: bool = False
     kind = "gl"
 
     @property

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tiles import cgen, dtypes, ir, targets
 from tiles.dsl import TileError
-from tiles.types import GL, RT, RV, ST, SV
+from tiles.types import ALIGN, GL, RT, RV, ST, SV
 
 from . import rewrites, schedules
 from .schedules import Schedule, pipelined_tiles
@@ -167,6 +167,7 @@ class _Emitter:
             for p in k.params:
                 if isinstance(p, GL):
                     w(f"const tc::gl<{ctype(p.dtype)}> {p.name} = TC_GL({p.name});")
+            self.given()
             if not self.s.persistent:
                 ids = ("blockIdx.x", "blockIdx.y", "blockIdx.z")[:len(k.grid)]
                 group = None if k.group is None else expr(k.group)
@@ -181,6 +182,16 @@ class _Emitter:
                 w()
                 self.stmts(k.body)
         return w.text()
+
+    def given(self):
+        """What the launch checked on the host, as facts the compiler may use (tiles/ir.py, given; GL.aligned):
+        the whole-tile paths' bounds and alignment tests that they decide are not compiled."""
+        facts = [f"{p.name}.aligned<{ALIGN}>()" for p in self.k.params if isinstance(p, GL) and p.aligned]
+        facts += [f"{expr(c.a)} {c.op} {expr(c.b)}" for c in ir.given(self.k)]
+        if facts:
+            self.w("// checked before the launch")
+        for f in facts:
+            self.w(f"TC_ASSUME({f});")
 
     def grid_dependency(self):
         """sm_90a: programmatic dependent launch (runtime.Launch; tc::wait_prior_grids says why it is safe),

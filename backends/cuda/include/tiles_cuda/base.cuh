@@ -104,9 +104,31 @@ template <> __device__ __forceinline__ pair<f16> make_pair<f16>(float x, float y
     return *reinterpret_cast<pair<f16>*>(&p);
 }
 
+// A pair's two values in f32. A bf16 pair is one 32-bit register whose halves are a float's upper bits: a shift and
+// a mask. Read element by element, the compiler splits the register into its 16-bit halves, moves each to the low
+// half and shifts it back (three instructions where two do), and keeps the split where the pair is rebuilt
+// (add_rmsnorm at a decode step, sm_90a: 610 -> 529 instructions on the whole-row path). The empty asm keeps the
+// conversion where the program has it: as plain arithmetic, the compiler hoisted a loop-invariant tile's out of
+// the loop, holding two floats for each word the program chose to keep (add_rmsnorm's staged W spilled).
+template <typename T> __device__ __forceinline__ pair<float> to_floats(const pair<T>& v) {
+    return {to_float(v.x), to_float(v.y)};
+}
+template <> __device__ __forceinline__ pair<float> to_floats<bf16>(const pair<bf16>& v) {
+    const unsigned w = *reinterpret_cast<const unsigned*>(&v);
+#if defined(TILES_EMU)
+    const unsigned lo = w << 16, hi = w & 0xffff0000u;
+#else
+    unsigned lo, hi;
+    asm volatile("{shl.b32 %0, %2, 16;\n and.b32 %1, %2, 0xffff0000;}" : "=r"(lo), "=r"(hi) : "r"(w));
+#endif
+    return {__int_as_float(int(lo)), __int_as_float(int(hi))};
+}
+
 // A pair in element type T: the pair itself where the types match. The round trip through float is exact for
 // them but the compiler keeps it for 16-bit types (an unpack and a repack per pair: 80 of add_rmsnorm's 920
-// instructions for its bf16 weights, sm_90a).
+// instructions for its bf16 weights, sm_90a). Its elements are read one by one, not as to_floats' whole word:
+// ptxas keeps a 16-bit tile read that way packed until its uses (rotary's cos and sin, loaded once before its
+// loops: 80 registers on sm_90a, 128 through to_floats).
 template <typename T, typename U> __device__ __forceinline__ pair<T> convert_pair(const pair<U>& v) {
     if constexpr (same<T, U>) return v;
     else return make_pair<T>(to_float(v.x), to_float(v.y));
@@ -165,6 +187,15 @@ __device__ __forceinline__ void launch_dependents() {
 // The scalar helpers generated expressions call (tiles/cgen.py): operands are non-negative.
 __device__ __forceinline__ int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
 __device__ __forceinline__ int tiles_min(int a, int b) { return a < b ? a : b; }
+
+// A fact about the arguments that the launch checked on the host (the kernel's check_eq, an array's alignment):
+// the compiler may drop the paths it rules out, such as the bounds and alignment tests of a whole-tile load. The
+// CPU engine tests it instead, so that a fact that does not hold fails there rather than going unnoticed.
+#if defined(TILES_EMU)
+#define TC_ASSUME(cond) ((cond) ? void(0) : ::emu::fail("%s, checked before the launch, does not hold", #cond))
+#else
+#define TC_ASSUME(cond) ((cond) ? void(0) : __builtin_unreachable())
+#endif
 __device__ __forceinline__ int tiles_max(int a, int b) { return a > b ? a : b; }
 // tl.grid(group=g)'s order (tiles/cgen.py): the block at position `id` of the launch order takes row and column
 // (axes 0 and 1) column by column within groups of `group` rows, the last group shorter where rows run out.

@@ -325,8 +325,9 @@ __device__ __forceinline__ void write_in_bounds(const gl<T>& dst, const rt<U, R,
         const int r = idx.r * R + tile::row_of(i, p), c = idx.c * C + O::col_of(j, p);
         if (r >= dst.rows()) return;
         T* g = dst.row_ptr(idx.b, idx.d, r);
-        if (c < dst.cols()) write(g + c, to_float(src.d[i][j][p].x));
-        if (c + 1 < dst.cols()) write(g + c + 1, to_float(src.d[i][j][p].y));
+        const pair<float> v = to_floats(src.d[i][j][p]);
+        if (c < dst.cols()) write(g + c, v.x);
+        if (c + 1 < dst.cols()) write(g + c + 1, v.y);
     });
 }
 
@@ -435,19 +436,29 @@ __device__ inline void copy(rt<T, R, C, NW>& dst, const rt_raw<U, R, C, NW>& src
 #pragma unroll
                 for (int t = 0; t < E / 2; ++t) {
                     const int s = k * (E / 2) + t;
-                    dst.d[i][s / 2][2 * (s % 2) + h] = convert_pair<T>(src.r[i][h][k][t]);
+                    const pair<U>& v = src.r[i][h][k][t];
+                    pair<T>& d = dst.d[i][s / 2][2 * (s % 2) + h];
+                    if constexpr (same<T, U>) {
+                        d = v;
+                    } else {   // whole words (to_floats), which convert_pair's element-wise form is not
+                        const pair<float> f = to_floats(v);
+                        d = make_pair<T>(f.x, f.y);
+                    }
                 }
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
-    if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {   // rt_raw's read, converted at once
-        rt_raw<U, R, C, NW> raw;
+    rt_raw<U, R, C, NW> raw;
+    if constexpr (sizeof(T) == 2) {   // 16-bit elements: the paths meet on whole words, converted after the join
+        load_runs(raw, src, idx);
+        copy(dst, raw);
+    } else if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {   // converted at once
         each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { raw.r[i][h][k].read(g); });
         copy(dst, raw);
-        return;
+    } else {
+        load_in_bounds<runs_order<C>>(dst, src, idx);
     }
-    load_in_bounds<runs_order<C>>(dst, src, idx);
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {

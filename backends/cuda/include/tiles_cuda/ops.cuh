@@ -16,8 +16,13 @@ __device__ __forceinline__ void map_rc(rt<T, R, C, NW>& dst, const rt<U, R, C, N
     using tile = rt<T, R, C, NW>;
     tile::each([&](int i, int j, int p) {
         const int r = tile::row_of(i, p), c = tile::col_of(j, p);
-        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), r, c),
-                                      f(to_float(src.d[i][j][p].y), r, c + 1));
+        if constexpr (sizeof(U) == 2) {   // a 16-bit pair read whole (to_floats)
+            const pair<float> x = to_floats(src.d[i][j][p]);
+            dst.d[i][j][p] = make_pair<T>(f(x.x, r, c), f(x.y, r, c + 1));
+        } else {   // as attention's masked steps were timed: through to_floats their f32 code schedules otherwise
+            dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), r, c),
+                                          f(to_float(src.d[i][j][p].y), r, c + 1));
+        }
     });
 }
 template <typename T, typename U, int R, int C, int NW, typename F>
@@ -36,8 +41,8 @@ template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void zip(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& a, const rt<V, R, C, NW>& b, F f) {
     using tile = rt<T, R, C, NW>;
     tile::each([&](int i, int j, int p) {
-        dst.d[i][j][p] = make_pair<T>(f(to_float(a.d[i][j][p].x), to_float(b.d[i][j][p].x)),
-                                      f(to_float(a.d[i][j][p].y), to_float(b.d[i][j][p].y)));
+        const pair<float> x = to_floats(a.d[i][j][p]), y = to_floats(b.d[i][j][p]);
+        dst.d[i][j][p] = make_pair<T>(f(x.x, y.x), f(x.y, y.y));
     });
 }
 template <typename T, typename U, typename V, int N, axis A, int NW, typename F>
@@ -418,7 +423,8 @@ __device__ __forceinline__ void with_row(rt<T, R, C, NW>& dst, const rt<U, R, C,
     using tile = rt<T, R, C, NW>;
     tile::each([&](int i, int j, int p) {
         const float y = to_float(v.d[i][p & 1]);
-        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), y), f(to_float(src.d[i][j][p].y), y));
+        const pair<float> x = to_floats(src.d[i][j][p]);
+        dst.d[i][j][p] = make_pair<T>(f(x.x, y), f(x.y, y));
     });
 }
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
@@ -427,8 +433,8 @@ __device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C,
     using tile = rt<T, R, C, NW>;
     tile::each([&](int i, int j, int p) {
         const int k = 2 * (p >> 1);  // cols 2t, 2t+1 (+8 for p >= 2)
-        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), to_float(v.d[j][k])),
-                                      f(to_float(src.d[i][j][p].y), to_float(v.d[j][k + 1])));
+        const pair<float> x = to_floats(src.d[i][j][p]);
+        dst.d[i][j][p] = make_pair<T>(f(x.x, to_float(v.d[j][k])), f(x.y, to_float(v.d[j][k + 1])));
     });
 }
 // The same with the vector in shared memory (a ring stage's, the `shared_vectors` option), read where it is
@@ -437,16 +443,17 @@ __device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C,
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void with_col(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, const sv<V, C>& v, F f) {
     rt<T, R, C, NW>::each([&](int i, int j, int p) {
-        const pair<V> y = *reinterpret_cast<const pair<V>*>(v.data + rt<T, R, C, NW>::col_of(j, p));
-        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), to_float(y.x)),
-                                      f(to_float(src.d[i][j][p].y), to_float(y.y)));
+        const pair<float> x = to_floats(src.d[i][j][p]),
+                          y = to_floats(*reinterpret_cast<const pair<V>*>(v.data + rt<T, R, C, NW>::col_of(j, p)));
+        dst.d[i][j][p] = make_pair<T>(f(x.x, y.x), f(x.y, y.y));
     });
 }
 template <typename T, typename U, typename V, int R, int C, int NW, typename F>
 __device__ __forceinline__ void with_row(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, const sv<V, R>& v, F f) {
     rt<T, R, C, NW>::each([&](int i, int j, int p) {
         const float y = to_float(v.data[rt<T, R, C, NW>::row_of(i, p)]);
-        dst.d[i][j][p] = make_pair<T>(f(to_float(src.d[i][j][p].x), y), f(to_float(src.d[i][j][p].y), y));
+        const pair<float> x = to_floats(src.d[i][j][p]);
+        dst.d[i][j][p] = make_pair<T>(f(x.x, y), f(x.y, y));
     });
 }
 #define TC_BROADCAST(name, kind, expr)                                                  \
