@@ -103,6 +103,9 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   split1219  12-07 04:40: which change slowed rmsnorm 4096x4096 unstaged (TILES_GIVEN=0), ncu of both trees, the
+#              shipped rmsnorm and the attention rows the 04:10 log cut (carry build/old = ee436c1)
+#   next1219   split1219, then issue 20's table on an H200
 #   warps1215  12-07 01:55: add_rmsnorm at a decode step over 4 / 8 / 16 warps a row, with runs and raw loads
 #   raw1214    12-07 01:10: raw loads against b6a4f9c's tree (build/old, carried: scripts/old_tree.sh) at a decode step
 #   next1214   raw1214, then issue 20's table on an H200
@@ -232,6 +235,33 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    split1219)  # 12-07 04:40, for the next session (ee436c1's tree as build/old, carried): rmsnorm 4096x4096 unstaged
+                # took 33.4 us at caa8f3d against ee436c1's 29.5 (12-07 04:01-04:15), neither the register cap nor the
+                # non-coherent loads. Which change: TILES_GIVEN=0 is the whole words without the launch facts. If it
+                # gives ~29.5, the facts are the cause; if ~33.5, the words are. Then ncu of both trees (stalls,
+                # occupancy, DRAM), the shipped (staged) rmsnorm at 4096 rows in both trees, and the attention rows the
+                # 04:10 log cut. Predicted: the staged rmsnorm within 2% of ee436c1; attention within 2%
+        ln -sfn ../backends build/old/tiles/backends; ln -sfn ../kernels build/old/tiles/kernels
+        { for run in new given0 old new given0 old; do echo "== $run"
+            d=$([ $run = old ] && echo build/old || echo .); g=$([ $run = given0 ] && echo 0 || echo 1)
+            (cd $d && TILES_GIVEN=$g PYTHONPATH=$PWD timeout 50 python3 -m tiles compare rmsnorm --backends cuda \
+                --no-compile --shapes 4096x4096 --set staged=False 2>&1 | r)
+          done
+          for d in . build/old; do echo "== $d, shipped rmsnorm 4096x4096 / 16384x4096"
+            (cd $d && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+                --shapes 4096x4096 16384x4096 2>&1 | r)
+            f="$OUT/ncu_rms_$(basename $d)"; (cd $d && PYTHONPATH=$PWD timeout 90 ncu --clock-control none \
+                --kernel-name "regex:^tiles_kernel_rmsnorm_rows$" --launch-skip 3 --launch-count 1 $SECT \
+                python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 4096x4096 --set staged=False \
+                >"$f" 2>&1); grep -E "Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Stall" "$f" | head -14
+            (cd $d && PYTHONPATH=$PWD timeout 90 python3 -m tiles compare attention --backends cuda --no-compile \
+                --shapes 16x16x4096x64,causal 2>&1 | r)
+            (cd $d && PYTHONPATH=$PWD timeout 60 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
+                --shapes 8x16x2048x128,causal 2>&1 | r)
+          done
+        } 2>&1 | tee "$OUT/split1219.log" ;;
+    next1219)  # split1219, then issue 20's table where the card is an H200
+        then_table split1219 ;;
     warps1215)  # 12-07 01:55: warps a row at a decode step now that runs and raw loads are in: add_rmsnorm 16x4096 at K 64 /
                 # 32 / 16 (4 / 8 / 16 warps a row), unstaged and staged, beside torch.compile, the hand Triton kernel
                 # and b6a4f9c's tree (build/old, carried); attention_bwd_pre (O's load now raw) in both. If 8 or 16 warps beat 4 (rms1209, before

@@ -53,6 +53,13 @@ def test_cuda_source_assumes_what_was_checked():
     assert "aligned<16>" not in odd and "TC_ASSUME(Y.rows() == X.rows());" in odd
 
 
+def test_no_facts_on_request(monkeypatch):
+    """TILES_GIVEN=0: the kernel as it was before, to time it without them."""
+    monkeypatch.setenv("TILES_GIVEN", "0")
+    src = toolchains.emit(scaled, [Shaped((8, 64), "f32")] * 2 + [1.0], "sm_90a", "source", BR=16, BC=64)
+    assert "TC_ASSUME" not in src and "checked before the launch" not in src
+
+
 def test_cpu_engine_tests_each_fact():
     """Device code traced for aligned arrays, run on arrays that are not (what a launch never does: it traces
     again): the CPU engine refuses instead of computing with a fact that does not hold."""
