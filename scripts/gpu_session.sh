@@ -104,7 +104,8 @@
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
 #   split1219  12-07 04:40: which change slowed rmsnorm 4096x4096 unstaged (TILES_GIVEN=0), ncu of both trees, the
-#              shipped rmsnorm and the attention rows the 04:10 log cut (carry build/old = ee436c1)
+#              shipped rmsnorm, the attention rows the 04:10 log cut, the runs stored whole (carry build/old =
+#              ee436c1, build/var: HEAD + scripts/patches/runs_store_v4.patch)
 #   next1219   split1219, then issue 20's table on an H200
 #   warps1215  12-07 01:55: add_rmsnorm at a decode step over 4 / 8 / 16 warps a row, with runs and raw loads
 #   raw1214    12-07 01:10: raw loads against b6a4f9c's tree (build/old, carried: scripts/old_tree.sh) at a decode step
@@ -259,6 +260,19 @@ for s in "$@"; do
             (cd $d && PYTHONPATH=$PWD timeout 60 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
                 --shapes 8x16x2048x128,causal 2>&1 | r)
           done
+          # the runs' stores as one 16-byte store each (scripts/patches/runs_store_v4.patch: NVVM splits the first run of
+          # each row into four 4-byte STG.E, in ee436c1 too), build/var = `bash scripts/old_tree.sh HEAD build/var &&
+          # (cd build/var && patch -p1 < ../../scripts/patches/runs_store_v4.patch)`, carried. Predicted: rmsnorm
+          # 4096x4096 unstaged -3 to -8% (two STG.128 a row pair where there were eight STG.E and two STG.128),
+          # add_rmsnorm 16x4096 unstaged -1 to -3%
+          if [ -d build/var ]; then ln -sfn ../backends build/var/tiles/backends; ln -sfn ../kernels build/var/tiles/kernels
+            for d in build/var . build/var .; do echo "== $d, stores"
+              (cd $d && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+                  --shapes 4096x4096 --set staged=False 2>&1 | r)
+              (cd $d && PYTHONPATH=$PWD timeout 40 python3 scripts/probe_add_rmsnorm.py --torch no RPB=1,staged=False \
+                  2>&1 | grep " us")
+            done
+          fi
         } 2>&1 | tee "$OUT/split1219.log" ;;
     next1219)  # split1219, then issue 20's table where the card is an H200
         then_table split1219 ;;
