@@ -260,7 +260,7 @@ for s in "$@"; do
             (cd $d && PYTHONPATH=$PWD timeout 60 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
                 --shapes 8x16x2048x128,causal 2>&1 | r)
           done
-          # the runs' stores as one 16-byte store each (scripts/patches/runs_store_v4.patch: NVVM splits the first run of
+          # the runs' stores as one 16-byte store each (scripts/patches/runs_store_v4.patch, __stwb: NVVM splits the first run of
           # each row into four 4-byte STG.E, in ee436c1 too), build/var = `bash scripts/old_tree.sh HEAD build/var &&
           # (cd build/var && patch -p1 < ../../scripts/patches/runs_store_v4.patch)`, carried. Predicted: rmsnorm
           # 4096x4096 unstaged -3 to -8% (two STG.128 a row pair where there were eight STG.E and two STG.128),
