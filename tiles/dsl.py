@@ -408,8 +408,9 @@ class ArgSpec:
 
 def _aligned(a, shape, itemsize: int) -> bool:
     """Whether array a starts on an ALIGN-byte boundary and steps by whole ALIGN-byte units along every dim but its
-    last, which is contiguous (a dim of extent 1 is never stepped over: launches pass its stride as 0). A shape
-    with no memory (tune.Shaped) stands for a fresh allocation: contiguous, at an aligned address."""
+    last, which is contiguous. Dims of extent 1 count too: HIP passes their real strides (a tile past the end reads
+    zeros through them), where CUDA's launch passes 0. A shape with no memory (tune.Shaped) stands for a fresh
+    allocation: contiguous, at an aligned address."""
     if callable(getattr(a, "stride", None)):   # torch: strides in elements
         strides, address = tuple(a.stride()), a.data_ptr()
     elif getattr(a, "strides", None) is not None:   # numpy, cupy and the like: in bytes
@@ -421,7 +422,7 @@ def _aligned(a, shape, itemsize: int) -> bool:
             address = face["data"][0] if face else 0
     else:
         strides, address = tuple(int(math.prod(shape[i + 1:])) for i in builtins.range(len(shape))), 0
-    return address % ALIGN == 0 and all(s * itemsize % ALIGN == 0 for n, s in zip(shape[:-1], strides) if n > 1)
+    return address % ALIGN == 0 and all(s * itemsize % ALIGN == 0 for s in strides[:-1])
 
 
 # What backends read from Kernel.options (docs/design.md, "Configurations")

@@ -11,11 +11,12 @@ in elements, 7 ints), per scalar an ``int`` or ``float``; dynamic LDS of ``lds_b
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from tiles import cgen, column_order, dtypes, ir
 from tiles.dsl import TileError
-from tiles.types import GL, RT, RV, ST, SV
+from tiles.types import ALIGN, GL, RT, RV, ST, SV
 
 from . import schedules, swizzle
 
@@ -536,6 +537,7 @@ class _Emitter:
         for prm in k.params:
             if isinstance(prm, GL):
                 w(f"const gl<{CTYPE[prm.dtype.name]}> {self.n(prm)}{{{self.n(prm)}_dims, {self.n(prm)}_data}};")
+        self.given(w)
         self.grid(w)
         self.declare(w)
         self.barriers = _BarrierPlan(self.staged, self.in_regs)
@@ -546,6 +548,18 @@ class _Emitter:
         if self.mfma_count is None:   # no pipelined loop: the MMAs of the whole body
             self.count_mfma(k.body)
         return Generated(cgen.symbol(k), w.text(), k, self.target, p, lds, params, self.mfma_count)
+
+    def given(self, w):
+        """What the launch checked on the host, as facts clang may use (tiles/ir.py, given; GL.aligned): the tests
+        of whole tiles that they decide are not compiled. TILES_GIVEN=0 writes none."""
+        if os.environ.get("TILES_GIVEN", "1") == "0":
+            return
+        facts = [f"{self.n(p)}.aligned({ALIGN})" for p in self.k.params if isinstance(p, GL) and p.aligned]
+        facts += [f"{self.expr(c.a)} {c.op} {self.expr(c.b)}" for c in ir.given(self.k)]
+        if facts:
+            w("// checked before the launch")
+        for f in facts:
+            w(f"TH_ASSUME({f});")
 
     def grid(self, w):
         g = self.k.grid

@@ -18,6 +18,14 @@
 #define TILES_UNROLL _Pragma("unroll")
 #endif
 
+// A fact about the arguments that the launch checked on the host (the kernel's check_eq, an array's alignment):
+// the compiler may drop the paths it rules out. The CPU engine tests it instead, so a fact that fails shows there.
+#if defined(TILES_EMU)
+#define TH_ASSUME(cond) ((cond) ? void(0) : ::emu::fail("%s, checked before the launch, does not hold", #cond))
+#else
+#define TH_ASSUME(cond) ((cond) ? void(0) : __builtin_unreachable())
+#endif
+
 #if defined(__gfx950__) || (defined(TILES_EMU) && TILES_EMU_GFX == 950)
 #define TILES_GFX950 1
 #endif

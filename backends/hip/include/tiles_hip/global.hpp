@@ -15,6 +15,12 @@ struct gl_dims {
 };
 template <class T> struct gl : gl_dims {
   T* ptr;
+  // the start and every stride in whole B-byte units: GL.aligned (its strides are the array's own, a rank's
+  // leading dims 0). A dim past the end reads zeros through the buffer's range at its real stride, so strides of
+  // extent-1 dims are kept, and count
+  TILES_DEV bool aligned(uint32_t B) const {
+    return ((uint32_t)(uintptr_t)ptr | (uint32_t)(sb | sd | sr) * (uint32_t)sizeof(T)) % B == 0;
+  }
   TILES_DEV uint32_t bytes() const {
     return ((batch - 1) * sb + (depth - 1) * sd + (rows - 1) * sr + cols) * (uint32_t)sizeof(T);
   }
