@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Callable, Sequence
 
 from . import dtypes, ir
@@ -20,6 +21,15 @@ def fresh_name(base: str, taken: set) -> str:
         base += "_"
     taken.add(base)
     return base
+
+
+def facts(k: ir.Kernel, aligned: Callable[[object], str], expr: Callable[[ir.Expr], str]) -> list[str]:
+    """C conditions of what every launch of k checked on the host (ir.given; GL.aligned as aligned(param)), for a
+    backend to state as facts its compiler may use; none under TILES_GIVEN=0 (to time a kernel without them)."""
+    if os.environ.get("TILES_GIVEN", "1") == "0":
+        return []
+    return ([aligned(p) for p in k.params if getattr(p, "aligned", False)] +
+            [f"{expr(c.a)} {c.op} {expr(c.b)}" for c in ir.given(k)])
 
 
 def symbol(k: ir.Kernel) -> str:

@@ -411,17 +411,16 @@ def _aligned(a, shape, itemsize: int) -> bool:
     last, which is contiguous. Dims of extent 1 count too: HIP passes their real strides (a tile past the end reads
     zeros through them), where CUDA's launch passes 0. A shape with no memory (tune.Shaped) stands for a fresh
     allocation: contiguous, at an aligned address."""
-    if callable(getattr(a, "stride", None)):   # torch: strides in elements
-        strides, address = tuple(a.stride()), a.data_ptr()
-    elif getattr(a, "strides", None) is not None:   # numpy, cupy and the like: in bytes
-        strides = tuple(s // itemsize for s in a.strides)
-        if callable(getattr(a, "data_ptr", None)):
+    if not callable(getattr(a, "stride", None)) and getattr(a, "strides", None) is None:   # no memory
+        strides, address = tuple(int(math.prod(shape[i + 1:])) for i in builtins.range(len(shape))), 0
+    else:
+        from .backend import _strides   # (tiles.backend imports this module)
+        strides = _strides(a)
+        if callable(getattr(a, "data_ptr", None)):   # torch's, and the CUDA runtime's own arrays
             address = a.data_ptr()
         else:
             face = getattr(a, "__cuda_array_interface__", None) or getattr(a, "__array_interface__", None)
             address = face["data"][0] if face else 0
-    else:
-        strides, address = tuple(int(math.prod(shape[i + 1:])) for i in builtins.range(len(shape))), 0
     return address % ALIGN == 0 and all(s * itemsize % ALIGN == 0 for s in strides[:-1])
 
 

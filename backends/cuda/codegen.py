@@ -7,7 +7,6 @@ and the block barriers (tc::sync) written out where shared tiles change hands.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
 from tiles import cgen, dtypes, ir, targets
@@ -185,13 +184,9 @@ class _Emitter:
         return w.text()
 
     def given(self):
-        """What the launch checked on the host, as facts the compiler may use (tiles/ir.py, given; GL.aligned):
-        the whole-tile paths' bounds and alignment tests that they decide are not compiled. TILES_GIVEN=0 writes
-        none (to time a kernel without them)."""
-        if os.environ.get("TILES_GIVEN", "1") == "0":
-            return
-        facts = [f"{p.name}.aligned<{ALIGN}>()" for p in self.k.params if isinstance(p, GL) and p.aligned]
-        facts += [f"{expr(c.a)} {c.op} {expr(c.b)}" for c in ir.given(self.k)]
+        """What the launch checked on the host, as facts the compiler may use (cgen.facts): the whole-tile paths'
+        bounds and alignment tests that they decide are not compiled."""
+        facts = cgen.facts(self.k, lambda p: f"{p.name}.aligned<{ALIGN}>()", expr)
         if facts:
             self.w("// checked before the launch")
         for f in facts:

@@ -11,7 +11,6 @@ in elements, 7 ints), per scalar an ``int`` or ``float``; dynamic LDS of ``lds_b
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from tiles import cgen, column_order, dtypes, ir
@@ -550,12 +549,9 @@ class _Emitter:
         return Generated(cgen.symbol(k), w.text(), k, self.target, p, lds, params, self.mfma_count)
 
     def given(self, w):
-        """What the launch checked on the host, as facts clang may use (tiles/ir.py, given; GL.aligned): the tests
-        of whole tiles that they decide are not compiled. TILES_GIVEN=0 writes none."""
-        if os.environ.get("TILES_GIVEN", "1") == "0":
-            return
-        facts = [f"{self.n(p)}.aligned({ALIGN})" for p in self.k.params if isinstance(p, GL) and p.aligned]
-        facts += [f"{self.expr(c.a)} {c.op} {self.expr(c.b)}" for c in ir.given(self.k)]
+        """What the launch checked on the host, as facts clang may use (cgen.facts): the tests of whole tiles that
+        they decide are not compiled."""
+        facts = cgen.facts(self.k, lambda p: f"{self.n(p)}.aligned({ALIGN})", self.expr)
         if facts:
             w("// checked before the launch")
         for f in facts:

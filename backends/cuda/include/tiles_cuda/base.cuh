@@ -107,7 +107,7 @@ template <> __device__ __forceinline__ pair<f16> make_pair<f16>(float x, float y
 // A pair's two values in f32. A bf16 pair is one 32-bit register whose halves are a float's upper bits: a shift and
 // a mask. Read element by element, the compiler splits the register into its 16-bit halves, moves each to the low
 // half and shifts it back (three instructions where two do), and keeps the split where the pair is rebuilt
-// (add_rmsnorm at a decode step, sm_90a: 610 -> 529 instructions on the whole-row path). The empty asm keeps the
+// (add_rmsnorm at a decode step, sm_90a: 610 -> 529 instructions on the whole-row path). The asm volatile keeps the
 // conversion where the program has it: as plain arithmetic, the compiler hoisted a loop-invariant tile's out of
 // the loop, holding two floats for each word the program chose to keep (add_rmsnorm's staged W spilled).
 template <typename T> __device__ __forceinline__ pair<float> to_floats(const pair<T>& v) {
@@ -188,6 +188,8 @@ __device__ __forceinline__ void launch_dependents() {
 __device__ __forceinline__ int tiles_cdiv(int a, int b) { return (a + b - 1) / b; }
 __device__ __forceinline__ int tiles_min(int a, int b) { return a < b ? a : b; }
 
+__device__ __forceinline__ int tiles_max(int a, int b) { return a > b ? a : b; }
+
 // A fact about the arguments that the launch checked on the host (the kernel's check_eq, an array's alignment):
 // the compiler may drop the paths it rules out, such as the bounds and alignment tests of a whole-tile load. The
 // CPU engine tests it instead, so that a fact that does not hold fails there rather than going unnoticed.
@@ -196,7 +198,7 @@ __device__ __forceinline__ int tiles_min(int a, int b) { return a < b ? a : b; }
 #else
 #define TC_ASSUME(cond) ((cond) ? void(0) : __builtin_unreachable())
 #endif
-__device__ __forceinline__ int tiles_max(int a, int b) { return a > b ? a : b; }
+
 // tl.grid(group=g)'s order (tiles/cgen.py): the block at position `id` of the launch order takes row and column
 // (axes 0 and 1) column by column within groups of `group` rows, the last group shorter where rows run out.
 __device__ __forceinline__ int tiles_group_row(int id, int rows, int cols, int group) {
