@@ -123,6 +123,7 @@ template <class T> inline T __shfl_sync(unsigned mask, T v, int src) {
   cuda_emu::full_mask(mask, "__shfl_sync");
   return emu::wave_exchange(v)[unsigned(src) & 31];
 }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }   // a store (write-back: what a plain one does)
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 // Whether p holds in every lane of the warp.

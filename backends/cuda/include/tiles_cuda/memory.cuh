@@ -366,9 +366,11 @@ template <typename U, int E> struct run {
 #pragma unroll
         for (int b = 0; b < BYTES / B; ++b) v[b] = reinterpret_cast<const V*>(g)[b];
     }
+    // through __stwb (st.global.wb.v4) the run stays one 16-byte store; assigned, NVVM split each row's first run into
+    // four 4-byte stores, which cost rmsnorm 4096x4096 17% (docs/backends/cuda.md)
     __device__ __forceinline__ void write(U* g) const {
 #pragma unroll
-        for (int b = 0; b < BYTES / B; ++b) reinterpret_cast<V*>(g)[b] = v[b];
+        for (int b = 0; b < BYTES / B; ++b) __stwb(reinterpret_cast<V*>(g) + b, v[b]);
     }
     __device__ __forceinline__ pair<U>& operator[](int t) { return reinterpret_cast<pair<U>*>(v)[t]; }
     __device__ __forceinline__ const pair<U>& operator[](int t) const { return reinterpret_cast<const pair<U>*>(v)[t]; }
