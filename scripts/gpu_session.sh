@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   standing1220a  12-07 05:50: the runs stored whole: tests, add_rmsnorm tuned, the norms and the grid at decode sizes
 #   split1219  12-07 04:40: which change slowed rmsnorm 4096x4096 unstaged (TILES_GIVEN=0), ncu of both trees, the
 #              shipped rmsnorm, the attention rows the 04:10 log cut, the runs stored whole (carry build/old =
 #              ee436c1, build/var: HEAD + scripts/patches/runs_store_v4.patch)
@@ -236,6 +237,20 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    standing1220a)  # 12-07 05:50: the runs stored whole (13b8b9d) on the GPU: the row kernels' tests, then issue 18's rows
+                    # that missed on the H100: docs/examples.md's add_rmsnorm tuned against torch.compile (0.86x at
+                    # 16x4096 on 12-06; predicted 0.93-1.00x now), the shipped norms at a decode step, the grid's
+                    # decode and M 64/128 rows (0.91x at 1x4096x4096, 0.93x at 64x4096x4096 on 12-06; the stores do not
+                    # touch gemm: predicted unchanged)
+        timeout 110 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_column_order.py \
+            tests/test_examples.py tests/test_kernel_rmsnorm.py tests/test_given.py >"$OUT/store_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/store_tests.log" | tail -6
+        ONLY=add_rmsnorm EXAMPLES_S=170 bash "$0" examples
+        timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 16x4096 4096x4096 2>&1 | r
+        timeout 40 python3 -m tiles compare layernorm --backends cuda --no-compile --shapes 16x4096 2>&1 | r
+        g=(); for m in 1 16 64 128; do for nk in 4096x4096 14336x4096 4096x14336 28672x8192; do g+=("${m}x${nk}"); done; done
+        echo "== the grid at M = 1 16 64 128"; timeout 150 python3 -m tiles compare gemm --backends cuda --no-compile \
+            --shapes "${g[@]}" --json "$OUT/grid_decode.json" 2>&1 | r ;;
     split1219)  # 12-07 04:40, for the next session (ee436c1's tree as build/old, carried): rmsnorm 4096x4096 unstaged
                 # took 33.4 us at caa8f3d against ee436c1's 29.5 (12-07 04:01-04:15), neither the register cap nor the
                 # non-coherent loads. Which change: TILES_GIVEN=0 is the whole words without the launch facts. If it
