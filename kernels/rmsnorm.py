@@ -66,9 +66,17 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, *, BR, BC):
         tl.store(Y, x, (br, c))
 
 
+def staged_past_8192(target, Y, RSTD, X, *rest, **keywords):
+    """sm_90a stages rows through shared memory past 8192 columns only. With runs stored whole (16-byte stores,
+    tiles_cuda/memory.cuh) the direct path caught up: H100, 12-07, one process, unstaged against staged: 16x4096
+    4.7 / 5.3 us, 4096x4096 27.7 / 28.4, 16384x4096 94.3 / 94.6, 4096x8192 51.2 / 51.7; 4096x14336 96.4 / 92.1."""
+    return dict(staged=False) if target == "sm_90a" and X.shape[1] * X.shape[2] <= 8192 else {}
+
+
 @tl.kernel(configs=ROW_CONFIGS, tune=ROW_TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X),
            tune_where=lambda cfg, Y, RSTD, X, *rest: rows_fit(cfg, Y, X),
-           tune_defaults=lambda Y, RSTD, X, *rest: planned_rpb(lambda r, c: launch_plan(r, c))(Y, X))
+           tune_defaults=lambda Y, RSTD, X, *rest: planned_rpb(lambda r, c: launch_plan(r, c))(Y, X),
+           heuristic=staged_past_8192)
 def rmsnorm_rows(Y, RSTD, X, W, eps, *, TR, K, RPB, staged):
     """X, Y: (rows, C/K, K) views of the (rows, C) arrays, C/K <= TR; W: the (C/K, K) view of (C,); RSTD: the
     (rows, 1) view of (rows,)."""
