@@ -27,8 +27,9 @@ from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
 from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit
 
-# sm_90a: rows three deep through shared memory. H200 (12-04, 4096 and 16384 rows of 4096): 25.2 / 79.2 us against
-# 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336 columns; layernorm's rows lost 6-12% at three.
+# sm_90a: rows three deep through shared memory where staged (past 8192 columns, staged_past_8192). H200 (12-04,
+# 4096 and 16384 rows of 4096): 25.2 / 79.2 us against 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336
+# columns; layernorm's rows lost 6-12% at three.
 # Registers capped at 128 on CUDA, as layernorm's on sm_90a: with W converted where the rows use it (to_floats,
 # tiles_cuda/base.cuh), ptxas fitted 14336 columns (14 warps) into 72 registers for two blocks an SM, which their
 # shared memory does not allow, and spilled 4-12 bytes to do it; capped, 118-125 registers and one block an SM, as
