@@ -103,9 +103,9 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
-#   rows1222   12-07 06:20: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm staged or not
-#   rows1221   12-07 06:05: the norms staged or not now that runs are stored whole; the backward with and without facts
-#   standing1220a  12-07 05:50: the runs stored whole: tests, add_rmsnorm tuned, the norms and the grid at decode sizes
+#   rows1222   12-07 05:52: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm staged or not
+#   rows1221   12-07 05:46: the norms staged or not now that runs are stored whole; the backward with and without facts
+#   standing1220a  12-07 05:37: the runs stored whole: tests, add_rmsnorm tuned, the norms and the grid at decode sizes
 #   split1219  12-07 04:40: which change slowed rmsnorm 4096x4096 unstaged (TILES_GIVEN=0), ncu of both trees, the
 #              shipped rmsnorm, the attention rows the 04:10 log cut, the runs stored whole (carry build/old =
 #              ee436c1, build/var: HEAD + scripts/patches/runs_store_v4.patch)
@@ -239,7 +239,7 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
-    rows1222)  # 12-07 06:20: rmsnorm unstaged up to 8192 columns on sm_90a (kernels/rmsnorm.py staged_past_8192), from
+    rows1222)  # 12-07 05:52: rmsnorm unstaged up to 8192 columns on sm_90a (kernels/rmsnorm.py staged_past_8192), from
                # rows1221: its GPU tests, then the default at rows1221's shapes (predicted: the unstaged times there, 4.7 /
                # 27.7 / 94.3 / 51.2 us, staged 92.1 at 14336), then layernorm staged or not at the same shapes
         timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_rmsnorm.py \
@@ -249,18 +249,18 @@ for s in "$@"; do
         echo "== rmsnorm default"; timeout 70 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes $sh 2>&1 | r
         echo "== layernorm staged / unstaged"; timeout 90 python3 -m tiles compare layernorm --backends cuda --no-compile \
             --shapes $sh --set staged=True,False 2>&1 | r ;;
-    rows1221)  # 12-07 06:05: with runs stored whole (13b8b9d), does staging still pay? The shipped rmsnorm at 16x4096 took
-               # 5.3 us staged against 4.8 unstaged (05:35, other processes), 4096x4096 28.5-28.8 against 27.9. Both
+    rows1221)  # 12-07 05:46: with runs stored whole (13b8b9d), does staging still pay? The shipped rmsnorm at 16x4096 took
+               # 5.3 us staged against 4.8 unstaged (05:24, other processes), 4096x4096 28.5-28.8 against 27.9. Both
                # forms in one process for rmsnorm and softmax from a decode step to long rows. Predicted unstaged:
                # -8 to -12% at 16 rows, -2 to -4% at 4096x4096, staged ahead past 8192 columns. Then the backward
-               # at 4x32x8192x128 with and without the launch facts (0.978x cuDNN at 05:58 against 0.998x on 12-06,
+               # at 4x32x8192x128 with and without the launch facts (0.978x cuDNN at 05:43 against 0.998x on 12-06,
                # before them), processes alternating: predicted TILES_GIVEN=0 within 1% unless the facts cost it
         sh="16x4096 4096x4096 16384x4096 4096x8192 4096x14336"
         for k in rmsnorm softmax; do echo "== $k staged / unstaged"; timeout 90 python3 -m tiles compare $k --backends cuda \
             --no-compile --shapes $sh --set staged=True,False 2>&1 | r; done
         for g in 1 0 1 0; do echo "== backward, TILES_GIVEN=$g"; TILES_GIVEN=$g timeout 80 python3 -m tiles compare \
             attention_bwd --backends cuda --no-compile --shapes 4x32x8192x128 2>&1 | r | grep -v flash; done ;;
-    standing1220a)  # 12-07 05:50: the runs stored whole (13b8b9d) on the GPU: the row kernels' tests, then issue 18's rows
+    standing1220a)  # 12-07 05:37: the runs stored whole (13b8b9d) on the GPU: the row kernels' tests, then issue 18's rows
                     # that missed on the H100: docs/examples.md's add_rmsnorm tuned against torch.compile (0.86x at
                     # 16x4096 on 12-06; predicted 0.93-1.00x now), the shipped norms at a decode step, the grid's
                     # decode and M 64/128 rows (0.91x at 1x4096x4096, 0.93x at 64x4096x4096 on 12-06; the stores do not
