@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   last1223   12-07 06:00: on an H200 issue 20's forward table and rmsnorm's default, else rows1222
 #   rows1222   12-07 05:52: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm staged or not
 #   rows1221   12-07 05:46: the norms staged or not now that runs are stored whole; the backward with and without facts
 #   standing1220a  12-07 05:37: the runs stored whole: tests, add_rmsnorm tuned, the norms and the grid at decode sizes
@@ -239,6 +240,16 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    last1223)  # 12-07 06:00, 259 s of device time left, an H200 only: issue 20's forward table on the card it names (never
+               # run there since 12-01), then rmsnorm's new default; on an H100, rows1222
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            rows="4x32x8192x128 4x32x8192x128,causal 4x32/8x8192x128,causal 2x32/8x16384x128,causal 8x16x2048x128,causal \
+                16x16x4096x64 16x16x4096x64,causal"
+            echo "== attention forward"; timeout 150 python3 -m tiles compare attention --backends cuda --no-compile \
+                --shapes $rows 2>&1 | r
+            echo "== rmsnorm default"; timeout 45 python3 -m tiles compare rmsnorm --backends cuda --no-compile \
+                --shapes 16x4096 4096x4096 4096x14336 2>&1 | r
+        else bash "$0" rows1222; fi ;;
     rows1222)  # 12-07 05:52: rmsnorm unstaged up to 8192 columns on sm_90a (kernels/rmsnorm.py staged_past_8192), from
                # rows1221: its GPU tests, then the default at rows1221's shapes (predicted: the unstaged times there, 4.7 /
                # 27.7 / 94.3 / 51.2 us, staged 92.1 at 14336), then layernorm staged or not at the same shapes
