@@ -89,6 +89,21 @@ def weighted_blocks(Y, X, W, *, BR, BC):
         tl.store(Y, x, (br, c))
 
 
+@tl.kernel
+def rows_below(Y, X, lim, *, BR, BC, MASK_COLS=0):
+    """Y = X + the row's sum where the row is below lim, else 0: a bounds mask on rows, which keeps every column
+    where its column bound is BC (MASK_COLS 0) and observes the columns' order where it is MASK_COLS < BC."""
+    br = tl.grid(tl.cdiv(X.rows, BR))
+    tl.check_eq(tl.minimum(X.cols, BC), X.cols)
+    x = tl.regs(tl.f32, BR, BC, name="x")
+    s = tl.rvec(tl.f32, BR, name="s")
+    tl.load(x, X, (br, 0))
+    tl.bounds_mask(x, x, lim - br * BR, MASK_COLS or BC, 0.0)
+    tl.row_sum(s, x)
+    tl.add_row(x, x, s)
+    tl.store(Y, x, (br, 0))
+
+
 def test_a_load_before_a_loop_converts_at_once(backend):
     """A tile loaded before a loop that touches it first keeps the plain load (CUDA, schedules.raw_loads: a raw tile
     converted inside the loop kept its bytes live through it, and ptxas spilled); against float64, edge tiles."""
@@ -117,6 +132,11 @@ def test_free_tiles():
     a, b = random_array((32, 16), "bf16"), random_array((16, 32), "bf16")
     k = trace(product, poisoned((32, 32), "f32"), a, b, BM=32, BN=32, BK=16)
     assert column_order.free_tiles(k) == set()   # e meets c, which an mma writes
+    x = random_array((5, 40), "bf16")
+    k = trace(rows_below, poisoned((5, 40), "bf16"), x, 3, BR=16, BC=64)
+    assert column_order.free_tiles(k) == {"x"}   # the mask's column bound keeps all 64 columns
+    k = trace(rows_below, poisoned((5, 40), "bf16"), x, 3, BR=16, BC=64, MASK_COLS=32)
+    assert column_order.free_tiles(k) == set()   # it keeps 32 of them: which ones depends on the order
 
 
 def test_runs_in_the_cuda_source():
@@ -187,6 +207,21 @@ def test_scaled_rows(backend, m, n, bc, xd, yd, offset):
     s64 = (x64 ** 2).sum(1)
     assert_close(s, s64, xd)
     assert_close(y, x64 * s.astype(np.float64)[:, None] + w.astype(np.float64), yd)
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=dims(1, 70), n=dims(1, 128), bc=st.sampled_from([16, 64, 128]), lim=st.integers(-1, 72),
+       mask_cols=st.sampled_from([0, 0, 8]), offset=st.sampled_from([0, 0, 1]))
+def test_rows_masked(backend, m, n, bc, lim, mask_cols, offset):
+    """A bounds mask on rows only leaves the tile in runs (CUDA); one that cuts columns keeps the fragment order. The
+    rows from lim on are zero, every row below it X plus its sum over the kept columns."""
+    n = min(n, bc)
+    x = random_array((m, n + offset), "bf16")[:, offset:]
+    y = poisoned((m, n), "bf16")
+    run(backend, rows_below, y, x, lim, BR=16, BC=bc, MASK_COLS=mask_cols)
+    kept = x.astype(np.float64) * (np.arange(n) < (mask_cols or bc))[None, :]
+    want = np.where((np.arange(m) < lim)[:, None], kept + kept.sum(1, keepdims=True), 0.0)
+    assert_close(y, want, "bf16")
 
 
 @pytest.mark.parametrize("runs", [True, False])

@@ -47,16 +47,18 @@ def centering_tol(h, dtype):
 
 @settings(max_examples=4)
 @given(rows=st.integers(1, 40), units=st.integers(1, 40), dtype=st.sampled_from(["bf16", "f16", "f32"]),
-       rows_per_block=st.sampled_from([1, 3]))
-def test_layernorm_one_pass(backend, rows, units, dtype, rows_per_block):
+       rows_per_block=st.sampled_from([1, 3]), staged=st.sampled_from([True, False]))
+def test_layernorm_one_pass(backend, rows, units, dtype, rows_per_block, staged):
     """Rows of a multiple of 16 without dropout take the one-pass kernel (the row held on chip as one tile);
-    several rows per block, the last block's past the end; a large offset, as above."""
+    several rows per block, the last block's past the end; a large offset, as above; through shared memory or
+    straight into registers (CUDA: in runs)."""
     cols = 16 * units
     assert launch_plan(rows, cols) is not None and launch_plan(rows, cols, p=0.1) is None
     x = random_array((rows, cols), dtype)
     residual = (random_array((rows, cols), "f32") + 30.0).astype(x.dtype)
     weight, bias = random_array((cols,), dtype), random_array((cols,), dtype)
-    y, h = layernorm(x, residual, weight, bias, eps=1e-5, backend=backend, RPB=rows_per_block)
+    y, h = layernorm(x, residual, weight, bias, eps=1e-5, backend=backend, RPB=rows_per_block,
+                     staged=staged)
     ref_y, ref_h = reference_layernorm(x, residual, weight, bias, 1e-5)
     assert_close(h, ref_h, dtype, what="H")
     assert_close(y, ref_y, dtype, what="Y")

@@ -33,27 +33,29 @@ def test_softmax_keeps_leading_dims(backend):
 
 @settings(max_examples=4)
 @given(rows=st.integers(1, 40), units=st.integers(1, 40), dtype=st.sampled_from(["bf16", "f16", "f32"]),
-       rows_per_block=st.sampled_from([1, 3]))
-def test_softmax_one_pass(backend, rows, units, dtype, rows_per_block):
+       rows_per_block=st.sampled_from([1, 3]), staged=st.sampled_from([True, False]))
+def test_softmax_one_pass(backend, rows, units, dtype, rows_per_block, staged):
     """Rows of a multiple of 16 take the one-pass kernel (the row held on chip as one tile); several rows
-    per block, the last block's past the end."""
+    per block, the last block's past the end; through shared memory or straight into registers (CUDA: in runs,
+    the mask of the tile rows past the row's end testing rows only)."""
     cols = 16 * units
     assert row_plan(rows, cols) is not None
     x = random_array((rows, cols), dtype, scale=8.0)
-    y = softmax(x, backend=backend, RPB=rows_per_block)
+    y = softmax(x, backend=backend, RPB=rows_per_block, staged=staged)
     assert_close(y, reference_softmax(x), dtype)
 
 
 @settings(max_examples=3)
-@given(rows=st.integers(1, 20), units=st.integers(2, 40), dtype=st.sampled_from(["bf16", "f32"]))
-def test_softmax_one_pass_with_minus_infinity(backend, rows, units, dtype):
+@given(rows=st.integers(1, 20), units=st.integers(2, 40), dtype=st.sampled_from(["bf16", "f32"]),
+       staged=st.sampled_from([True, False]))
+def test_softmax_one_pass_with_minus_infinity(backend, rows, units, dtype, staged):
     """-inf inputs (a mask applied before the softmax) weigh nothing, also where a whole tile row of the one-pass
     kernel holds nothing else: that row's max is -inf, and its pair must not turn the row's sum into NaN."""
     cols = 16 * units
     x = random_array((rows, cols), dtype, scale=8.0)
     x[:, : cols // 2] = -np.inf
     x[:, -1] = -np.inf
-    y = softmax(x, backend=backend)
+    y = softmax(x, backend=backend, staged=staged)
     with np.errstate(over="ignore", invalid="ignore"):
         assert_close(y, reference_softmax(x), dtype)
 

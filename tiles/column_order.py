@@ -6,7 +6,8 @@ register holds which column of a row, so long as every tile that meets another e
 the same order. A backend may then give such tiles a layout of its own for their global loads and stores (CUDA:
 runs of contiguous columns a lane, `tc::load_runs`, for 16-byte accesses where the MMA fragment order takes 4-byte
 ones). What observes the order and so keeps a tile in the fragment order: a matrix product, a shared tile (the
-ldmatrix path), column vectors and column reductions, masks and dropout (they compute each element's column),
+ldmatrix path), column vectors and column reductions, masks and dropout (they compute each element's column; a
+bounds mask that keeps every column does not),
 swapping pairs, atomics and split sums. (HIP's layouts are data that every op reads, so there only a matrix product
 fixes a class: backends/hip/codegen.py, _row_runs, on Classes below.)
 """
@@ -46,6 +47,14 @@ class Classes:
         return out
 
 
+def rows_only(op: ir.Op) -> bool:
+    """A bounds mask whose column bound is a constant no smaller than the tile's width: it keeps every column, so
+    it tests rows only (softmax's and layernorm's rows past the end of a row of tiles)."""
+    if op.name != "bounds_mask":
+        return False
+    cols = op.srcs[2]
+    return isinstance(cols, ir.Const) and cols.value >= op.dst.cols
+
 def free_tiles(k: ir.Kernel) -> set[str]:
     """Names of the register tiles of k that may hold each row's columns in any order shared by their class
     (tiles joined by elementwise ops, row-wise ops and column broadcasts), and that a load from or a store to a
@@ -66,7 +75,7 @@ def free_tiles(k: ir.Kernel) -> set[str]:
             fixed.update(names)
         elif op.name in ("load", "store") and to_global and len(names) == 1 and (tiles or op.name == "load"):
             accessed.update(names)
-        elif op.name in ELEMENTWISE or op.name in ROW_WISE or op.name in COL_BROADCAST:
+        elif op.name in ELEMENTWISE or op.name in ROW_WISE or op.name in COL_BROADCAST or rows_only(op):
             if (any((t.rows, t.cols) != (tiles[0].rows, tiles[0].cols) for t in tiles)
                     or tiles and any(c.length != tiles[0].cols for c in cols)):
                 fixed.update(names)
