@@ -104,7 +104,8 @@
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
 #   last1223   12-07 06:00: on an H200 issue 20's forward table and rmsnorm's default, else rows1222
-#   rows1222   12-07 05:52: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm staged or not
+#   rows1222   12-07 05:52: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm and softmax staged
+#              or not (their unstaged rows in runs since the rows-only mask); planned for the next session
 #   rows1221   12-07 05:46: the norms staged or not now that runs are stored whole; the backward with and without facts
 #   standing1220a  12-07 05:37: the runs stored whole: tests, add_rmsnorm tuned, the norms and the grid at decode sizes
 #   split1219  12-07 04:40: which change slowed rmsnorm 4096x4096 unstaged (TILES_GIVEN=0), ncu of both trees, the
@@ -253,13 +254,15 @@ for s in "$@"; do
     rows1222)  # 12-07 05:52: rmsnorm unstaged up to 8192 columns on sm_90a (kernels/rmsnorm.py staged_past_8192), from
                # rows1221: its GPU tests, then the default at rows1221's shapes (predicted: the unstaged times there, 4.7 /
                # 27.7 / 94.3 / 51.2 us, staged 92.1 at 14336), then layernorm staged or not at the same shapes
-        timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_rmsnorm.py \
-            tests/test_kernel_layernorm.py >"$OUT/rows_tests.log" 2>&1
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_rmsnorm.py \
+            tests/test_kernel_layernorm.py tests/test_kernel_softmax.py tests/test_column_order.py >"$OUT/rows_tests.log" 2>&1
         echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/rows_tests.log" | tail -6
         sh="16x4096 4096x4096 16384x4096 4096x8192 4096x14336"
         echo "== rmsnorm default"; timeout 70 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes $sh 2>&1 | r
-        echo "== layernorm staged / unstaged"; timeout 90 python3 -m tiles compare layernorm --backends cuda --no-compile \
-            --shapes $sh --set staged=True,False 2>&1 | r ;;
+        # softmax's and layernorm's unstaged rows in runs since the rows-only mask (column_order.rows_only), untimed:
+        # predicted softmax 4096x4096 unstaged 49.6 -> 27-30 us, level with staged up to 8192 columns
+        for k in layernorm softmax; do echo "== $k staged / unstaged"; timeout 90 python3 -m tiles compare $k \
+            --backends cuda --no-compile --shapes $sh --set staged=True,False 2>&1 | r; done ;;
     rows1221)  # 12-07 05:46: with runs stored whole (13b8b9d), does staging still pay? The shipped rmsnorm at 16x4096 took
                # 5.3 us staged against 4.8 unstaged (05:24, other processes), 4096x4096 28.5-28.8 against 27.9. Both
                # forms in one process for rmsnorm and softmax from a decode step to long rows. Predicted unstaged:
