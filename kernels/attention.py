@@ -130,7 +130,7 @@ def attention_fwd(O, LSE, Q, K, V, scale, *, D, BM, BN, causal=False, longest_fi
     tl.add(l, l, m)
     tl.mul(l, l, LN2)
     tl.store(LSE, l, (b, h, bm))
-    # A positive scale commutes with the row max, so a backend may fold it into the exponent (CUDA's rewrites.py).
+    # A positive scale commutes with the row max, so a backend may fold it into the exponent (tiles/rewrites.py).
     # Tested before the launch like every check; written last, where it moves no op's line (sources cite them).
     tl.check_gt(scale, 0)
 

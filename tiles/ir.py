@@ -265,6 +265,11 @@ def exchange_floats(op: "Op") -> int:
     return 0
 
 
+def touches(s: "Op", t) -> bool:
+    """Whether op s writes or reads tile t."""
+    return s.dst is t or any(x is t for x in s.srcs)
+
+
 def walk(stmts, loops=()):
     """Every op under stmts, depth first, with the loops that enclose it."""
     for s in stmts:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from tiles import cgen, dtypes, ir, targets
+from tiles import cgen, dtypes, ir, rewrites, targets
 from tiles.dsl import TileError
 from tiles.types import ALIGN, GL, RT, RV, ST, SV
 
-from . import rewrites, schedules
+from . import schedules
 from .schedules import Schedule, pipelined_tiles
 
 C_TYPES = {"bf16": "tc::bf16", "f16": "tc::f16", "f32": "float", "fp8e4m3": "tc::fp8e4m3",
@@ -78,7 +78,7 @@ class _Emitter:
         self.in_flight = False         # mma ops leave their wgmma group in flight (consume_overlapped)
         # mma.sync: a product only added into a global is computed where it is added, a slice at a time
         self.fused = {add: m for add, m in schedules.sliced_adds(k.body).items() if m.dst.name in sched.sliced}
-        # rewrites.py: exp2(fma(x, c, -m)) for a positive scale folded into the exponent; row sums kept per lane
+        # tiles/rewrites.py: exp2(fma(x, c, -m)) for a positive scale folded into the exponent; row sums kept per lane
         self.scaled = rewrites.scaled_exp2(k.body, k.checks) if sched.rewrites else {}
         self.partial = rewrites.partial_sums(k.body) if sched.rewrites else {}
         self.unit = rewrites.unit_factors(k.body) if sched.rewrites else set()   # rescales a warp may skip

@@ -22,6 +22,7 @@ import itertools
 from dataclasses import dataclass
 
 from tiles import column_order, ir
+from tiles.ir import touches
 from tiles.dsl import TileError
 from tiles.types import GL, RT, RV, ST, SV
 
@@ -100,7 +101,7 @@ class Schedule:
     max_registers: int = 0   # a thread's register cap (the launch bound asks for the blocks it lets fit); 0: none
     sliced: tuple[str, ...] = ()   # mma.sync: register tiles only added into a global, computed where added in
     #                               slices (sliced_adds; tc::atomic_add_mma) and never declared
-    rewrites: bool = False   # sm_90a: the codegen's algebraic rewrites (rewrites.py); other targets' sources stay
+    rewrites: bool = False   # sm_90a: the codegen's algebraic rewrites (tiles/rewrites.py); other targets' sources stay
     rings: tuple[str, ...] = ()   # warp-specialized: pipelined tiles with a ring each (tile_rings), else one ring
     deferred: bool = False   # with rings: an attention-shaped body's last mma runs behind the next step's first
     #                          (on unless deferred=False: H200 12-02, +9% at D128 and +4% at D64 in attention)
@@ -772,11 +773,6 @@ def loops(stmts):
         if isinstance(s, ir.Loop):
             yield s
             yield from loops(s.body)
-
-
-def touches(s: ir.Op, t) -> bool:
-    """Whether op s writes or reads tile t."""
-    return s.dst is t or any(x is t for x in s.srcs)
 
 
 def _register_load(s) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tiles import cgen, column_order, dtypes, ir
+from tiles import cgen, column_order, dtypes, ir, rewrites
 from tiles.dsl import TileError
 from tiles.types import ALIGN, GL, RT, RV, ST, SV
 
@@ -134,6 +134,8 @@ class _Emitter:
         self.m = self.plan.mfma_m
         self.wave_cols = self._wave_grid()
         self._check_fragments()
+        # tiles/rewrites.py: a positive scale folded into exp2's argument (one v_pk_fma_f32 a pair of elements)
+        self.scaled = rewrites.scaled_exp2(k.body, k.checks) if k.options.get("rewrites", True) else {}
         self.mfma_count = None   # MFMA instruction -> count per iteration of the last pipelined loop
         self.mix = None          # the MMAs' cluster policy while the interleave's loop body is emitted
 
@@ -866,6 +868,15 @@ class _Emitter:
         if name == "swap_pairs":
             self._same_layout(op)
             return f"swap_pairs({self.n(d)}, {self.n(srcs[0])});{line}"
+        if id(op) in self.scaled:   # rewrites.scaled_exp2: on the unscaled tile, the scale folded in
+            role, c = self.scaled[id(op)]
+            if role in ("drop", "done"):
+                return f"// {name}({self.n(d)}, ...): folded into exp2_scaled_sub_row{line}"
+            self._same_layout(op)
+            if role == "max":
+                acc = f", &{self.n(srcs[1])}" if srcs[1] is not None else ""
+                return f"row_max_scaled({self.n(d)}, {self.n(srcs[0])}, {self.expr(c, shift)}{acc});{line}"
+            return f"exp2_scaled_sub_row({self.n(d)}, {self.n(srcs[0])}, {self.expr(c, shift)}, {self.n(srcs[1])});{line}"
         if name in _UNARY or name in _BINARY or name == "where":
             self._same_layout(op)
             return f"{name}({self.n(d)}, {', '.join(val(x) for x in srcs)});{line}"

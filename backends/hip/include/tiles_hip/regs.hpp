@@ -214,9 +214,9 @@ template <int N, class F> TILES_DEV float fold(float (&x)[N], F f) {
   }
   return x[0];
 }
-// dst[row] = f over the row of src (and acc[row], when given).
+// dst[row] = f over the row of src, times *scale when given (f must commute with it), then with acc[row] when given.
 template <class F, class V, class T, int R, int C, class L>
-TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f) {
+TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f, const float* scale = nullptr) {
   using X = rt<T, R, C, L>;
   constexpr int G = L::ROW_BY_LANE ? X::E : 1;  // a fragment's elements of one row in a lane: all, or element e
   TILES_UNROLL for (int m = 0; m < X::FM; ++m) {
@@ -225,6 +225,7 @@ TILES_DEV void row_reduce(V& dst, const rt<T, R, C, L>& src, const V* acc, F f) 
       TILES_UNROLL for (int n = 0; n < X::FN; ++n)
         TILES_UNROLL for (int g = 0; g < G; ++g) part[n * G + g] = cvt<T>::to(src.v[m][n][G == 1 ? e : g]);
       float r = lane_reduce<L::ROW_LO, L::ROW_HI>(fold(part, f), f);
+      if (scale) r *= *scale;
       if (acc) r = f(r, cvt<typename V::dtype>::to(acc->at(m, e)));
       dst.at(m, e) = cvt<typename V::dtype>::from(r);
     }
@@ -392,6 +393,29 @@ TILES_DEV void col_broadcast(D& dst, const rt<T, R, C, L>& src, const V& v, F f)
   }
 TILES_BCAST(add) TILES_BCAST(sub) TILES_BCAST(div)
 #undef TILES_BCAST
+// A positive scale c folded into the exponent (tiles/rewrites.py, scaled_exp2): the row max of the unscaled tile,
+// times c (max(c x) = c max(x) for c > 0, rounding included), and exp2(x c - m) with one fused multiply-add a
+// pair of elements (v_pk_fma_f32) where a multiply and a subtraction were.
+template <class V, class X> TILES_DEV void row_max_scaled(V& d, const X& s, float c, const V* acc = nullptr) {
+  row_reduce(d, s, acc, op_max{}, &c);
+}
+struct op_fma_neg {  // a c - m
+  float c;
+  TILES_DEV float operator()(float a, float m) const { return __builtin_fmaf(a, c, -m); }
+  TILES_DEV f32x2 operator()(f32x2 a, f32x2 m) const {
+#if defined(__clang__)
+    return __builtin_elementwise_fma(a, f32x2{c, c}, -m);
+#else  // hip-emu's g++: the same two fused multiply-adds
+    return f32x2{__builtin_fmaf(a[0], c, -m[0]), __builtin_fmaf(a[1], c, -m[1])};
+#endif
+  }
+};
+// The arguments first, then the exponentials: v_exp_f32 reading a VGPR the instruction before it wrote costs an
+// s_nop on CDNA4, and an exponential right behind each pair's fma paid one a pair.
+template <class D, class X, class V> TILES_DEV void exp2_scaled_sub_row(D& d, const X& s, float c, const V& v) {
+  row_broadcast(d, s, v, op_fma_neg{c});
+  exp2(d, d);
+}
 // d = s * v by rows (columns). In place, a wave whose values of v are all 1 skips the multiplies (an online
 // softmax's rescale of its output while no row maximum of the wave moved): a compare a value and a scalar
 // branch, against a multiply per element. Exact either way (x * 1 = x). Only where the lane holds at most half as

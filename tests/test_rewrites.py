@@ -1,6 +1,7 @@
-"""The CUDA codegen's algebraic rewrites (backends/cuda/rewrites.py): where they apply, where they must not, and the
-rewritten attention executed on the CPU engine against float64. sm_90a takes them (its code runs only on a GPU);
-here they are forced onto sm_80's source, which cuda-emu runs, so the header functions they call are checked."""
+"""The codegens' algebraic rewrites (tiles/rewrites.py): where they apply, where they must not, and the rewritten
+kernels executed on the CPU engines against float64. CUDA's sm_90a takes them (its code runs only on a GPU); here
+they are forced onto sm_80's source, which cuda-emu runs, so the header functions they call are checked. HIP takes
+scaled_exp2 on both targets, and hip-emu runs it as generated."""
 import dataclasses
 import math
 
@@ -50,7 +51,7 @@ def test_attention_skips_the_rescale_where_every_max_held_on_cuda_emu():
 
 def test_only_a_running_max_correction_is_skipped_when_one():
     """A rescale by any other vector keeps its multiply (skipping would be exact, but rarely taken)."""
-    from tiles.backends.cuda import rewrites
+    from tiles import rewrites
 
     @tl.kernel
     def rescale(Y, X, V):
@@ -138,7 +139,7 @@ def test_sm90a_attention_takes_both_rewrites():
 def test_a_scale_not_declared_positive_is_not_moved():
     """Without check_gt the multiply may be negative: max and the -inf fill do not commute with it."""
     from tiles.backends import cuda  # noqa: F401 - registers the CUDA backends
-    from tiles.backends.cuda import rewrites
+    from tiles import rewrites
 
     @tl.kernel
     def softmax_rows(Y, X, c, *, N=64):
@@ -161,7 +162,7 @@ def test_a_scale_not_declared_positive_is_not_moved():
 
 
 def test_a_sum_read_in_the_loop_stays_whole():
-    from tiles.backends.cuda import rewrites
+    from tiles import rewrites
 
     @tl.kernel
     def sums(Y, X):
@@ -199,3 +200,33 @@ def test_options_turn_the_rewrites_and_the_rings_off():
     assert "tc::mul(s, s, (scale * 1.4426950408889634f));" in off and "tc::row_sum(l, s, l);" in off
     # one ring for K and V together (Q keeps its own: resident tiles, test_cuda_warp_specialized)
     assert "tc::consume<STAGES>(ring, cursor," in off and "k_ring" not in off and "v_ring" not in off
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_hip_folds_the_scale_into_the_exponent(target):
+    """HIP's attention and two-pass softmax take scaled_exp2 (the multiply gone, the row max scaled, one fused
+    multiply-add an element), and rewrites=False writes every op as traced; both run on hip-emu against float64."""
+    from tiles.backend import get
+    from tiles.backends.hip import codegen
+    from tiles.kernels.softmax import softmax_fwd
+    engine = f"hip-emu:{target}"
+    if get(engine).available() is not None:
+        pytest.skip(get(engine).available())
+    for causal in (False, True):
+        for rewrites in (True, False):
+            args = _attention_args(150, 64, causal)
+            src = codegen.generate(attention_fwd.trace(args, target, D=64, causal=causal, rewrites=rewrites),
+                                   target).source
+            assert ("exp2_scaled_sub_row(s, s, " in src) == rewrites
+            assert ("row_max_scaled(m_new, s, " in src) == rewrites
+            assert ("mul(s, s, " in src) != rewrites
+            attention_fwd(*args, backend=engine, D=64, causal=causal, rewrites=rewrites)
+            ref_o, ref_lse = reference(*args[2:5], causal=causal)
+            assert_close(args[0], ref_o, "bf16", what="O")
+            assert_close(args[1], ref_lse, "f32", tol=1e-4, what="LSE")
+    x = random_array((37, 300), "f32")
+    y = np.full(x.shape, np.nan, np.float32)
+    assert "exp2_scaled_sub_row(x, x, " in codegen.generate(softmax_fwd.trace([y, x], target), target).source
+    softmax_fwd(y, x, backend=engine)
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    assert_close(y, e / e.sum(-1, keepdims=True), "f32")
