@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   next1224   12-07 06:35: rows1222, then issue 20's table where the card is an H200
 #   last1223   12-07 06:00: on an H200 issue 20's forward table and rmsnorm's default, else rows1222
 #   rows1222   12-07 05:52: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm and softmax staged
 #              or not (their unstaged rows in runs since the rows-only mask); planned for the next session
@@ -241,6 +242,10 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    next1224)  # planned 12-07 06:35 for the next session: rows1222 (tests, rmsnorm's new default, softmax's and layernorm's
+               # unstaged rows in runs against staged), then on an H200 issue 20's table; issue 18's grid on an H200 is
+               # `gpu_session.sh grid1209`, a call of its own
+        then_table rows1222 ;;
     last1223)  # 12-07 06:00, 259 s of device time left, an H200 only: issue 20's forward table on the card it names (never
                # run there since 12-01), then rmsnorm's new default; on an H100, rows1222
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
