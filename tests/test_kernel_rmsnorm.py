@@ -96,13 +96,29 @@ def test_one_pass_compiles_without_spills(target, cols):
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_one_pass_moves_16_byte_chunks_on_cuda(target):
-    """X reaches shared memory as 16-byte cp.async copies, Y leaves it as 16-byte stores."""
+    """Staged, X reaches shared memory as 16-byte cp.async copies and Y leaves it as 16-byte stores. Unstaged, X
+    and W come in 16-byte runs a lane and Y leaves the same way: each run one 16-byte store (NVVM split the first
+    run of a row into four 4-byte ones where the run was assigned, tiles_cuda/memory.cuh run::write); the one
+    4-byte store left is RSTD's."""
     why = toolchains.cannot_compile(target)
     if why:
         pytest.skip(why)
     args, plan = _rows_args(16384, 4096)
-    sass = toolchains.emit(rmsnorm_rows, args, target, "sass", **plan)
+    sass = toolchains.emit(rmsnorm_rows, args, target, "sass", **plan, staged=True)
     assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
+    sass = toolchains.emit(rmsnorm_rows, args, target, "sass", **plan, staged=False)
+    assert "LDGSTS" not in sass and sass.count("LDG.E.128") >= 4
+    assert sass.count("STG.E.128") == 4 and sass.count("STG.E ") == 1
+
+
+def test_sm90a_stages_rows_past_8192_columns():
+    """The launch's default on sm_90a: rows straight into registers up to 8192 columns, through shared memory past
+    them (H100, 12-07: unstaged 4.7 / 27.7 / 51.2 us against staged 5.3 / 28.4 / 51.7 at 16x4096, 4096x4096 and
+    4096x8192, staged 92.1 against 96.4 at 4096x14336); every other target keeps its configuration."""
+    for rows, cols, staged in ((16, 4096, False), (4096, 8192, False), (4096, 14336, True), (64, 16384, True)):
+        args, _ = _rows_args(rows, cols)
+        assert rmsnorm_rows.shape_config("sm_90a", args) == ({} if staged else {"staged": False})
+        assert rmsnorm_rows.shape_config("sm_80", args) == rmsnorm_rows.shape_config("gfx950", args) == {}
 
 
 def test_rmsnorm_leading_dims():
