@@ -61,11 +61,14 @@ template <class T, int R, int C, class SW = no_swizzle> struct st {
     const int b = j * (int)sizeof(T), p = b / PANEL_BYTES, in = b % PANEL_BYTES;
     return p * STORED_ROWS * PANEL_BYTES + i * PANEL_BYTES + SW::unit(i, in / SW::GRANULE) * SW::GRANULE + in % SW::GRANULE;
   }
-  // (stored row, byte in the row) of LDS byte p of the tile: stored()'s inverse
-  TILES_DEV static constexpr void position(int p, int& i, int& b) {
-    const int q = p % (STORED_ROWS * PANEL_BYTES), in = q % PANEL_BYTES;
-    i = q / PANEL_BYTES;
-    b = p / (STORED_ROWS * PANEL_BYTES) * PANEL_BYTES + SW::unit(i, in / SW::GRANULE) * SW::GRANULE + in % SW::GRANULE;
+  // (stored row, byte in the row) of LDS byte p of the tile: stored()'s inverse. Unsigned: p is never negative, and
+  // a signed division or remainder by a power of two costs a sign fix-up of 3-4 VALU each (a fill's lane offsets,
+  // an edge tile's checked loads)
+  TILES_DEV static constexpr void position(uint32_t p, int& i, int& b) {
+    constexpr uint32_t PANEL = STORED_ROWS * PANEL_BYTES, G = SW::GRANULE;
+    const uint32_t q = p % PANEL, in = q % PANEL_BYTES;
+    i = (int)(q / PANEL_BYTES);
+    b = (int)(p / PANEL * PANEL_BYTES + SW::unit(i, in / G) * G + in % G);
   }
   TILES_DEV static constexpr uint32_t offset(int r, int c) {
     return TR ? stored(c, r) : PAIRED ? stored(r / 2, 2 * c + r % 2) : stored(r, c);
