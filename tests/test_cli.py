@@ -98,7 +98,9 @@ def test_compare_logs_each_row_as_it_is_made_where_stderr_is_not_a_terminal(caps
     assert rc == 0
     for shape in ("20x96", "33x1000"):
         for backend in ("reference", "metal-emu"):
-            assert any(ln.startswith(f"softmax  {shape}  {backend}") and "check ok" in ln for ln in err), (shape, err)
+            # (a row's label may name what the heuristic chose: metal-emu splits 33x1000's rows, SPLIT=4)
+            assert any(re.match(rf"softmax  {shape}( \[heuristic: [^]]*\])?  {backend}  ", ln) and "check ok" in ln
+                       for ln in err), (shape, err)
 
 
 def test_compare_keeps_the_rows_done_before_a_time_limit_stops_it(monkeypatch, capsys, tmp_path):

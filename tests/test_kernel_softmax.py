@@ -4,8 +4,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles import toolchains
-from tiles.kernels.softmax import row_plan, softmax, softmax_rows
-from tiles.testing import assert_close, random_array
+from tiles.backend import get
+from tiles.dsl import TileError
+from tiles.kernels.softmax import row_plan, softmax, softmax_fwd, softmax_rows
+from tiles.testing import assert_close, poisoned, random_array
+from tiles.tune import Shaped
 
 
 def reference_softmax(x):
@@ -85,3 +88,45 @@ def test_row_barriers_skip_the_async_proxy_fence_without_wgmma():
     fenced = toolchains.emit(softmax_rows, [x, x], "sm_90a", "sass", wgmma=True, **plan)
     assert "BAR.SYNC" in plain and "FENCE.VIEW.ASYNC" not in plain and "MEMBAR" not in plain
     assert "FENCE.VIEW.ASYNC" in fenced
+
+
+@settings(max_examples=5)
+@given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([2, 3, 4, 8]),
+       dtype=st.sampled_from(["bf16", "f16", "f32"]), masked=st.sampled_from([False, True]),
+       small=st.sampled_from([False, True]))
+def test_softmax_split_over_blocks(backend, rows, cols, split, dtype, masked, small):
+    """Each row's columns split over SPLIT blocks (split_plan: each part's (max, sum) pairs, then merged and
+    normalized): parts with no columns past a short row's end, and rows whose first third is -inf (a part of only
+    -inf must weigh nothing), against float64; the output poisoned first. small: split_columns' tile for few
+    rows (16 rows, one worker)."""
+    x = random_array((rows, cols), dtype, scale=8.0)
+    if masked and cols >= 3:
+        x[:, : cols // 3] = -np.inf
+    y = poisoned((rows, cols), dtype)
+    softmax_fwd(y, x, backend=backend, SPLIT=split, **(dict(BR=16, workers=1) if small else {}))
+    assert_close(y, reference_softmax(x), dtype)
+
+
+def test_softmax_split_needs_its_plan():
+    """Traced alone with SPLIT > 1, softmax_fwd refuses: its parts' maxes and sums come from split_plan; and two
+    temporaries of one shape are two arrays (the maxes must not land in the sums)."""
+    x = random_array((4, 300), "f32")
+    with pytest.raises(TileError, match="from split_plan"):
+        softmax_fwd.trace([x, x], "sm_80", SPLIT=2)
+    (_, (_, _, m, l), _), (_, (_, _, m2, l2), _) = get("reference").steps(softmax_fwd, [x.copy(), x], {"SPLIT": 4})
+    assert m.shape == l.shape == (4, 4) and not np.shares_memory(m, l) and m is m2 and l is l2
+
+
+@pytest.mark.parametrize("target, rows, cols, want", [
+    # a decode step over Llama 3's vocabulary: one 64-row block without the split
+    ("sm_90a", 16, 128256, dict(SPLIT=128, BR=16, workers=1)),
+    ("sm_90a", 4096, 50257, dict(SPLIT=2)),   # 64 blocks of 64 rows: two parts fill the 132 SMs
+    ("sm_80", 1, 128256, dict(SPLIT=64, BR=16, workers=1)),
+    ("gfx950", 64, 151936, dict(SPLIT=256)),   # 256 CUs (MI355X); 64 rows fill a 64-row block
+    ("apple", 16, 128256, dict(SPLIT=32, BR=16, workers=1)),
+    ("sm_90a", 16, 600, {}),                   # five column blocks: no part of four
+])
+def test_softmax_splits_rows_too_few_to_fill_the_gpu(target, rows, cols, want):
+    a = [Shaped((rows, cols), "bf16")] * 2
+    assert softmax_fwd.shape_config(target, a) == want
+    assert softmax_fwd.shape_config(None, a) == {}

@@ -140,7 +140,7 @@ def test_gemm_split_steps_share_one_workspace():
     class Fresh(Backend):
         target = "apple"   # where the split is two launches
 
-        def workspace(self, spec, like):
+        def workspace(self, spec, like, nth=0):
             return np.full(spec.shape, np.nan, spec.dtype)
     c, a, b = np.zeros((1, 64), np.float32), random_array((1, 256), "bf16"), random_array((256, 64), "bf16")
     (_, (parts, _, _), _), (_, (_, p), _) = Fresh().steps(gemm, [c, a, b], {"SPLIT": 4})

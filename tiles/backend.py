@@ -40,6 +40,11 @@ def poll(done, timeout_s: float, step_s: float = 1e-3) -> bool:
     return True
 
 
+def _alike(a, b) -> bool:
+    """Two temporaries that one workspace key would serve (tune.Shaped: shape, dtype and fill)."""
+    return (a.shape, a.dtype, a.fill) == (b.shape, b.dtype, b.fill)
+
+
 class Backend:
     name = "reference"
     target: str | None = None     # the target whose kernel configurations it uses
@@ -96,15 +101,17 @@ class Backend:
             if not isinstance(a, tune.Shaped):
                 return a
             base = a.base or a
-            if base not in temps:
-                temps[base] = self.workspace(base, like)
+            if base not in temps:   # nth: two temporaries alike (softmax's maxes and sums) get two arrays
+                nth = sum(_alike(base, b) for b in temps)
+                temps[base] = self.workspace(base, like, nth)
             return temps[base] if base is a else temps[base].reshape(a.shape)
         return [(f, [place(a) for a in a_], kw) for f, a_, kw in steps]
 
-    def workspace(self, spec, like):
+    def workspace(self, spec, like, nth: int = 0):
         """A temporary array of spec's shape and dtype where `like` lives, reused by later launches of its shape
-        (launches on one backend run in order; one launch's steps see it alone)."""
-        key = (spec.shape, spec.dtype, spec.fill, str(getattr(like, "device", "")))
+        (launches on one backend run in order; one launch's steps see it alone); nth: which of a launch's
+        temporaries of that shape, dtype and fill it is."""
+        key = (spec.shape, spec.dtype, spec.fill, str(getattr(like, "device", "")), nth)
         if key not in self._workspaces:   # poisoned: a step that reads what no step wrote fails its checks
             fill = np.nan if spec.fill is None else spec.fill
             self._workspaces[key] = self.asarray(np.full(spec.shape, fill, spec.dtype))

@@ -94,7 +94,7 @@ class CudaBackend(Backend):
             main = main or (k if f is kfn else None)
         return main
 
-    def workspace(self, spec, like):
+    def workspace(self, spec, like, nth: int = 0):
         if type(like).__module__.startswith("torch"):
             import torch
             dtype = getattr(torch, spec.dtype.name)
@@ -102,11 +102,12 @@ class CudaBackend(Backend):
                 return torch.empty(spec.shape, dtype=dtype, device=like.device)
             # kept from launch to launch (what each leaves behind is the fill), one per stream: launches on two
             # streams may run at once
-            key = (spec.shape, spec.dtype, spec.fill, str(like.device), torch.cuda.current_stream(like.device).cuda_stream)
+            key = (spec.shape, spec.dtype, spec.fill, str(like.device), torch.cuda.current_stream(like.device).cuda_stream,
+                   nth)
             if key not in self._workspaces:
                 self._workspaces[key] = torch.full(spec.shape, spec.fill, dtype=dtype, device=like.device)
             return self._workspaces[key]
-        return super().workspace(spec, like)
+        return super().workspace(spec, like, nth)
 
 
 register(CudaBackend())
