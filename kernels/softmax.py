@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 import tiles as tl
+from tiles.tune.model import model_device
 
 LOG2E = 1.4426950408889634
 F32_LOWEST = float(np.finfo(np.float32).min)
@@ -63,7 +64,6 @@ def split_columns(target, Y, X, *rest, **keywords):
     H100: 17.5 us against 2259). Not timed."""
     if target is None or target not in CONFIGS:
         return {}
-    from tiles.tune.model import model_device
     cfg, units = CONFIGS[target], model_device(target).units
     rows, steps = X.shape[0], -(-X.shape[1] // cfg["BC"])
     small = dict(BR=16, workers=1) if rows < cfg["BR"] else {}
