@@ -13,9 +13,11 @@ slots 44% busy); compiled offline without spills for sm_80, sm_90a, gfx942 and g
 Other rows take two passes over column blocks, `rmsnorm_fwd`, as layernorm's `layernorm_fwd`: the first sums
 the squares of the row (columns past the end load as 0 and add nothing), the second reads the row again (from
 L2 at best) and scales it. BR rows per block, split over its workers; rows and columns need not be multiples
-of the block. W is read once per block and column block, in its own dtype, into an f32 column vector.
-Tuned over softmax's spaces: two passes (rows per block, column step, workers) and one pass (rows per block,
-workers, staging through shared memory).
+of the block. W is read once per block and column block, in its own dtype, into an f32 column vector. Rows too
+few to fill the GPU split their columns over blocks as softmax's do (softmax.split_columns, `split_plan`):
+rmsnorm_fwd writes each part's sum of squares, `rmsnorm_apply` adds a row's parts and normalizes its part.
+Tuned over softmax's spaces: two passes (rows per block, column step, workers, the split) and one pass (rows
+per block, workers, staging through shared memory).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import tiles as tl
 
 from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit
+from .softmax import ROW_TUNE, SPLIT_TUNE, _part, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits
 
 # sm_90a: rows three deep through shared memory where staged (past 8192 columns, staged_past_8192). H200 (12-04,
 # 4096 and 16384 rows of 4096): 25.2 / 79.2 us against 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336
@@ -39,24 +41,49 @@ ROW_CONFIGS = {**softmax.ROW_CONFIGS,
                "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "stages": 3, "max_registers": 128}}
 
 
-@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X),
-           tune_where=lambda cfg, Y, RSTD, X, *rest: cfg["BR"] <= max(16, 2 * tl.tune.pow2(X.shape[0])))
-def rmsnorm_fwd(Y, RSTD, X, W, eps, *, BR, BC):
-    br = tl.grid(tl.cdiv(X.rows, BR))
-    tl.check_eq(Y.rows, X.rows)
-    tl.check_eq(Y.cols, X.cols)
-    tl.check_eq(RSTD.cols, X.rows)
-    tl.check_eq(W.cols, X.cols)
+def split_plan(cfg, Y, RSTD, X, W, eps, S=None, *, target=None):
+    """rmsnorm_fwd with each row's columns split SPLIT ways: rmsnorm_fwd writes each part's sum of squares to a
+    (SPLIT, rows) f32 temporary, rmsnorm_apply adds a row's parts and normalizes its part. None: one launch."""
+    if cfg["SPLIT"] == 1 or S is not None:
+        return None
+    s = tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32)
+    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
+    return [(rmsnorm_fwd, [Y, RSTD, X, W, eps, s], {}), (rmsnorm_apply, [Y, RSTD, X, W, eps, s], same)]
+
+
+@tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X), plan=split_plan,
+           heuristic=split_columns(CONFIGS, x=2), tune_where=lambda cfg, Y, RSTD, X, *rest: split_fits(cfg, X))
+def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1):
+    """Y = X / sqrt(mean(X^2) + eps) * W and RSTD by rows, two passes over column blocks. With SPLIT > 1 the first
+    launch of split_plan's two: block (br, part) writes the sum of squares of part `part` of its rows to S (SPLIT,
+    rows); rmsnorm_apply writes Y and RSTD."""
+    if (S is None) != (SPLIT == 1):
+        raise tl.TileError(f"rmsnorm_fwd: SPLIT={SPLIT} takes S, the parts' sums of squares, from split_plan: launch "
+                           "rmsnorm_fwd itself, not its trace")
+    if SPLIT > 1:
+        br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
+        tl.check_eq(S.rows, SPLIT)
+        tl.check_eq(S.cols, X.rows)
+        c0, n = _part(X, BC, SPLIT, part)
+    else:
+        br = tl.grid(tl.cdiv(X.rows, BR))
+        tl.check_eq(Y.rows, X.rows)
+        tl.check_eq(Y.cols, X.cols)
+        tl.check_eq(RSTD.cols, X.rows)
+        tl.check_eq(W.cols, X.cols)
+        c0, n = 0, tl.cdiv(X.cols, BC)
     x = tl.regs(tl.f32, BR, BC, name="x")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     rstd = tl.rvec(tl.f32, BR, name="rstd")     # the sum of squares, then 1 / sqrt(mean + eps)
-    n = tl.cdiv(X.cols, BC)
 
     tl.zero(rstd)
     for c in tl.range(n, name="c"):
-        tl.load(x, X, (br, c))
+        tl.load(x, X, (br, c if SPLIT == 1 else c0 + c))
         tl.mul(x, x, x)
         tl.row_sum(rstd, x, rstd)
+    if SPLIT > 1:
+        tl.store(S, rstd, (part, br))
+        return
     rstd_of_sum(rstd, X.cols, eps)
     tl.store(RSTD, rstd, (br,))
     for c in tl.range(n, name="c"):
@@ -65,6 +92,36 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, *, BR, BC):
         tl.mul_row(x, x, rstd)
         tl.mul_col(x, x, w)
         tl.store(Y, x, (br, c))
+
+
+@tl.kernel(configs=CONFIGS)
+def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT):
+    """Y's part p of each row and RSTD, from the row's sum of squares added up from its SPLIT parts in S."""
+    br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
+    tl.check_eq(Y.rows, X.rows)
+    tl.check_eq(Y.cols, X.cols)
+    tl.check_eq(RSTD.cols, X.rows)
+    tl.check_eq(W.cols, X.cols)
+    tl.check_eq(S.rows, SPLIT)
+    tl.check_eq(S.cols, X.rows)
+    x = tl.regs(tl.f32, BR, BC, name="x")
+    w = tl.rvec(tl.f32, BC, axis="cols", name="w")
+    rstd = tl.rvec(tl.f32, BR, name="rstd")
+    sp = tl.rvec(tl.f32, BR, name="sp")
+    tl.zero(rstd)
+    for p in tl.range(SPLIT, name="p"):
+        tl.load(sp, S, (p, br))
+        tl.add(rstd, rstd, sp)
+    rstd_of_sum(rstd, X.cols, eps)
+    # part 0 writes RSTD: the other parts' block index lands past its end, where a store writes nothing
+    tl.store(RSTD, rstd, (br + part * tl.cdiv(X.rows, BR),))
+    c0, n = _part(X, BC, SPLIT, part)
+    for c in tl.range(n, name="c"):
+        tl.load(x, X, (br, c0 + c))
+        tl.load(w, W, (c0 + c,))
+        tl.mul_row(x, x, rstd)
+        tl.mul_col(x, x, w)
+        tl.store(Y, x, (br, c0 + c))
 
 
 def staged_past_8192(target, Y, RSTD, X, *rest, **keywords):

@@ -11,8 +11,8 @@ Other rows take two passes over column blocks, `softmax_fwd`: the first keeps a 
 sum rescaled as the max grows (the online softmax of attention), the second reads the row again and
 normalizes. Rows and columns need not be multiples of the block. Where the rows are too few to fill the GPU (a
 decode step's softmax over a vocabulary: 16 rows of 128256, one block), each row's columns are split SPLIT ways
-over as many blocks (`split_columns`): softmax_fwd keeps each part's (max, sum) pair per row, `softmax_apply`
-merges a row's pairs and normalizes its part.
+over as many blocks (`split_columns`, which rmsnorm's two passes take too): softmax_fwd keeps each part's
+(max, sum) pair per row, `softmax_apply` merges a row's pairs and normalizes its part.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ TUNE = {
     "gfx950": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[1, 2, 4, 8]),
     "apple": dict(BR=[16, 32], BC=[32, 64, 128]),
 }
-# softmax_fwd's also splits each row's columns over blocks (split_columns); the norms' two passes do not
+# softmax's and rmsnorm's two passes also split each row's columns over blocks (split_columns); layernorm's do not
 SPLIT_TUNE = {t: {**space, "SPLIT": [1, 2, 8, 32, 128, 512]} for t, space in TUNE.items()}
 
 
@@ -56,22 +56,34 @@ def row_bucket(Y, X, *rest):
     return tl.tune.pow2(rows), cols
 
 
-def split_columns(target, Y, X, *rest, **keywords):
-    """Rows too few to fill the GPU: each row's columns split over up to as many blocks as the target's usual
-    device has units, each part 4 column blocks at least; where the rows do not fill the configured row block,
-    blocks of 16 rows and one worker (every target takes that tile). 16 x 128256 on sm_90a: 128 parts of 8
-    column blocks, 128 one-warp blocks on 132 SMs, where one block of 64 rows read all of it (the static model,
-    H100: 17.5 us against 2259). Not timed."""
-    if target is None or target not in CONFIGS:
-        return {}
-    cfg, units = CONFIGS[target], model_device(target).units
-    rows, steps = X.shape[0], -(-X.shape[1] // cfg["BC"])
-    small = dict(BR=16, workers=1) if rows < cfg["BR"] else {}
-    blocks = -(-rows // small.get("BR", cfg["BR"]))
-    split = 1
-    while blocks * split * 2 <= units and steps >= 4 * split * 2:
-        split *= 2
-    return dict(SPLIT=split, **small) if split > 1 else {}
+def split_columns(configs: dict, x: int = 1):
+    """The heuristic of a two-pass row kernel (its `configs`, X its argument `x`) for rows too few to fill the GPU:
+    each row's columns split over up to as many blocks as the target's usual device has units, each part 4
+    column blocks at least; where the rows do not fill the configured row block, blocks of 16 rows and one worker
+    (every target takes that tile). Only rows of 64 column blocks or more: a split costs a second launch (~3 us),
+    which a block's walk down a shorter row (a one-warp block streams ~8 KB a block of 16 x 128 columns, a few
+    tens of GB/s) does not repay. softmax 16 x 128256 on sm_90a: 128 parts of 8 column blocks, 128 one-warp blocks
+    on 132 SMs, where one block of 64 rows read all of it (the static model, H100: 17.5 us against 2259).
+    Not timed."""
+    def heuristic(target, *args, **keywords):
+        if target is None or target not in configs:
+            return {}
+        cfg, units, shape = configs[target], model_device(target).units, args[x].shape
+        rows, steps = shape[0], -(-shape[1] // cfg["BC"])
+        if steps < 64:
+            return {}
+        small = dict(BR=16, workers=1) if rows < cfg["BR"] else {}
+        blocks = -(-rows // small.get("BR", cfg["BR"]))
+        split = 1
+        while blocks * split * 2 <= units and steps >= 4 * split * 2:
+            split *= 2
+        return dict(SPLIT=split, **small) if split > 1 else {}
+    return heuristic
+
+
+def split_fits(cfg, X) -> bool:
+    """A two-pass row kernel's candidate: row blocks no taller than twice the rows, no part without columns."""
+    return cfg["BR"] <= max(16, 2 * tl.tune.pow2(X.shape[0])) and cfg["SPLIT"] <= -(-X.shape[1] // cfg["BC"])
 
 
 def split_plan(cfg, Y, X, M=None, L=None, *, target=None):
@@ -140,9 +152,8 @@ def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
         tl.store(Y, x, (br, c0 + c))
 
 
-@tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=row_bucket, plan=split_plan, heuristic=split_columns,
-           tune_where=lambda cfg, Y, X, *rest: cfg["BR"] <= max(16, 2 * tl.tune.pow2(X.shape[0]))
-           and cfg["SPLIT"] <= -(-X.shape[1] // cfg["BC"]))
+@tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=row_bucket, plan=split_plan,
+           heuristic=split_columns(CONFIGS), tune_where=lambda cfg, Y, X, *rest: split_fits(cfg, X))
 def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
     """Y = softmax(X) by rows, two passes over column blocks. With SPLIT > 1 the first launch of split_plan's two:
     block (br, part) takes part `part` of its rows' columns and writes the part's max (log2 domain, at least

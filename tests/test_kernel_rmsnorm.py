@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from tiles import bench, toolchains
 from tiles.dsl import TileError
 from tiles.kernels.rmsnorm import ROW_MAX, launch_plan, rmsnorm, rmsnorm_fwd, rmsnorm_rows
-from tiles.testing import assert_close, random_array
+from tiles.testing import assert_close, poisoned, random_array
 from tiles.tune import Shaped
 
 
@@ -140,3 +140,32 @@ def test_rmsnorm_bad_input():
         rmsnorm_rows(x.copy(), rstd, x, w, 1e-6, TR=64, K=16, RPB=1, staged=False)
     assert np.isnan(rstd).all()
 
+
+
+@settings(max_examples=5)
+@given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([2, 3, 4, 8]),
+       dtype=st.sampled_from(["bf16", "f16", "f32"]), small=st.sampled_from([False, True]))
+def test_rmsnorm_split_over_blocks(backend, rows, cols, split, dtype, small):
+    """Each row's columns split over SPLIT blocks (split_plan: each part's sum of squares, then added up, RSTD
+    written by part 0 alone, and each part normalized), parts past a short row's end included, against float64;
+    the outputs poisoned first. small: the tile split_columns takes for few rows (16 rows, one worker)."""
+    x, w = random_array((rows, cols), dtype), random_array((cols,), "bf16")
+    y, rstd = poisoned((rows, cols), dtype), poisoned((rows,), "f32")
+    rmsnorm_fwd(y, rstd, x, w, 1e-6, backend=backend, SPLIT=split, **(dict(BR=16, workers=1) if small else {}))
+    ref_y, ref_rstd = reference_rmsnorm(x, w, 1e-6)
+    assert_close(rstd, ref_rstd, "f32", tol=1e-5, what="RSTD")
+    assert_close(y, ref_y, dtype, what="Y")
+
+
+def test_rmsnorm_splits_rows_too_few_to_fill_the_gpu():
+    """Past ROW_MAX columns (two passes) at a decode step, each row over many blocks; short rows, or rows enough
+    to fill the GPU, keep one launch; traced alone with SPLIT > 1 the kernel refuses (S comes from the plan)."""
+    def args(r, c):
+        return [Shaped((r, c), "bf16"), Shaped((r,), "f32"), Shaped((r, c), "bf16"), Shaped((c,), "bf16"), 1e-6]
+    assert rmsnorm_fwd.shape_config("sm_90a", args(16, 32768)) == dict(SPLIT=64, BR=16, workers=1)
+    assert rmsnorm_fwd.shape_config("sm_90a", args(100, 1000)) == {}
+    assert rmsnorm_fwd.shape_config("sm_90a", args(16384, 20000)) == {}
+    assert rmsnorm_fwd.shape_config(None, args(16, 32768)) == {}
+    x = random_array((4, 300), "f32")
+    with pytest.raises(TileError, match="from split_plan"):
+        rmsnorm_fwd.trace([x, x[:, 0].copy(), x, x[0], 1e-6], "sm_80", SPLIT=2)
