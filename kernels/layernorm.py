@@ -13,7 +13,10 @@ and stay in registers in their own dtype (`ROW_CONFIGS`: how many registers that
 
 Other rows take two passes over column blocks, `layernorm_fwd`: the first writes H and merges per-block
 means and squared deviations (Chan et al.'s pairwise update, stable where sum and sum-of-squares cancel);
-the second reads H back (one more read of the row, from L2 at best) and normalizes. Dropout draws its mask
+the second reads H back (one more read of the row, from L2 at best) and normalizes. Rows too few to fill the
+GPU split their columns over blocks as softmax's do (softmax.split_columns, `split_plan`): layernorm_fwd writes
+H and each part's statistics, `layernorm_apply` merges a row's parts by the same update and normalizes its
+part. Dropout draws its mask
 with `tl.dropout` from Philox 4x32-10 keyed by (seed, offset, row, column) of the (rows, C) view: the same
 mask on every backend (tiles/philox.py). The one-pass kernel has no dropout: its tile rows are pieces of
 one row, and `tl.dropout` keys elements by tile row and column.
@@ -25,7 +28,7 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import ROW_TUNE, TUNE, planned_rpb, row_bucket, row_plan, rows_fit
+from .softmax import ROW_TUNE, SPLIT_TUNE, _part, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -47,10 +50,37 @@ def rstd_of_sum(v, n, eps):
     tl.rsqrt(v, v)
 
 
-@tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=row_bucket,
-           tune_where=lambda cfg, Y, H, X, *rest: cfg["BR"] <= max(16, 2 * tl.tune.pow2(X.shape[0])))
-def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=False):
-    br = tl.grid(tl.cdiv(X.rows, BR))
+def split_plan(cfg, Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=None, *, target=None):
+    """layernorm_fwd with each row's columns split SPLIT ways: layernorm_fwd writes H and each part's mean and sum
+    of squared deviations to two (SPLIT, rows) f32 temporaries, layernorm_apply merges a row's parts (Chan's
+    pairwise update, as the blocks of one part merge) and normalizes its part of H. None: one launch."""
+    if cfg["SPLIT"] == 1 or MEAN is not None:
+        return None
+    mean, m2 = (tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32) for _ in range(2))
+    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
+    return [(layernorm_fwd, [Y, H, X, R, W, Bias, eps, p, seed, offset, mean, m2], {}),
+            (layernorm_apply, [Y, H, W, Bias, eps, mean, m2], same)]
+
+
+@tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=row_bucket, plan=split_plan,
+           heuristic=split_columns(CONFIGS, x=2), tune_where=lambda cfg, Y, H, X, *rest: split_fits(cfg, X))
+def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=None, *, BR, BC, SPLIT=1,
+                  dropout=False):
+    """H = R + dropout(X) and Y = layernorm(H) * W + Bias by rows, two passes over column blocks. With SPLIT > 1 the
+    first launch of split_plan's two: block (br, part) writes H over part `part` of its rows' columns, and the
+    part's mean and sum of squared deviations to MEAN and M2 (SPLIT, rows); layernorm_apply writes Y."""
+    if (MEAN is None) != (M2 is None) or (MEAN is None) != (SPLIT == 1):
+        raise tl.TileError(f"layernorm_fwd: SPLIT={SPLIT} takes MEAN and M2, the parts' statistics, from split_plan: "
+                           "launch layernorm_fwd itself, not its trace")
+    if SPLIT > 1:
+        br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
+        for v in (MEAN, M2):
+            tl.check_eq(v.rows, SPLIT)
+            tl.check_eq(v.cols, X.rows)
+        c0, n = _part(X, BC, SPLIT, part)
+    else:
+        br = tl.grid(tl.cdiv(X.rows, BR))
+        c0, n = 0, tl.cdiv(X.cols, BC)
     for a in (Y, H, R):
         tl.check_eq(a.rows, X.rows)
         tl.check_eq(a.cols, X.cols)
@@ -66,22 +96,22 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
     bmean = tl.rvec(tl.f32, BR, name="bmean")   # the same two of this column block
     bm2 = tl.rvec(tl.f32, BR, name="bm2")
     delta = tl.rvec(tl.f32, BR, name="delta")
-    n = tl.cdiv(X.cols, BC)
 
     tl.zero(mean)
     tl.zero(m2)
     for c in tl.range(n, name="c"):
-        seen = c * BC                            # columns merged before this block
-        nb = tl.minimum(BC, X.cols - seen)       # columns in this block
+        cc = c if SPLIT == 1 else c0 + c         # the column block along the whole row
+        seen = c * BC                            # columns merged before this block (of this part)
+        nb = tl.minimum(BC, X.cols - cc * BC)    # columns in this block
         frac = 1.0 * nb / (seen + nb)            # its share of the columns merged so far (float division)
-        tl.load(x, X, (br, c))
-        tl.load(h, R, (br, c))
+        tl.load(x, X, (br, cc))
+        tl.load(h, R, (br, cc))
         if dropout:
-            tl.dropout(x, x, p, seed, offset, br * BR, seen)
+            tl.dropout(x, x, p, seed, offset, br * BR, cc * BC)
         tl.add(h, h, x)
         tl.copy(hr, h)
         tl.copy(h, hr)
-        tl.store(H, hr, (br, c))
+        tl.store(H, hr, (br, cc))
         tl.row_sum(bmean, h)                     # columns past the end loaded as 0
         tl.mul(bmean, bmean, 1.0 / nb)
         tl.sub_row(x, h, bmean)
@@ -95,17 +125,63 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, *, BR, BC, dropout=
         tl.mul(delta, delta, seen * frac)
         tl.add(m2, m2, bm2)
         tl.add(m2, m2, delta)
+    if SPLIT > 1:
+        tl.store(MEAN, mean, (part, br))
+        tl.store(M2, m2, (part, br))
+        return
+    _normalized(Y, H, W, Bias, eps, X.cols, br, 0, n, mean, m2, h, w, bias)
+
+
+def _normalized(Y, H, W, Bias, eps, cols, br, c0, n, mean, m2, h, w, bias):
+    """Y over n column blocks from c0 of H's row block br: (h - mean) / sqrt(m2 / cols + eps) * W + Bias."""
     rstd = m2
-    rstd_of_sum(rstd, X.cols, eps)
+    rstd_of_sum(rstd, cols, eps)
     for c in tl.range(n, name="c"):
-        tl.load(h, H, (br, c))                   # what pass 1 wrote: a block reads its own global writes
-        tl.load(w, W, (c,))
-        tl.load(bias, Bias, (c,))
+        cc = c if isinstance(c0, int) and c0 == 0 else c0 + c
+        tl.load(h, H, (br, cc))                  # what pass 1 wrote: a block reads its own global writes
+        tl.load(w, W, (cc,))
+        tl.load(bias, Bias, (cc,))
         tl.sub_row(h, h, mean)
         tl.mul_row(h, h, rstd)
         tl.mul_col(h, h, w)
         tl.add_col(h, h, bias)
-        tl.store(Y, h, (br, c))
+        tl.store(Y, h, (br, cc))
+
+
+@tl.kernel(configs=CONFIGS)
+def layernorm_apply(Y, H, W, Bias, eps, MEAN, M2, *, BR, BC, SPLIT):
+    """Y's part p of each row, from the row's statistics merged from its SPLIT parts (Chan's update: part q's
+    columns join the seen ones with weight nq / (seen + nq), its deviations with seen * nq / (seen + nq))."""
+    br, part = tl.grid(tl.cdiv(H.rows, BR), SPLIT)
+    tl.check_eq(Y.rows, H.rows)
+    tl.check_eq(Y.cols, H.cols)
+    tl.check_eq(W.cols, H.cols)
+    tl.check_eq(Bias.cols, H.cols)
+    for v in (MEAN, M2):
+        tl.check_eq(v.rows, SPLIT)
+        tl.check_eq(v.cols, H.rows)
+    h = tl.regs(tl.f32, BR, BC, name="h")
+    w = tl.rvec(tl.f32, BC, axis="cols", name="w")
+    bias = tl.rvec(tl.f32, BC, axis="cols", name="bias")
+    mean, m2, pmean, pm2, delta = (tl.rvec(tl.f32, BR, name=v) for v in ("mean", "m2", "pmean", "pm2", "delta"))
+    per = tl.cdiv(tl.cdiv(H.cols, BC), SPLIT) * BC   # columns a part
+    tl.zero(mean)
+    tl.zero(m2)
+    for q in tl.range(SPLIT, name="q"):
+        seen = tl.minimum(q * per, H.cols)       # columns of the parts before q
+        nq = tl.minimum(per, H.cols - seen)      # part q's (0 past the row's end: it weighs nothing)
+        frac = 1.0 * nq / (seen + nq)
+        tl.load(pmean, MEAN, (q, br))
+        tl.load(pm2, M2, (q, br))
+        tl.sub(delta, pmean, mean)
+        tl.mul(pmean, delta, frac)
+        tl.add(mean, mean, pmean)
+        tl.mul(delta, delta, delta)
+        tl.mul(delta, delta, seen * frac)
+        tl.add(m2, m2, pm2)
+        tl.add(m2, m2, delta)
+    c0, n = _part(H, BC, SPLIT, part)
+    _normalized(Y, H, W, Bias, eps, H.cols, br, c0, n, mean, m2, h, w, bias)
 
 
 # softmax's, with sm_90a's registers capped at 128: with W and Bias kept across rows CUDA 13.0's ptxas (the H200's

@@ -11,7 +11,7 @@ Other rows take two passes over column blocks, `softmax_fwd`: the first keeps a 
 sum rescaled as the max grows (the online softmax of attention), the second reads the row again and
 normalizes. Rows and columns need not be multiples of the block. Where the rows are too few to fill the GPU (a
 decode step's softmax over a vocabulary: 16 rows of 128256, one block), each row's columns are split SPLIT ways
-over as many blocks (`split_columns`, which rmsnorm's two passes take too): softmax_fwd keeps each part's
+over as many blocks (`split_columns`, which the norms' two passes take too): softmax_fwd keeps each part's
 (max, sum) pair per row, `softmax_apply` merges a row's pairs and normalizes its part.
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ TUNE = {
     "gfx950": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[1, 2, 4, 8]),
     "apple": dict(BR=[16, 32], BC=[32, 64, 128]),
 }
-# softmax's and rmsnorm's two passes also split each row's columns over blocks (split_columns); layernorm's do not
+# the two-pass kernels (softmax's, the norms') also split each row's columns over blocks (split_columns)
 SPLIT_TUNE = {t: {**space, "SPLIT": [1, 2, 8, 32, 128, 512]} for t, space in TUNE.items()}
 
 

@@ -272,8 +272,8 @@ for s in "$@"; do
         # untimed; modelled 16x128256 at 17.5 us on an H100 against 2259 for one block): against torch.compile
         echo "== softmax over a vocabulary"; timeout 90 python3 -m tiles compare softmax --backends cuda --no-compile \
             --shapes 1x128256 16x128256 64x151936 4096x50257 2>&1 | r
-        echo "== rmsnorm past ROW_MAX at a decode step, split"; timeout 60 python3 -m tiles compare rmsnorm --backends cuda \
-            --no-compile --shapes 16x32768 1x65536 2>&1 | r ;;
+        for k in rmsnorm layernorm; do echo "== $k past ROW_MAX at a decode step, split"; timeout 60 python3 -m tiles \
+            compare $k --backends cuda --no-compile --shapes 16x32768 1x65536 2>&1 | r; done ;;
     rows1221)  # 12-07 05:46: with runs stored whole (13b8b9d), does staging still pay? The shipped rmsnorm at 16x4096 took
                # 5.3 us staged against 4.8 unstaged (05:24, other processes), 4096x4096 28.5-28.8 against 27.9. Both
                # forms in one process for rmsnorm and softmax from a decode step to long rows. Predicted unstaged:

@@ -4,8 +4,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tiles import dtypes, philox, toolchains
-from tiles.kernels.layernorm import launch_plan, layernorm, layernorm_rows
-from tiles.testing import assert_close, random_array
+from tiles.dsl import TileError
+from tiles.kernels.layernorm import launch_plan, layernorm, layernorm_fwd, layernorm_rows
+from tiles.testing import assert_close, poisoned, random_array
+from tiles.tune import Shaped
 
 
 def up(a):
@@ -125,3 +127,41 @@ def test_one_pass_moves_16_byte_chunks_on_cuda(target):
     x = random_array((4, 4096 // plan["K"], plan["K"]), "bf16")
     sass = toolchains.emit(layernorm_rows, [x, x, x, x, x[0], x[0], 1e-5], target, "sass", **plan)
     assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
+
+
+@settings(max_examples=5)
+@given(rows=st.integers(1, 60), cols=st.integers(1, 600), split=st.sampled_from([2, 3, 4, 8]),
+       dtype=st.sampled_from(["bf16", "f16", "f32"]), p=st.sampled_from([0.0, 0.3]), small=st.sampled_from([False, True]))
+def test_layernorm_split_over_blocks(backend, rows, cols, split, dtype, p, small):
+    """Each row's columns split over SPLIT blocks (split_plan: H and each part's mean and squared deviations, then
+    merged by Chan's update and normalized), parts past a short row's end included: against the one-launch
+    kernel on the same inputs, H bit for bit (the same dropout mask, element by element), Y to the dtype's
+    tolerance, and without dropout against float64; the outputs poisoned first."""
+    x = random_array((rows, cols), dtype)
+    r = (random_array((rows, cols), "f32") + 30.0).astype(x.dtype)
+    w, b = random_array((cols,), dtype), random_array((cols,), dtype)
+    outs = []
+    for s, kw in ((1, {}), (split, dict(BR=16, workers=1) if small else {})):
+        y, h = poisoned((rows, cols), dtype), poisoned((rows, cols), dtype)
+        layernorm_fwd(y, h, x, r, w, b, 1e-5, p, 7, 11, backend=backend, dropout=p > 0, SPLIT=s, **kw)
+        outs.append((y, h))
+    np.testing.assert_array_equal(outs[1][1], outs[0][1])
+    assert_close(outs[1][0], outs[0][0].astype(np.float64), dtype, what="Y split against one launch")
+    if p == 0:
+        ref_y, ref_h = reference_layernorm(x, r, w, b, 1e-5)
+        assert_close(outs[1][1], ref_h, dtype, what="H")
+        assert_close(outs[1][0], ref_y, dtype, what="Y")
+
+
+def test_layernorm_splits_rows_too_few_to_fill_the_gpu():
+    """Past ROW_MAX columns at a decode step each row goes over many blocks; short rows, or rows enough to fill the
+    GPU, keep one launch; traced alone with SPLIT > 1 the kernel refuses (its statistics come from the plan)."""
+    def args(r, c):
+        x, v = Shaped((r, c), "bf16"), Shaped((c,), "bf16")
+        return [x, x, x, x, v, v, 1e-5, 0.0, 0, 0]
+    assert layernorm_fwd.shape_config("sm_90a", args(16, 32768)) == dict(SPLIT=64, BR=16, workers=1)
+    assert layernorm_fwd.shape_config("sm_90a", args(100, 1000)) == {}
+    assert layernorm_fwd.shape_config("sm_90a", args(16384, 20000)) == {}
+    x, v = random_array((4, 300), "f32"), random_array((300,), "f32")
+    with pytest.raises(TileError, match="from split_plan"):
+        layernorm_fwd.trace([x, x, x, x, v, v, 1e-5, 0.0, 0, 0], "sm_80", SPLIT=2)
