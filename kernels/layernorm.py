@@ -28,7 +28,8 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import ROW_TUNE, SPLIT_TUNE, _part, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits
+from .softmax import (ROW_TUNE, SPLIT_TUNE, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits,
+                      split_walk)
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -69,18 +70,7 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=None,
     """H = R + dropout(X) and Y = layernorm(H) * W + Bias by rows, two passes over column blocks. With SPLIT > 1 the
     first launch of split_plan's two: block (br, part) writes H over part `part` of its rows' columns, and the
     part's mean and sum of squared deviations to MEAN and M2 (SPLIT, rows); layernorm_apply writes Y."""
-    if (MEAN is None) != (M2 is None) or (MEAN is None) != (SPLIT == 1):
-        raise tl.TileError(f"layernorm_fwd: SPLIT={SPLIT} takes MEAN and M2, the parts' statistics, from split_plan: "
-                           "launch layernorm_fwd itself, not its trace")
-    if SPLIT > 1:
-        br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
-        for v in (MEAN, M2):
-            tl.check_eq(v.rows, SPLIT)
-            tl.check_eq(v.cols, X.rows)
-        c0, n = _part(X, BC, SPLIT, part)
-    else:
-        br = tl.grid(tl.cdiv(X.rows, BR))
-        c0, n = 0, tl.cdiv(X.cols, BC)
+    br, part, c0, n = split_walk("layernorm_fwd", X, BR, BC, SPLIT, (MEAN, M2))
     for a in (Y, H, R):
         tl.check_eq(a.rows, X.rows)
         tl.check_eq(a.cols, X.cols)
@@ -118,18 +108,25 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=None,
         tl.bounds_mask(x, x, BR, nb, 0.0)        # ... but deviate from the mean: mask them
         tl.mul(x, x, x)
         tl.row_sum(bm2, x)
-        tl.sub(delta, bmean, mean)
-        tl.mul(bmean, delta, frac)
-        tl.add(mean, mean, bmean)
-        tl.mul(delta, delta, delta)
-        tl.mul(delta, delta, seen * frac)
-        tl.add(m2, m2, bm2)
-        tl.add(m2, m2, delta)
+        _merge(mean, m2, bmean, bm2, delta, seen, frac)
     if SPLIT > 1:
         tl.store(MEAN, mean, (part, br))
         tl.store(M2, m2, (part, br))
         return
     _normalized(Y, H, W, Bias, eps, X.cols, br, 0, n, mean, m2, h, w, bias)
+
+
+def _merge(mean, m2, bmean, bm2, delta, seen, frac):
+    """(mean, m2) of the columns seen so far <- merged with a block's (bmean, bm2), frac its share of the columns
+    merged (Chan et al.: the means' difference weighted by seen * frac adds to the squared deviations). bmean and
+    delta are scratch."""
+    tl.sub(delta, bmean, mean)
+    tl.mul(bmean, delta, frac)
+    tl.add(mean, mean, bmean)
+    tl.mul(delta, delta, delta)
+    tl.mul(delta, delta, seen * frac)
+    tl.add(m2, m2, bm2)
+    tl.add(m2, m2, delta)
 
 
 def _normalized(Y, H, W, Bias, eps, cols, br, c0, n, mean, m2, h, w, bias):
@@ -152,14 +149,11 @@ def _normalized(Y, H, W, Bias, eps, cols, br, c0, n, mean, m2, h, w, bias):
 def layernorm_apply(Y, H, W, Bias, eps, MEAN, M2, *, BR, BC, SPLIT):
     """Y's part p of each row, from the row's statistics merged from its SPLIT parts (Chan's update: part q's
     columns join the seen ones with weight nq / (seen + nq), its deviations with seen * nq / (seen + nq))."""
-    br, part = tl.grid(tl.cdiv(H.rows, BR), SPLIT)
+    br, part, c0, n = split_walk("layernorm_apply", H, BR, BC, SPLIT, (MEAN, M2))
     tl.check_eq(Y.rows, H.rows)
     tl.check_eq(Y.cols, H.cols)
     tl.check_eq(W.cols, H.cols)
     tl.check_eq(Bias.cols, H.cols)
-    for v in (MEAN, M2):
-        tl.check_eq(v.rows, SPLIT)
-        tl.check_eq(v.cols, H.rows)
     h = tl.regs(tl.f32, BR, BC, name="h")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     bias = tl.rvec(tl.f32, BC, axis="cols", name="bias")
@@ -173,14 +167,7 @@ def layernorm_apply(Y, H, W, Bias, eps, MEAN, M2, *, BR, BC, SPLIT):
         frac = 1.0 * nq / (seen + nq)
         tl.load(pmean, MEAN, (q, br))
         tl.load(pm2, M2, (q, br))
-        tl.sub(delta, pmean, mean)
-        tl.mul(pmean, delta, frac)
-        tl.add(mean, mean, pmean)
-        tl.mul(delta, delta, delta)
-        tl.mul(delta, delta, seen * frac)
-        tl.add(m2, m2, pm2)
-        tl.add(m2, m2, delta)
-    c0, n = _part(H, BC, SPLIT, part)
+        _merge(mean, m2, pmean, pm2, delta, seen, frac)
     _normalized(Y, H, W, Bias, eps, H.cols, br, c0, n, mean, m2, h, w, bias)
 
 

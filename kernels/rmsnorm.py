@@ -27,7 +27,8 @@ import tiles as tl
 
 from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import ROW_TUNE, SPLIT_TUNE, _part, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits
+from .softmax import (ROW_TUNE, SPLIT_TUNE, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits,
+                      split_walk)
 
 # sm_90a: rows three deep through shared memory where staged (past 8192 columns, staged_past_8192). H200 (12-04,
 # 4096 and 16384 rows of 4096): 25.2 / 79.2 us against 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336
@@ -57,21 +58,12 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1):
     """Y = X / sqrt(mean(X^2) + eps) * W and RSTD by rows, two passes over column blocks. With SPLIT > 1 the first
     launch of split_plan's two: block (br, part) writes the sum of squares of part `part` of its rows to S (SPLIT,
     rows); rmsnorm_apply writes Y and RSTD."""
-    if (S is None) != (SPLIT == 1):
-        raise tl.TileError(f"rmsnorm_fwd: SPLIT={SPLIT} takes S, the parts' sums of squares, from split_plan: launch "
-                           "rmsnorm_fwd itself, not its trace")
-    if SPLIT > 1:
-        br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
-        tl.check_eq(S.rows, SPLIT)
-        tl.check_eq(S.cols, X.rows)
-        c0, n = _part(X, BC, SPLIT, part)
-    else:
-        br = tl.grid(tl.cdiv(X.rows, BR))
+    br, part, c0, n = split_walk("rmsnorm_fwd", X, BR, BC, SPLIT, (S,))
+    if SPLIT == 1:
         tl.check_eq(Y.rows, X.rows)
         tl.check_eq(Y.cols, X.cols)
         tl.check_eq(RSTD.cols, X.rows)
         tl.check_eq(W.cols, X.cols)
-        c0, n = 0, tl.cdiv(X.cols, BC)
     x = tl.regs(tl.f32, BR, BC, name="x")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     rstd = tl.rvec(tl.f32, BR, name="rstd")     # the sum of squares, then 1 / sqrt(mean + eps)
@@ -97,13 +89,11 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1):
 @tl.kernel(configs=CONFIGS)
 def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT):
     """Y's part p of each row and RSTD, from the row's sum of squares added up from its SPLIT parts in S."""
-    br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
+    br, part, c0, n = split_walk("rmsnorm_apply", X, BR, BC, SPLIT, (S,))
     tl.check_eq(Y.rows, X.rows)
     tl.check_eq(Y.cols, X.cols)
     tl.check_eq(RSTD.cols, X.rows)
     tl.check_eq(W.cols, X.cols)
-    tl.check_eq(S.rows, SPLIT)
-    tl.check_eq(S.cols, X.rows)
     x = tl.regs(tl.f32, BR, BC, name="x")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     rstd = tl.rvec(tl.f32, BR, name="rstd")
@@ -115,7 +105,6 @@ def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT):
     rstd_of_sum(rstd, X.cols, eps)
     # part 0 writes RSTD: the other parts' block index lands past its end, where a store writes nothing
     tl.store(RSTD, rstd, (br + part * tl.cdiv(X.rows, BR),))
-    c0, n = _part(X, BC, SPLIT, part)
     for c in tl.range(n, name="c"):
         tl.load(x, X, (br, c0 + c))
         tl.load(w, W, (c0 + c,))

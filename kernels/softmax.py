@@ -104,6 +104,22 @@ def _part(X, BC, SPLIT, part):
     return part * per, tl.minimum(per, tl.maximum(steps - part * per, 0))
 
 
+def split_walk(name, X, BR, BC, SPLIT, parts):
+    """A two-pass row kernel's grid and its first pass's walk: (row block, part, first column block, column blocks).
+    SPLIT > 1, split_plan's first launch: a grid dim of parts, and `parts` given, the plan's (SPLIT, rows) f32
+    temporaries of each part's statistics; SPLIT 1: one part, and none of them."""
+    if any(v is None for v in parts) != (SPLIT == 1) or any(v is None for v in parts) != all(v is None for v in parts):
+        raise tl.TileError(f"{name}: SPLIT={SPLIT} takes the parts' statistics from split_plan, all or none: launch "
+                           f"{name} itself, not its trace")
+    if SPLIT == 1:
+        return tl.grid(tl.cdiv(X.rows, BR)), None, 0, tl.cdiv(X.cols, BC)
+    br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
+    for v in parts:
+        tl.check_eq(v.rows, SPLIT)
+        tl.check_eq(v.cols, X.rows)
+    return (br, part, *_part(X, BC, SPLIT, part))
+
+
 def _running(x, m, m_new, corr, l):
     """One column block x (scaled to log2, masked) into the running max m and the running sum l rescaled to it."""
     tl.row_max(m_new, x, m)
@@ -119,13 +135,9 @@ def _running(x, m, m_new, corr, l):
 @tl.kernel(configs=CONFIGS)
 def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
     """Y's part p of each row: 2^(x log2(e) - lse), lse the log2 of the row's sum merged from its SPLIT pairs."""
-    br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
+    br, part, c0, n = split_walk("softmax_apply", X, BR, BC, SPLIT, (M, L))
     tl.check_eq(Y.rows, X.rows)
     tl.check_eq(Y.cols, X.cols)
-    tl.check_eq(M.cols, X.rows)
-    tl.check_eq(L.cols, X.rows)
-    tl.check_eq(M.rows, SPLIT)
-    tl.check_eq(L.rows, SPLIT)
     x = tl.regs(tl.f32, BR, BC, name="x")
     m, m_new, corr, l, mp, lp = (tl.rvec(tl.f32, BR, name=n) for n in ("m", "m_new", "corr", "l", "mp", "lp"))
     tl.fill(m, F32_LOWEST)
@@ -142,7 +154,6 @@ def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
         tl.mul(lp, lp, mp)
         tl.add(l, l, lp)
         tl.copy(m, m_new)
-    c0, n = _part(X, BC, SPLIT, part)
     for c in tl.range(n, name="c"):
         tl.load(x, X, (br, c0 + c))
         tl.mul(x, x, LOG2E)
@@ -158,20 +169,10 @@ def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
     """Y = softmax(X) by rows, two passes over column blocks. With SPLIT > 1 the first launch of split_plan's two:
     block (br, part) takes part `part` of its rows' columns and writes the part's max (log2 domain, at least
     F32_LOWEST) and its sum of 2^(x - max) to M and L (SPLIT, rows); softmax_apply writes Y."""
-    if (M is None) != (L is None) or (M is None) != (SPLIT == 1):
-        raise tl.TileError(f"softmax_fwd: SPLIT={SPLIT} takes M and L, the parts' maxes and sums, from split_plan: "
-                           "launch softmax_fwd itself, not its trace")
-    if SPLIT > 1:
-        br, part = tl.grid(tl.cdiv(X.rows, BR), SPLIT)
-        for v in (M, L):
-            tl.check_eq(v.rows, SPLIT)
-            tl.check_eq(v.cols, X.rows)
-        c0, n = _part(X, BC, SPLIT, part)
-    else:
-        br = tl.grid(tl.cdiv(X.rows, BR))
+    br, part, c0, n = split_walk("softmax_fwd", X, BR, BC, SPLIT, (M, L))
+    if SPLIT == 1:
         tl.check_eq(Y.rows, X.rows)
         tl.check_eq(Y.cols, X.cols)
-        c0, n = 0, tl.cdiv(X.cols, BC)
     xs = tl.shared(X.dtype, BR, BC, name="xs")
     x = tl.regs(tl.f32, BR, BC, name="x")
     m = tl.rvec(tl.f32, BR, name="m")          # running row max (log2 domain)
