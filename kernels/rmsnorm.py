@@ -42,6 +42,15 @@ ROW_CONFIGS = {**softmax.ROW_CONFIGS,
                "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "stages": 3, "max_registers": 128}}
 
 
+def _check_shapes(Y, RSTD, X, W):
+    """The two-pass kernels' arguments: Y as X, RSTD a value per row, W one per column (both launches of a split
+    check them, so that a bad call stops before the first)."""
+    tl.check_eq(Y.rows, X.rows)
+    tl.check_eq(Y.cols, X.cols)
+    tl.check_eq(RSTD.cols, X.rows)
+    tl.check_eq(W.cols, X.cols)
+
+
 def split_plan(cfg, Y, RSTD, X, W, eps, S=None, *, target=None):
     """rmsnorm_fwd with each row's columns split SPLIT ways: rmsnorm_fwd writes each part's sum of squares to a
     (SPLIT, rows) f32 temporary, rmsnorm_apply adds a row's parts and normalizes its part. None: one launch."""
@@ -59,11 +68,7 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1):
     launch of split_plan's two: block (br, part) writes the sum of squares of part `part` of its rows to S (SPLIT,
     rows); rmsnorm_apply writes Y and RSTD."""
     br, part, c0, n = split_walk("rmsnorm_fwd", X, BR, BC, SPLIT, (S,))
-    if SPLIT == 1:
-        tl.check_eq(Y.rows, X.rows)
-        tl.check_eq(Y.cols, X.cols)
-        tl.check_eq(RSTD.cols, X.rows)
-        tl.check_eq(W.cols, X.cols)
+    _check_shapes(Y, RSTD, X, W)
     x = tl.regs(tl.f32, BR, BC, name="x")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     rstd = tl.rvec(tl.f32, BR, name="rstd")     # the sum of squares, then 1 / sqrt(mean + eps)
@@ -90,10 +95,7 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1):
 def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT):
     """Y's part p of each row and RSTD, from the row's sum of squares added up from its SPLIT parts in S."""
     br, part, c0, n = split_walk("rmsnorm_apply", X, BR, BC, SPLIT, (S,))
-    tl.check_eq(Y.rows, X.rows)
-    tl.check_eq(Y.cols, X.cols)
-    tl.check_eq(RSTD.cols, X.rows)
-    tl.check_eq(W.cols, X.cols)
+    _check_shapes(Y, RSTD, X, W)
     x = tl.regs(tl.f32, BR, BC, name="x")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     rstd = tl.rvec(tl.f32, BR, name="rstd")

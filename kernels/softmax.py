@@ -170,9 +170,8 @@ def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
     block (br, part) takes part `part` of its rows' columns and writes the part's max (log2 domain, at least
     F32_LOWEST) and its sum of 2^(x - max) to M and L (SPLIT, rows); softmax_apply writes Y."""
     br, part, c0, n = split_walk("softmax_fwd", X, BR, BC, SPLIT, (M, L))
-    if SPLIT == 1:
-        tl.check_eq(Y.rows, X.rows)
-        tl.check_eq(Y.cols, X.cols)
+    tl.check_eq(Y.rows, X.rows)   # both launches of a split check Y, so that a bad call stops before the first
+    tl.check_eq(Y.cols, X.cols)
     xs = tl.shared(X.dtype, BR, BC, name="xs")
     x = tl.regs(tl.f32, BR, BC, name="x")
     m = tl.rvec(tl.f32, BR, name="m")          # running row max (log2 domain)

@@ -55,6 +55,7 @@ def rows_only(op: ir.Op) -> bool:
     cols = op.srcs[2]
     return isinstance(cols, ir.Const) and cols.value >= op.dst.cols
 
+
 def free_tiles(k: ir.Kernel) -> set[str]:
     """Names of the register tiles of k that may hold each row's columns in any order shared by their class
     (tiles joined by elementwise ops, row-wise ops and column broadcasts), and that a load from or a store to a
