@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   next1225   12-07 08:20: on an H200 issue 20's table; on an H100 rows1222 and decode1225 (ncu, ours and cuBLAS)
 #   next1224   12-07 06:35: rows1222, then issue 20's table where the card is an H200
 #   last1223   12-07 06:00: on an H200 issue 20's forward table and rmsnorm's default, else rows1222
 #   rows1222   12-07 05:52: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm and softmax staged
@@ -242,6 +243,21 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    next1225)  # planned 12-07 08:20: on an H200 issue 20's table (standing1206c; the grid, grid1209, a call of its own);
+               # on an H100 rows1222 (the row kernels' untimed runs and splits), then decode1225
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then set -- standing1206c; else set -- rows1222 decode1225; fi
+        bash "$0" "$@" && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz" ;;
+    decode1225)  # 12-07 08:20: the decode column at N = 4096 (0.91-0.94x cuBLAS on the H100) under ncu, ours and cuBLAS's
+                 # kernels on the same inputs: DRAM throughput, SMs active, warp stalls. cuBLAS's 16.5 us at 1x4096x4096
+                 # is 2.0 TB/s too, so the question is what its blocks do that our 64 do not
+        for sh in 1x4096x4096 64x4096x4096; do f="$OUT/ncu_decode_$sh.txt"
+            timeout 90 ncu --clock-control none --kernel-name regex:"tiles_kernel_gemm|nvjet|xmma|cutlass|gemv|splitK" \
+                --launch-skip 2 --launch-count 4 $SECT --section SchedulerStats \
+                --metrics regex:"smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+                python3 scripts/gemm_pair.py --shape "$sh" --runs 4 >"$f" 2>&1
+            echo "== ncu $sh rc=$?"
+            grep -E "Context 1|Duration|DRAM Throughput|Compute \(SM\)|Block Size|Grid Size|Registers Per|Achieved Occ|Warp Cycles Per Issued|Issued Warp|stalled_(long_scoreboard|barrier|wait|math|lg|mio|short|no_inst|membar|sleeping).*ratio" "$f" | head -70
+        done ;;
     next1224)  # planned 12-07 06:35 for the next session: rows1222 (tests, rmsnorm's new default, softmax's and layernorm's
                # unstaged rows in runs against staged), then on an H200 issue 20's table; issue 18's grid on an H200 is
                # `gpu_session.sh grid1209`, a call of its own
