@@ -357,6 +357,31 @@ def test_masks(backend, m, n, r0, c0):
 
 
 @tl.kernel
+def const_masks(Y, X, *, ROWS, COLS):
+    """Bounds that are constants: a backend may drop a test whose bound keeps the whole tile (ir.bounds_tested)."""
+    br, bc = grid2(X)
+    x = tl.regs(tl.f32, BR, BC)
+    y = tl.regs(tl.f32, BR, BC)
+    tl.load(x, X, (br, bc))
+    tl.bounds_mask(y, x, ROWS, COLS, 7.5)
+    tl.store(Y, y, (0, br, bc))
+    tl.bounds_mask(x, x, ROWS, COLS, 7.5)   # in place
+    tl.store(Y, x, (1, br, bc))
+
+
+@settings(max_examples=6)
+@given(m=extent, n=extent, rows=st.sampled_from([5, BR - 1, BR, BR + 7]), cols=st.sampled_from([9, BC - 1, BC, 2 * BC]))
+def test_const_masks(backend, m, n, rows, cols):
+    x = random_array((m, n), "f32")
+    y = poisoned((2, m, n), "f32")
+    run(backend, const_masks, y, x, ROWS=rows, COLS=cols)
+    i, j = np.indices((m, n))
+    want = np.where((i % BR < rows) & (j % BC < cols), up(x), 7.5)
+    assert_close(y[0], want, "f32", tol=0.0, what="out of place")
+    assert_close(y[1], want, "f32", tol=0.0, what="in place")
+
+
+@tl.kernel
 def convert(Y, X):
     """f32 -> register tile of Y's dtype (rounding) -> Y, directly and staged through shared memory."""
     br, bc = grid2(X)

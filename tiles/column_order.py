@@ -50,10 +50,7 @@ class Classes:
 def rows_only(op: ir.Op) -> bool:
     """A bounds mask whose column bound is a constant no smaller than the tile's width: it keeps every column, so
     it tests rows only (softmax's and layernorm's rows past the end of a row of tiles)."""
-    if op.name != "bounds_mask":
-        return False
-    cols = op.srcs[2]
-    return isinstance(cols, ir.Const) and cols.value >= op.dst.cols
+    return op.name == "bounds_mask" and not ir.bounds_tested(op)[1]
 
 
 def free_tiles(k: ir.Kernel) -> set[str]:

@@ -270,6 +270,14 @@ def touches(s: "Op", t) -> bool:
     return s.dst is t or any(x is t for x in s.srcs)
 
 
+def bounds_tested(op: "Op") -> tuple[bool, bool]:
+    """Which of a bounds mask's two tests (rows, columns) can cut its tile: a constant bound no smaller than the
+    tile's extent keeps every row (column), so that test need not run (attention's rows, softmax's columns)."""
+    rows, cols = op.srcs[1], op.srcs[2]
+    return (not (isinstance(rows, Const) and rows.value >= op.dst.rows),
+            not (isinstance(cols, Const) and cols.value >= op.dst.cols))
+
+
 def walk(stmts, loops=()):
     """Every op under stmts, depth first, with the loops that enclose it."""
     for s in stmts:

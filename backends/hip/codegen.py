@@ -654,7 +654,8 @@ class _Emitter:
                          f"}} else if ({shift[1:-1]} < n_{v}) {{  // a tile crosses an edge: every lane checked"):
                 for s, fill in zip(staged_ops, fills):
                     line = f"  // {s.loc.file}:{s.loc.line}" if s.loc else ""
-                    w(f"{fill}.full_tile({self.ref(s.dst, slot)}, {self.idx(s, s.dst, {v: shift})});{line}")
+                    at = f"{fill}_at + {shift} * {fill}_step" if cursors else self.idx(s, s.dst, {v: shift})
+                    w(f"{fill}.full_tile{'_at' if cursors else ''}({self.ref(s.dst, slot)}, {at});{line}")
             w.depth += 1
             for s, fill in zip(staged_ops, fills):
                 w(f"{fill}.edge({self.ref(s.dst, slot)}, {self.idx(s, s.dst, {v: shift})});")
@@ -675,10 +676,19 @@ class _Emitter:
             g = s.srcs[0]
             w(f"const lds_fill<WAVES, {self.st_type(s.dst)}, {CTYPE[g.dtype.name]}> {fill}{{{self.n(g)}}};"
               f"  // lanes' offsets in a tile of {self.n(g)}, once")
+        # where every fill's batch and depth stay put, a full tile's byte offset is its offset at step 0 plus the
+        # step's: both made here, so that the loop pays a multiply and an add a fill (clang left the invariant
+        # part of each offset in the loop, recomputed every step)
+        cursors = moves is not None and all(_per_step(i, v) == 0 for s in staged_ops for i in s.attrs["idx"][:-2])
         if moves is not None:
             w(f"int {v}_full = n_{v};  // leading tiles of {v} whose every fill is a full tile (a prefix: they move forward)")
             for fill, (r0, c0, dr, dc) in zip(fills, moves):
                 w(f"{v}_full = {fill}.full_steps({v}_full, {r0}, {c0}, {dr}, {dc});")
+        if cursors:
+            for s, fill, (_, _, dr, dc) in zip(staged_ops, fills, moves):
+                g = self.n(s.srcs[0])
+                w(f"const uint32_t {fill}_at = {g}.unchecked({self.idx(s, s.dst, {v: '0'})}), "
+                  f"{fill}_step = {g}.unchecked(0, 0, {dr}, {dc});  // a full tile's bytes at step 0, a step's")
         if self.barriers.pipeline_entry(staged_ops):
             w("arch::barrier();")
         if p.schedule == "pingpong" or S == 1:
@@ -693,12 +703,23 @@ class _Emitter:
             with w.block(f"if (0 < n_{v}) {{"):
                 issue("0", "0", land=True)
             w("pingpong_enter();  // group 1 runs one barrier behind group 0")
-        step = f"{v}_slot ^= 1" if ring == 2 else f"{v}_slot = {v}_slot == {ring - 1} ? 0 : {v}_slot + 1"
-        head = f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{" if ring == 1 else \
-            f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {step}) {{"
+        def wrap(x):   # (x + 1) % ring, one compare and a select
+            return f"{x} == {ring - 1} ? 0 : {x} + 1"
+        if ring == 1:
+            head = f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{"
+        elif ring == 2:   # one scalar xor each, where the wrap-around test is a compare and a select
+            head = f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {v}_slot ^= 1) {{"
+        elif ahead in (1, ring - 1):   # the slot and the fill's carried: one of them steps, the other takes its value
+            step = (f"{v}_slot = {v}_fill, {v}_fill = {wrap(f'{v}_fill')}" if ahead == 1 else
+                    f"{v}_fill = {v}_slot, {v}_slot = {wrap(f'{v}_slot')}")
+            head = f"for (int {v} = 0, {v}_slot = 0, {v}_fill = {ahead}; {v} < n_{v}; ++{v}, {step}) {{"
+        else:
+            head = f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {v}_slot = {wrap(f'{v}_slot')}) {{"
         with w.block(head):
-            if ring == 2:   # one scalar xor each, where the wrap-around test is a compare and a select
+            if ring == 2:
                 w(f"const int {v}_fill = {v}_slot ^ 1;  // ({v} + 1) % 2")
+            elif ring > 2 and ahead in (1, ring - 1):
+                w(f"// {v}_slot = {v} % {ring}, {v}_fill = ({v} + {ahead}) % {ring}")
             elif ring > 1:
                 nxt = f"{v}_slot + {ahead}"
                 w(f"const int {v}_fill = {nxt} >= {ring} ? {nxt} - {ring} : {nxt};  // ({v} + {ahead}) % {ring}")
@@ -893,6 +914,15 @@ class _Emitter:
         if name.endswith("_row") or name.endswith("_col"):
             self._same_layout(op)
             return f"{name}({self.n(d)}, {self.n(srcs[0])}, {self.n(srcs[1])});{line}"
+        if name == "bounds_mask" and ir.bounds_tested(op) != (True, True):   # a bound that keeps the whole tile
+            self._same_layout(op)
+            rows, cols = ir.bounds_tested(op)
+            if not (rows or cols):
+                keep = "" if d is srcs[0] else f"copy({self.n(d)}, {self.n(srcs[0])});  "
+                return f"{keep}// bounds_mask: its bounds keep the whole tile{line}"
+            which, bound = ("rows", srcs[1]) if rows else ("cols", srcs[2])
+            return (f"bounds_mask_{which}({self.n(d)}, {self.n(srcs[0])}, {self.expr(bound, shift)}, "
+                    f"{self.expr(srcs[3], shift)});{line}")
         if name in ("causal_mask", "bounds_mask", "dropout"):
             self._same_layout(op)
             args = ", ".join(self.expr(x, shift) for x in srcs[1:])

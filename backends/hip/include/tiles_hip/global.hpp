@@ -410,8 +410,12 @@ template <class F, class S, class G> struct fill_base {
   TILES_DEV void edge(const S& dst, int b, int d, int r0, int c0) const {
     static_cast<const F&>(*this).edge_tile(dst, b, d, arch::opaque(r0), arch::opaque(c0));
   }
+  // a full tile at (b, d, r0, c0), or at a byte offset (a loop's: its part outside the loop made once, the codegen's)
+  TILES_DEV void full_tile(const S& dst, int b, int d, int r0, int c0) const {
+    static_cast<const F&>(*this).full_tile_at(dst, src.unchecked(b, d, r0, c0));
+  }
   TILES_DEV void operator()(const S& dst, int b, int d, int r0, int c0) const {
-    if (__builtin_expect(full(r0, c0), 1)) static_cast<const F&>(*this).full_tile(dst, b, d, r0, c0);  // the fall-through
+    if (__builtin_expect(full(r0, c0), 1)) full_tile(dst, b, d, r0, c0);  // the fall-through
     else edge(dst, b, d, r0, c0);
   }
 };
@@ -438,9 +442,8 @@ struct lds_fill : fill_base<lds_fill<WAVES, S, G, P>, S, G> {
       off[i] = (uint32_t)(r * src.sr + c) * (uint32_t)sizeof(T);
     }
   }
-  TILES_DEV void full_tile(const S& dst, int b, int d, int r0, int c0) const {
+  TILES_DEV void full_tile_at(const S& dst, uint32_t tile) const {
     const arch::buffer buf = src.buffer();
-    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
     TILES_UNROLL for (int i = 0; i < DS::PER_WAVE; ++i)
       if (DS::mine(i)) arch::buffer_load_lds(buf, off[i], tile, dst.base + wave_lds + i * WAVES * LL::SPAN);
   }
@@ -468,9 +471,8 @@ struct lds_fill<WAVES, S, G, REGS> : fill_base<lds_fill<WAVES, S, G, REGS>, S, G
     TILES_UNROLL for (int j = 0; j < PER; ++j)
       off[j] = (uint32_t)(run(j) / PER_ROW * g.sr + run(j) % PER_ROW * RUN) * (uint32_t)sizeof(T);
   }
-  TILES_DEV void full_tile(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void full_tile_at(const S&, uint32_t tile) const {
     const arch::buffer buf = src.buffer();
-    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j)) x[j] = arch::buffer_load<16>(buf, off[j], tile);
   }
   TILES_DEV void edge_tile(const S&, int b, int d, int r0, int c0) const {
@@ -517,9 +519,8 @@ struct lds_fill<WAVES, S, G, REGS_T> : fill_base<lds_fill<WAVES, S, G, REGS_T>, 
     TILES_UNROLL for (int j = 0; j < PER; ++j)
       off[j] = (uint32_t)(4 * (block(j) / BC) * g.sr + 4 * (block(j) % BC)) * (uint32_t)sizeof(T);
   }
-  TILES_DEV void full_tile(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void full_tile_at(const S&, uint32_t tile) const {
     const arch::buffer buf = src.buffer();
-    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
     const uint32_t row = src.sr * (uint32_t)sizeof(T);
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
       TILES_UNROLL for (int i = 0; i < 4; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * row, tile);
@@ -572,9 +573,8 @@ struct lds_fill<WAVES, S, G, REGS_PAIRED> : fill_base<lds_fill<WAVES, S, G, REGS
   TILES_DEV explicit lds_fill(const gl<G>& g) : fill_base<lds_fill, S, G>{g, (g.cols | g.sr) % N == 0} {
     TILES_UNROLL for (int j = 0; j < PER; ++j) off[j] = (uint32_t)(row(j) * g.sr + col(j)) * (uint32_t)sizeof(T);
   }
-  TILES_DEV void full_tile(const S&, int b, int d, int r0, int c0) const {
+  TILES_DEV void full_tile_at(const S&, uint32_t tile) const {
     const arch::buffer buf = src.buffer();
-    const uint32_t tile = (uint32_t)(b * src.sb + d * src.sd + r0 * src.sr + c0) * (uint32_t)sizeof(T);
     const uint32_t next = src.sr * (uint32_t)sizeof(T);
     TILES_UNROLL for (int j = 0; j < PER; ++j) if (mine(j))
       TILES_UNROLL for (int i = 0; i < 2; ++i) x[j][i] = arch::buffer_load<RUN>(buf, off[j] + i * next, tile);

@@ -461,16 +461,25 @@ struct keep_causal {
   TILES_DEV bool operator()(int i, int j) const { return col0 + j <= row0 + i; }
   TILES_DEV bool all(int i0, int n, int m) const { return col0 + m - 1 <= row0 + i0; }  // rows i0.., columns 0..m-1
 };
-struct keep_bounds {
+// ROWS / COLS: whether that bound can cut the tile. The codegen drops a test whose bound is a constant no smaller
+// than the block tile (ir.bounds_tested): the row test needs the wave's rows (a v_readfirstlane), and both
+// together a scalar and of two compares, on every step of attention's KV loop.
+template <bool ROWS = true, bool COLS = true> struct keep_bounds {
   int rows, cols;
-  TILES_DEV bool operator()(int i, int j) const { return i < rows && j < cols; }
-  TILES_DEV bool all(int i0, int n, int m) const { return i0 + n <= rows && m <= cols; }
+  TILES_DEV bool operator()(int i, int j) const { return (!ROWS || i < rows) && (!COLS || j < cols); }
+  TILES_DEV bool all(int i0, int n, int m) const { return (!ROWS || i0 + n <= rows) && (!COLS || m <= cols); }
 };
 template <class D, class X> TILES_DEV void causal_mask(D& d, const X& s, int row0, int col0, float fill_value) {
   mask(d, s, keep_causal{row0, col0}, fill_value);
 }
 template <class D, class X> TILES_DEV void bounds_mask(D& d, const X& s, int rows, int cols, float fill_value) {
-  mask(d, s, keep_bounds{rows, cols}, fill_value);
+  mask(d, s, keep_bounds<>{rows, cols}, fill_value);
+}
+template <class D, class X> TILES_DEV void bounds_mask_rows(D& d, const X& s, int rows, float fill_value) {
+  mask(d, s, keep_bounds<true, false>{rows, 0}, fill_value);
+}
+template <class D, class X> TILES_DEV void bounds_mask_cols(D& d, const X& s, int cols, float fill_value) {
+  mask(d, s, keep_bounds<false, true>{0, cols}, fill_value);
 }
 
 // ---------------------------------------------------------------- dropout
