@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   next1226   12-07 08:35: rows1222 again (logs kept whole now), then decode1226 (stages and BK of the decode GEMM)
 #   next1225   12-07 08:20: on an H200 issue 20's table; on an H100 rows1222 and decode1225 (ncu, ours and cuBLAS)
 #   next1224   12-07 06:35: rows1222, then issue 20's table where the card is an H200
 #   last1223   12-07 06:00: on an H200 issue 20's forward table and rmsnorm's default, else rows1222
@@ -160,6 +161,9 @@
 #              issue 18's grid in two halves with time for cuBLAS's rows (the 17:36 call was cut before them)
 set -uo pipefail
 OUT=${OUT:-/tmp/tiles-session}; mkdir -p "$OUT"
+if [ -z "${SESSION_DEPTH:-}" ]; then   # the outermost call: everything it prints kept in $OUT (a call's reply keeps a tail)
+    export SESSION_DEPTH=1; exec > >(tee -a "$OUT/stdout.log") 2>&1
+else TOP=; fi
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || exit 1
@@ -176,11 +180,9 @@ ncu_gemm() {   # ncu_gemm SHAPE SETTING: one warm launch of the generated GEMM (
     echo "== $1 $2 rc=$?"
     grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Warp Cycles Per Issued" "$f" | head -12
 }
-then_table() {   # then_table STEP: STEP, then issue 20's table (standing1206c) where the card is an H200; files unpacked
-    bash "$0" "$1" && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-        bash "$0" standing1206c && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz"
-    fi
+then_table() {   # then_table STEP: STEP, then issue 20's table (standing1206c) where the card is an H200
+    bash "$0" "$1"
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; fi
 }
 for s in "$@"; do
     case "$s" in
@@ -243,10 +245,22 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    next1226)  # 12-07 08:35: next1225's row-kernel timings again (its reply kept only the ncu tail; everything now goes to
+               # $OUT/stdout.log), then decode1226; on an H200 issue 20's table first
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; fi
+        bash "$0" rows1222 decode1226 ;;
+    decode1226)  # 12-07 08:35: what cuBLAS's decode kernel has that ours lacks (ncu, decode1225): the same 64 blocks, but
+                 # 164 KB of stages against our 128 (half of it A's 64-row slots, which one row of A leaves empty) and
+                 # 13% shorter blocks. Deeper or wider steps of our 64x64 form: stages 8 -> 12 (predicted 0 to -3%, as
+                 # at 16x4096x14336 on 12-06), BK 64 -> 128 at 4 and 6 stages (half the steps' waits and arrivals:
+                 # predicted -2 to -6%)
+        for bk in "BK=64 stages=8,12" "BK=128 stages=4,6"; do echo "== decode, 64x64 tiles, $bk"
+            timeout 80 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
+                64x4096x4096 1x4096x14336 --set BM=64 BN=64 workers=1 SPLIT=1 $bk 2>&1 | r; done ;;
     next1225)  # planned 12-07 08:20: on an H200 issue 20's table (standing1206c; the grid, grid1209, a call of its own);
                # on an H100 rows1222 (the row kernels' untimed runs and splits), then decode1225
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then set -- standing1206c; else set -- rows1222 decode1225; fi
-        bash "$0" "$@" && tar xzf "$OUT/session.tgz" -C "$OUT" && rm -f "$OUT/session.tgz" ;;
+        bash "$0" "$@" ;;
     decode1225)  # 12-07 08:20: the decode column at N = 4096 (0.91-0.94x cuBLAS on the H100) under ncu, ours and cuBLAS's
                  # kernels on the same inputs: DRAM throughput, SMs active, warp stalls. cuBLAS's 16.5 us at 1x4096x4096
                  # is 2.0 TB/s too, so the question is what its blocks do that our 64 do not
@@ -1220,4 +1234,5 @@ torch.cuda.synchronize()" >"$OUT/addrms.log" 2>&1; echo "rc=$?"
     *) echo "unknown step $s"; exit 2 ;;
     esac
 done
-cd "$OUT" && tar czf ../session.tgz . && rm -rf ./* && mv ../session.tgz .   # one file back (a call returns 8 at most)
+[ -n "${TOP-x}" ] || exit 0   # a nested call (bash "$0" STEP): the outermost packs
+sleep 1; cd "$OUT" && tar czf ../session.tgz . && rm -rf ./* && mv ../session.tgz .   # one file back (a call returns 8 at most)
