@@ -75,8 +75,10 @@ def skinny(target, C, A, B, **keywords):
 
     sm_90a, M <= 512: the timed winners of the H200's grids (docs/benchmarks.md: 12-02 17:45 and 18:40 UTC, 12-04
     12:07 UTC) and the H100's (12-06). Where 64x64 tiles make one wave that fills half the SMs or more (N = 4096, up
-    to 128 rows), those at 8 stages: with K whole up to K = 4096, where no partial sums beat the split's
-    (16x4096x4096 18.6 against 21.0 us split in two by tl.store_sum, on the H100), K split where each part keeps
+    to 128 rows): with K whole up to K = 4096, where no partial sums beat the split's (16x4096x4096 18.6 against
+    21.0 us split in two by tl.store_sum, on the H100), in steps of 128 at 6 stages (H100, 12-07, against steps of
+    64 at 8: 1x4096x4096 17.9 / 18.1 us, 16x 18.0 / 18.5, 64x 17.3 / 18.4; cuBLAS 16.4, 18.7, 17.0), at 8 stages of
+    64 where K is split, each part keeping
     PART_STEPS (16x4096x14336 in two: 47.5 us against cuBLAS's 44.9 and 64x128 tiles' 51.9); past 64 rows, where
     K is longer and too short to split, 128x64 tiles over two consumer warpgroups, whose 64-row halves share each
     B tile (128x4096x14336 49.4 us against 128x128 split 2's 55.0 and cuBLAS's 55.1 on the H100, 12-06; the static
@@ -103,8 +105,10 @@ def skinny(target, C, A, B, **keywords):
     narrow = -(-m // 64) * depth * -(-n // 64)   # 64x64 tiles: one wave, at least half the SMs (64 at N = 4096)
     if m <= 128 and 64 <= narrow <= SMS:
         split = split_for(narrow, -(-k // 64), SMS, least=PART_STEPS)
-        if k <= 4096 or split > 1:
+        if split > 1:
             return dict(BM=64, BN=64, BK=64, stages=8, workers=1, SPLIT=split)
+        if k <= 4096:   # K whole in steps of 128: half the steps' waits and arrivals, 192 KB of stages
+            return dict(BM=64, BN=64, BK=128, stages=6, workers=1, SPLIT=1)
         if m > 64 and narrow >= 128:   # 128x64 tiles, half the SMs or more: each B tile read once, not twice
             return dict(BM=128, BN=64, BK=64, stages=8, workers=2, SPLIT=1)
     bm = 64 if m <= 64 else 128

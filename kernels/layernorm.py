@@ -28,8 +28,8 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import (ROW_TUNE, SPLIT_TUNE, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits,
-                      split_walk)
+from .softmax import (ROW_TUNE, SPLIT_TUNE, load_parts, part_chunk, planned_rpb, row_bucket, row_plan, rows_fit,
+                      split_columns, split_fits, split_walk)
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -157,17 +157,21 @@ def layernorm_apply(Y, H, W, Bias, eps, MEAN, M2, *, BR, BC, SPLIT):
     h = tl.regs(tl.f32, BR, BC, name="h")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     bias = tl.rvec(tl.f32, BC, axis="cols", name="bias")
-    mean, m2, pmean, pm2, delta = (tl.rvec(tl.f32, BR, name=v) for v in ("mean", "m2", "pmean", "pm2", "delta"))
+    mean, m2, delta = (tl.rvec(tl.f32, BR, name=v) for v in ("mean", "m2", "delta"))
+    chunk = part_chunk(SPLIT)   # the parts' loads a chunk at a time, their merges in order
+    pmean = [tl.rvec(tl.f32, BR, name=f"pmean{g}") for g in range(chunk)]
+    pm2 = [tl.rvec(tl.f32, BR, name=f"pm2{g}") for g in range(chunk)]
     per = tl.cdiv(tl.cdiv(H.cols, BC), SPLIT) * BC   # columns a part
     tl.zero(mean)
     tl.zero(m2)
-    for q in tl.range(SPLIT, name="q"):
-        seen = tl.minimum(q * per, H.cols)       # columns of the parts before q
-        nq = tl.minimum(per, H.cols - seen)      # part q's (0 past the row's end: it weighs nothing)
-        frac = 1.0 * nq / (seen + nq)
-        tl.load(pmean, MEAN, (q, br))
-        tl.load(pm2, M2, (q, br))
-        _merge(mean, m2, pmean, pm2, delta, seen, frac)
+    for q in tl.range(SPLIT // chunk, name="q"):
+        load_parts(pmean, MEAN, q, br)
+        load_parts(pm2, M2, q, br)
+        for g in range(chunk):
+            seen = tl.minimum((q * chunk + g) * per, H.cols)   # columns of the parts before this one
+            nq = tl.minimum(per, H.cols - seen)                # this part's (0 past the row's end: it weighs nothing)
+            frac = 1.0 * nq / (seen + nq)
+            _merge(mean, m2, pmean[g], pm2[g], delta, seen, frac)
     _normalized(Y, H, W, Bias, eps, H.cols, br, c0, n, mean, m2, h, w, bias)
 
 

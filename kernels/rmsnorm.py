@@ -27,8 +27,8 @@ import tiles as tl
 
 from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import (ROW_TUNE, SPLIT_TUNE, planned_rpb, row_bucket, row_plan, rows_fit, split_columns, split_fits,
-                      split_walk)
+from .softmax import (ROW_TUNE, SPLIT_TUNE, load_parts, part_chunk, planned_rpb, row_bucket, row_plan, rows_fit,
+                      split_columns, split_fits, split_walk)
 
 # sm_90a: rows three deep through shared memory where staged (past 8192 columns, staged_past_8192). H200 (12-04,
 # 4096 and 16384 rows of 4096): 25.2 / 79.2 us against 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336
@@ -39,7 +39,7 @@ from .softmax import (ROW_TUNE, SPLIT_TUNE, planned_rpb, row_bucket, row_plan, r
 # before that change (98-102 registers then)
 ROW_CONFIGS = {**softmax.ROW_CONFIGS,
                "sm_80": {**softmax.ROW_CONFIGS["sm_80"], "max_registers": 128},
-               "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "stages": 3, "max_registers": 128}}
+               "sm_90a": {**softmax.ROW_CONFIGS["sm_90a"], "staged": True, "stages": 3, "max_registers": 128}}
 
 
 def _check_shapes(Y, RSTD, X, W):
@@ -99,11 +99,12 @@ def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT):
     x = tl.regs(tl.f32, BR, BC, name="x")
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     rstd = tl.rvec(tl.f32, BR, name="rstd")
-    sp = tl.rvec(tl.f32, BR, name="sp")
+    sp = [tl.rvec(tl.f32, BR, name=f"sp{g}") for g in range(part_chunk(SPLIT))]
     tl.zero(rstd)
-    for p in tl.range(SPLIT, name="p"):
-        tl.load(sp, S, (p, br))
-        tl.add(rstd, rstd, sp)
+    for q in tl.range(SPLIT // len(sp), name="q"):
+        load_parts(sp, S, q, br)
+        for v in sp:
+            tl.add(rstd, rstd, v)
     rstd_of_sum(rstd, X.cols, eps)
     # part 0 writes RSTD: the other parts' block index lands past its end, where a store writes nothing
     tl.store(RSTD, rstd, (br + part * tl.cdiv(X.rows, BR),))

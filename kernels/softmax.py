@@ -120,6 +120,22 @@ def split_walk(name, X, BR, BC, SPLIT, parts):
     return (br, part, *_part(X, BC, SPLIT, part))
 
 
+def part_chunk(SPLIT: int) -> int:
+    """How many parts' statistics a merge loads at once: the largest power of two up to 8 that divides SPLIT. Their
+    loads are then in flight together, one round trip to L2 a chunk where each part took one (128 parts in turn
+    held softmax 1x128256's second launch for most of its 128 us on the H100, 12-07)."""
+    g = 1
+    while g < 8 and SPLIT % (2 * g) == 0:
+        g *= 2
+    return g
+
+
+def load_parts(vecs, V, q, br):
+    """Chunk q of a merge: vecs[g] <- part q * len(vecs) + g of row block br's statistics in V (SPLIT, rows)."""
+    for g, v in enumerate(vecs):
+        tl.load(v, V, (q * len(vecs) + g, br))
+
+
 def _running(x, m, m_new, corr, l):
     """One column block x (scaled to log2, masked) into the running max m and the running sum l rescaled to it."""
     tl.row_max(m_new, x, m)
@@ -134,26 +150,31 @@ def _running(x, m, m_new, corr, l):
 
 @tl.kernel(configs=CONFIGS)
 def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
-    """Y's part p of each row: 2^(x log2(e) - lse), lse the log2 of the row's sum merged from its SPLIT pairs."""
+    """Y's part p of each row: 2^(x log2(e) - lse), lse the log2 of the row's sum merged from its SPLIT pairs: the
+    row's max m over the parts' maxima first, then the sum of each part's sum scaled by 2^(its max - m), so that
+    the parts' terms are independent of each other (a running merge rescales at every part, one chain)."""
     br, part, c0, n = split_walk("softmax_apply", X, BR, BC, SPLIT, (M, L))
     tl.check_eq(Y.rows, X.rows)
     tl.check_eq(Y.cols, X.cols)
     x = tl.regs(tl.f32, BR, BC, name="x")
-    m, m_new, corr, l, mp, lp = (tl.rvec(tl.f32, BR, name=n) for n in ("m", "m_new", "corr", "l", "mp", "lp"))
+    m, l = tl.rvec(tl.f32, BR, name="m"), tl.rvec(tl.f32, BR, name="l")
+    chunk = part_chunk(SPLIT)
+    mp = [tl.rvec(tl.f32, BR, name=f"mp{g}") for g in range(chunk)]
+    lp = [tl.rvec(tl.f32, BR, name=f"lp{g}") for g in range(chunk)]
     tl.fill(m, F32_LOWEST)
+    for q in tl.range(SPLIT // chunk, name="q"):
+        load_parts(mp, M, q, br)
+        for v in mp:
+            tl.max(m, m, v)
     tl.zero(l)
-    for p in tl.range(SPLIT, name="p"):   # (m, l) <- (m, l) merged with part p's pair
-        tl.load(mp, M, (p, br))
-        tl.load(lp, L, (p, br))
-        tl.max(m_new, m, mp)
-        tl.sub(corr, m, m_new)
-        tl.exp2(corr, corr)
-        tl.mul(l, l, corr)
-        tl.sub(mp, mp, m_new)
-        tl.exp2(mp, mp)
-        tl.mul(lp, lp, mp)
-        tl.add(l, l, lp)
-        tl.copy(m, m_new)
+    for q in tl.range(SPLIT // chunk, name="q"):
+        load_parts(mp, M, q, br)
+        load_parts(lp, L, q, br)
+        for a, b in zip(mp, lp):
+            tl.sub(a, a, m)
+            tl.exp2(a, a)
+            tl.mul(b, b, a)
+            tl.add(l, l, b)
     for c in tl.range(n, name="c"):
         tl.load(x, X, (br, c0 + c))
         tl.mul(x, x, LOG2E)
@@ -209,11 +230,15 @@ def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
 # loads, 16-byte stores) and the loads of the next rows run ahead of the compute. sm_90a keeps the warp
 # schedule: a TMA producer warpgroup would hold the SM for one block of few warps; and without wgmma (there is
 # no matrix product here) its block barriers need no async-proxy fence. Up to 16 warps: 32 (workers=8) ran
-# softmax 4096x32768 in 209 us against 162 us on the H200 (2026-11-30, docs/benchmarks.md).
+# softmax 4096x32768 in 209 us against 162 us on the H200 (2026-11-30, docs/benchmarks.md). sm_90a's rows go
+# straight to registers since their runs are whole (column_order.rows_only, 16-byte stores): H100, 12-07, one
+# process, staged / unstaged, softmax 16x4096 5.1 / 4.9 us, 4096x4096 27.5 / 27.0, 16384x4096 94.5 / 93.9, 4096x8192
+# 53.8 / 51.6, 4096x14336 96.3 / 94.6; layernorm (which takes these) 6.1 / 5.4, 53.7 / 52.6, 186.7 / 185.3,
+# 101.5 / 100.2, 179.2 / 171.2. rmsnorm stages past 8192 columns (its staged_past_8192).
 ROW_CONFIGS = {
     "default": dict(staged=False),
     "sm_80": dict(staged=True, stages=2, workers=16),
-    "sm_90a": dict(staged=True, stages=2, workers=4, schedule="warp", wgmma=False),
+    "sm_90a": dict(staged=False, stages=2, workers=4, schedule="warp", wgmma=False),
     "gfx942": dict(staged=False, workers=4),
     "gfx950": dict(staged=True, stages=2, workers=4),
     "apple": dict(staged=False, workers=4),

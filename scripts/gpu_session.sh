@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   next1227   12-07 09:00: split rows' merges a chunk at a time, the decode GEMM in steps of 128, softmax 4096x50257
 #   next1226   12-07 08:35: rows1222 again (logs kept whole now), then decode1226 (stages and BK of the decode GEMM)
 #   next1225   12-07 08:20: on an H200 issue 20's table; on an H100 rows1222 and decode1225 (ncu, ours and cuBLAS)
 #   next1224   12-07 06:35: rows1222, then issue 20's table where the card is an H200
@@ -245,6 +246,24 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    next1227)  # 12-07 09:00, the session's last call: merges of split rows loaded a chunk at a time (softmax.part_chunk), the
+               # decode GEMM in steps of 128 (gemm.skinny), then what makes softmax 4096x50257 6x slower than torch.compile
+        timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_softmax.py \
+            tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py -k "split or fwd" >"$OUT/split_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/split_tests.log" | tail -6
+        # predicted (08:36 in brackets): softmax 1x128256 40-60 us (128.4), 16x128256 25-35 (49.5), 64x151936 55-60
+        # (62.3); rmsnorm 16x32768 9-11 (12.3), 1x65536 12-15 (22.8); layernorm 16x32768 18-25 (35.2), 1x65536 25-35 (50.0)
+        echo "== split rows"; timeout 60 python3 -m tiles compare softmax --backends cuda --no-compile \
+            --shapes 1x128256 16x128256 64x151936 2>&1 | r
+        for k in rmsnorm layernorm; do timeout 45 python3 -m tiles compare $k --backends cuda --no-compile \
+            --shapes 16x32768 1x65536 2>&1 | r; done
+        # predicted: 1x / 16x / 64x4096x4096 as decode1226's BK=128 rows (17.9 / 18.0 / 17.3 us), 128x -2 to -5%
+        echo "== decode rows, the new default"; timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile \
+            --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 2>&1 | r
+        # 4096x50257: the heuristic's SPLIT=2 of 64-row blocks took 3.49 ms at 08:36 (torch.compile 0.59): 16-row
+        # blocks (256 of them), one and four workers, predicted 2-3x faster than the default
+        echo "== softmax 4096x50257"; timeout 70 python3 -m tiles compare softmax --backends cuda --no-compile \
+            --shapes 4096x50257 --set BR=16 SPLIT=1 workers=1,4 2>&1 | r ;;
     next1226)  # 12-07 08:35: next1225's row-kernel timings again (its reply kept only the ncu tail; everything now goes to
                # $OUT/stdout.log), then decode1226; on an H200 issue 20's table first
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; fi

@@ -130,7 +130,7 @@ def test_one_pass_moves_16_byte_chunks_on_cuda(target):
 
 
 @settings(max_examples=5)
-@given(rows=st.integers(1, 60), cols=st.integers(1, 600), split=st.sampled_from([2, 3, 4, 8]),
+@given(rows=st.integers(1, 60), cols=st.integers(1, 600), split=st.sampled_from([2, 3, 4, 8, 12, 24]),
        dtype=st.sampled_from(["bf16", "f16", "f32"]), p=st.sampled_from([0.0, 0.3]), small=st.sampled_from([False, True]))
 def test_layernorm_split_over_blocks(backend, rows, cols, split, dtype, p, small):
     """Each row's columns split over SPLIT blocks (split_plan: H and each part's mean and squared deviations, then

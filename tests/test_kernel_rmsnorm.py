@@ -143,7 +143,7 @@ def test_rmsnorm_bad_input():
 
 
 @settings(max_examples=5)
-@given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([2, 3, 4, 8]),
+@given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([2, 3, 4, 8, 12, 24]),
        dtype=st.sampled_from(["bf16", "f16", "f32"]), small=st.sampled_from([False, True]))
 def test_rmsnorm_split_over_blocks(backend, rows, cols, split, dtype, small):
     """Each row's columns split over SPLIT blocks (split_plan: each part's sum of squares, then added up, RSTD

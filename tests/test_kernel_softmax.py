@@ -91,7 +91,7 @@ def test_row_barriers_skip_the_async_proxy_fence_without_wgmma():
 
 
 @settings(max_examples=5)
-@given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([2, 3, 4, 8]),
+@given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([2, 3, 4, 8, 12, 24]),
        dtype=st.sampled_from(["bf16", "f16", "f32"]), masked=st.sampled_from([False, True]),
        small=st.sampled_from([False, True]))
 def test_softmax_split_over_blocks(backend, rows, cols, split, dtype, masked, small):

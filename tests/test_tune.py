@@ -356,9 +356,9 @@ def test_attention_heuristics_by_head_dim(d, n):
 
 
 @pytest.mark.parametrize("shape, want", [
-    ("1x4096x4096", dict(BM=64, BN=64, stages=8, workers=1, SPLIT=1)),
-    ("64x4096x4096", dict(BM=64, BN=64, stages=8, workers=1, SPLIT=1)),
-    ("128x4096x4096", dict(BM=64, BN=64, stages=8, workers=1, SPLIT=1)),
+    ("1x4096x4096", dict(BM=64, BN=64, BK=128, stages=6, workers=1, SPLIT=1)),
+    ("64x4096x4096", dict(BM=64, BN=64, BK=128, stages=6, workers=1, SPLIT=1)),
+    ("128x4096x4096", dict(BM=64, BN=64, BK=128, stages=6, workers=1, SPLIT=1)),
     ("16x4096x14336", dict(BM=64, BN=64, stages=8, workers=1, SPLIT=2)),
     ("16x2048x14336", dict(BM=64, BN=128, stages=4, workers=1, SPLIT=4, blocks_per_sm=2)),
     ("1x14336x4096", dict(BM=64, BN=128, stages=5, workers=1, SPLIT=1)),
@@ -372,14 +372,15 @@ def test_attention_heuristics_by_head_dim(d, n):
     ("4096x4096x14336", dict(BM=128, BN=256, stages=3, workers=2))])
 def test_gemm_heuristic_restates_the_timed_winners_of_skinny_m(shape, want):
     """gemm's sm_90a heuristic at the LLM grid's skinny shapes: the tile, warpgroups and split of K that won the
-    H200 grids there (docs/benchmarks.md: 12-02, stages from 12-04; 128-row tiles from the H100's, 12-06), nothing
+    H200 grids there (docs/benchmarks.md: 12-02, stages from 12-04; 128-row tiles from the H100's, 12-06; steps of
+    128 where K stays whole, the H100's, 12-07), nothing
     where the configured 128x256 tiles won, but 3 stages past 64 steps of K (LONG_K: 4 with the epilogue staged two
     panels at a time lost there on the H100, 12-06); each traces and verifies for sm_90a, and no other target has
     one."""
     m, n, k = map(int, shape.split("x"))
     a = [Shaped((m, n), "bf16"), Shaped((m, k), "bf16"), Shaped((k, n), "bf16")]
     got = gemm.shape_config("sm_90a", a)
-    assert got == ({**want, "BK": 64} if want else {})
+    assert got == ({"BK": 64, **want} if want else {})
     for f, sub, kw in gemm.steps(a, "sm_90a", **got):
         f.trace(sub, "sm_90a", **kw)
     assert all(gemm.shape_config(t, a) == {} for t in ("apple", None))
