@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   odd1228    12-07 09:25: unaligned rows in coalesced batches: tests, softmax and rmsnorm 4096x50257
 #   next1227   12-07 09:00: split rows' merges a chunk at a time, the decode GEMM in steps of 128, softmax 4096x50257
 #   next1226   12-07 08:35: rows1222 again (logs kept whole now), then decode1226 (stages and BK of the decode GEMM)
 #   next1225   12-07 08:20: on an H200 issue 20's table; on an H100 rows1222 and decode1225 (ncu, ours and cuBLAS)
@@ -246,6 +247,14 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    odd1228)  # 12-07 09:25: rows off 16-byte alignment filled by coalesced batches (memory.cuh load_unaligned): the row
+              # kernels' GPU tests (odd columns among them), then softmax 4096x50257 (3.49 ms at 09:03, torch.compile
+              # 0.59; predicted 1.2-2.0 ms) and the norms' two passes at 4096x50257
+        timeout 60 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_softmax.py \
+            tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/odd_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/odd_tests.log" | tail -6
+        for k in softmax rmsnorm; do timeout 40 python3 -m tiles compare $k --backends cuda --no-compile \
+            --shapes 4096x50257 2>&1 | r; done ;;
     next1227)  # 12-07 09:00, the session's last call: merges of split rows loaded a chunk at a time (softmax.part_chunk), the
                # decode GEMM in steps of 128 (gemm.skinny), then what makes softmax 4096x50257 6x slower than torch.compile
         timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_softmax.py \

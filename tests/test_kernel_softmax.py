@@ -65,14 +65,14 @@ def test_softmax_one_pass_with_minus_infinity(backend, rows, units, dtype, stage
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_one_pass_moves_16_byte_chunks_on_cuda(target):
-    """Rows reach shared memory as 16-byte cp.async copies and leave it as 16-byte stores (the unaligned
+    """Staged, rows reach shared memory as 16-byte cp.async copies and leave it as 16-byte stores (the unaligned
     fallback of the same functions compiles too, as element-wise accesses)."""
     why = toolchains.cannot_compile(target)
     if why:
         pytest.skip(why)
     plan = row_plan(16384, 4096)
     x = random_array((4, 4096 // plan["K"], plan["K"]), "bf16")
-    sass = toolchains.emit(softmax_rows, [x, x], target, "sass", **plan)
+    sass = toolchains.emit(softmax_rows, [x, x], target, "sass", **{**plan, "staged": True})
     assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
 
 
