@@ -64,31 +64,6 @@ template <typename T, int R, int C> struct chunk_walk {
 };
 
 // ---- global -> shared -----------------------------------------------------
-// A tile of a global whose rows are off 16-byte alignment (a row of 50257 bf16): no cp.async, element by element,
-// synchronously. Consecutive threads take consecutive elements of a row, so that a warp's access is 64 contiguous
-// bytes (2-byte elements), and a thread issues BATCH loads before it writes any, one round trip a batch (a thread
-// taking 8 elements of a chunk in turn, a batch at a time, made each tile of softmax 4096x50257 eight of them).
-template <typename T, int R, int C>
-__device__ inline void load_unaligned(st<T, R, C>& dst, const gl<T>& src, coord idx) {
-    constexpr int BATCH = 32;
-    const int row0 = idx.r * R, col0 = idx.c * C, step = block_threads();
-    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
-    for (int base = block_thread(); base < R * C; base += BATCH * step) {
-        T v[BATCH];
-#pragma unroll
-        for (int k = 0; k < BATCH; ++k) {
-            const int i = base + k * step, r = i / C, c = i % C;
-            const bool ok = in_matrix && i < R * C && row0 + r < src.rows() && col0 + c < src.cols();
-            v[k] = ok ? src.row_ptr(idx.b, idx.d, row0 + r)[col0 + c] : from_float<T>(0.f);
-        }
-#pragma unroll
-        for (int k = 0; k < BATCH; ++k) {
-            const int i = base + k * step;
-            if (i < R * C) dst.at(i / C, i % C) = v[k];
-        }
-    }
-}
-
 // Issues the copy of tile idx of src into dst and returns without waiting.
 template <typename T, int R, int C>
 __device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx) {
@@ -116,16 +91,20 @@ __device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx)
         }
         return;
     }
-    if (!vec) {  // unaligned rows: element by element, synchronously
-        load_unaligned(dst, src, idx);
-        return;
-    }
     for (int id = block_thread(); id < R * walk::per_row; id += block_threads()) {
         const int r = id / walk::per_row, c = (id % walk::per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
-        const int n = in_matrix && gr < src.rows() ? imax(0, imin(E, src.cols() - gc)) : 0;
-        const T* g = n > 0 ? src.row_ptr(idx.b, idx.d, gr) + gc : src.ptr;
-        cp_async16(&dst.at(r, c), g, n * int(sizeof(T)));
+        T* s = &dst.at(r, c);
+        const bool row_ok = in_matrix && gr < src.rows();
+        if (vec) {
+            const int n = row_ok ? imax(0, imin(E, src.cols() - gc)) : 0;
+            const T* g = n > 0 ? src.row_ptr(idx.b, idx.d, gr) + gc : src.ptr;
+            cp_async16(s, g, n * int(sizeof(T)));
+        } else {  // unaligned rows: element by element, synchronously
+            const T* g = row_ok ? src.row_ptr(idx.b, idx.d, gr) : src.ptr;
+            for (int e = 0; e < E; ++e)
+                s[e] = (row_ok && gc + e < src.cols()) ? g[gc + e] : from_float<T>(0.f);
+        }
     }
 }
 
