@@ -103,6 +103,8 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   next1229   planned 12-07 09:10 for the next session: on an H200 standing1206c (grid1209 apart), else rows1229
+#   rows1229   12-07 09:10: unaligned rows in the fragments' order timed, a single row's split under ncu
 #   odd1228    12-07 09:25: unaligned rows in coalesced batches: tests, softmax and rmsnorm 4096x50257
 #   next1227   12-07 09:00: split rows' merges a chunk at a time, the decode GEMM in steps of 128, softmax 4096x50257
 #   next1226   12-07 08:35: rows1222 again (logs kept whole now), then decode1226 (stages and BK of the decode GEMM)
@@ -247,6 +249,22 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    next1229)  # planned 12-07 09:10 for the next session. On an H200: issue 20's table (standing1206c), then issue 18's grid
+               # in a call of its own (grid1209). On any card: rows1229
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; else bash "$0" rows1229; fi ;;
+    rows1229)  # 12-07 09:10: unaligned rows in the fragments' order (column_order: runs only through aligned globals), untimed:
+               # the row kernels' GPU tests, then 4096x50257 (softmax 3.54 ms, rmsnorm 3.60 at 08:40 in runs; 50256 columns
+               # 0.62; predicted 1.2-1.8 ms); then where a single row's split goes (softmax 1x128256 123.9 us against
+               # 32.7 at 16 rows): ncu of both launches at 1 and 16 rows, source counters
+        timeout 70 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_column_order.py \
+            tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/rows_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/rows_tests.log" | tail -6
+        for k in softmax rmsnorm layernorm; do timeout 50 python3 -m tiles compare $k --backends cuda --no-compile \
+            --shapes 4096x50257 4096x50256 2>&1 | r; done
+        for rows in 1 16; do timeout 90 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" \
+            --launch-skip 4 --launch-count 2 $SECT --section SourceCounters -f -o "$OUT/split_${rows}" python3 -m tiles \
+            compare softmax --backends cuda --no-compile --no-libraries --shapes ${rows}x128256 >"$OUT/split_${rows}.log" 2>&1
+            echo "== ncu ${rows}x128256 rc=$?"; done ;;
     odd1228)  # 12-07 09:25: rows off 16-byte alignment filled by coalesced batches (memory.cuh load_unaligned): the row
               # kernels' GPU tests (odd columns among them), then softmax 4096x50257 (3.49 ms at 09:03, torch.compile
               # 0.59; predicted 1.2-2.0 ms) and the norms' two passes at 4096x50257
