@@ -103,12 +103,12 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
-#   next1229   planned 12-07 09:10 for the next session: on an H200 standing1206c (grid1209 apart), else rows1229
-#   rows1229   12-07 09:10: unaligned rows in the fragments' order timed, a single row's split under ncu
-#   odd1228    12-07 09:25: unaligned rows in coalesced batches: tests, softmax and rmsnorm 4096x50257
-#   next1227   12-07 09:00: split rows' merges a chunk at a time, the decode GEMM in steps of 128, softmax 4096x50257
-#   next1226   12-07 08:35: rows1222 again (logs kept whole now), then decode1226 (stages and BK of the decode GEMM)
-#   next1225   12-07 08:20: on an H200 issue 20's table; on an H100 rows1222 and decode1225 (ncu, ours and cuBLAS)
+#   next1229   planned 12-07 08:50 for the next session: on an H200 standing1206c (grid1209 apart), else rows1229
+#   rows1229   12-07 08:50: unaligned rows in the fragments' order timed, a single row's split under ncu
+#   odd1228    12-07 08:40: unaligned rows in coalesced batches: tests, softmax and rmsnorm 4096x50257
+#   next1227   12-07 08:35: split rows' merges a chunk at a time, the decode GEMM in steps of 128, softmax 4096x50257
+#   next1226   12-07 08:24: rows1222 again (logs kept whole now), then decode1226 (stages and BK of the decode GEMM)
+#   next1225   12-07 08:15: on an H200 issue 20's table; on an H100 rows1222 and decode1225 (ncu, ours and cuBLAS)
 #   next1224   12-07 06:35: rows1222, then issue 20's table where the card is an H200
 #   last1223   12-07 06:00: on an H200 issue 20's forward table and rmsnorm's default, else rows1222
 #   rows1222   12-07 05:52: rmsnorm unstaged up to 8192 columns: tests, the default, layernorm and softmax staged
@@ -249,10 +249,10 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
-    next1229)  # planned 12-07 09:10 for the next session. On an H200: issue 20's table (standing1206c), then issue 18's grid
+    next1229)  # planned 12-07 08:50 for the next session. On an H200: issue 20's table (standing1206c), then issue 18's grid
                # in a call of its own (grid1209). On any card: rows1229
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; else bash "$0" rows1229; fi ;;
-    rows1229)  # 12-07 09:10: unaligned rows in the fragments' order (column_order: runs only through aligned globals), untimed:
+    rows1229)  # 12-07 08:50: unaligned rows in the fragments' order (column_order: runs only through aligned globals), untimed:
                # the row kernels' GPU tests, then 4096x50257 (softmax 3.54 ms, rmsnorm 3.60 at 08:40 in runs; 50256 columns
                # 0.62; predicted 1.2-1.8 ms); then where a single row's split goes (softmax 1x128256 123.9 us against
                # 32.7 at 16 rows): ncu of both launches at 1 and 16 rows, source counters
@@ -265,20 +265,20 @@ for s in "$@"; do
             --launch-skip 4 --launch-count 2 $SECT --section SourceCounters -f -o "$OUT/split_${rows}" python3 -m tiles \
             compare softmax --backends cuda --no-compile --no-libraries --shapes ${rows}x128256 >"$OUT/split_${rows}.log" 2>&1
             echo "== ncu ${rows}x128256 rc=$?"; done ;;
-    odd1228)  # 12-07 09:25: rows off 16-byte alignment filled by coalesced batches (memory.cuh load_unaligned): the row
-              # kernels' GPU tests (odd columns among them), then softmax 4096x50257 (3.49 ms at 09:03, torch.compile
+    odd1228)  # 12-07 08:40: rows off 16-byte alignment filled by coalesced batches (memory.cuh load_unaligned): the row
+              # kernels' GPU tests (odd columns among them), then softmax 4096x50257 (3.49 ms at 08:35, torch.compile
               # 0.59; predicted 1.2-2.0 ms) and the norms' two passes at 4096x50257
         timeout 60 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_softmax.py \
             tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/odd_tests.log" 2>&1
         echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/odd_tests.log" | tail -6
         for k in softmax rmsnorm; do timeout 40 python3 -m tiles compare $k --backends cuda --no-compile \
             --shapes 4096x50257 2>&1 | r; done ;;
-    next1227)  # 12-07 09:00, the session's last call: merges of split rows loaded a chunk at a time (softmax.part_chunk), the
+    next1227)  # 12-07 08:35, the session's last call: merges of split rows loaded a chunk at a time (softmax.part_chunk), the
                # decode GEMM in steps of 128 (gemm.skinny), then what makes softmax 4096x50257 6x slower than torch.compile
         timeout 90 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernel_softmax.py \
             tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py -k "split or fwd" >"$OUT/split_tests.log" 2>&1
         echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/split_tests.log" | tail -6
-        # predicted (08:36 in brackets): softmax 1x128256 40-60 us (128.4), 16x128256 25-35 (49.5), 64x151936 55-60
+        # predicted (08:24 in brackets): softmax 1x128256 40-60 us (128.4), 16x128256 25-35 (49.5), 64x151936 55-60
         # (62.3); rmsnorm 16x32768 9-11 (12.3), 1x65536 12-15 (22.8); layernorm 16x32768 18-25 (35.2), 1x65536 25-35 (50.0)
         echo "== split rows"; timeout 60 python3 -m tiles compare softmax --backends cuda --no-compile \
             --shapes 1x128256 16x128256 64x151936 2>&1 | r
@@ -287,15 +287,15 @@ for s in "$@"; do
         # predicted: 1x / 16x / 64x4096x4096 as decode1226's BK=128 rows (17.9 / 18.0 / 17.3 us), 128x -2 to -5%
         echo "== decode rows, the new default"; timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile \
             --shapes 1x4096x4096 16x4096x4096 64x4096x4096 128x4096x4096 2>&1 | r
-        # 4096x50257: the heuristic's SPLIT=2 of 64-row blocks took 3.49 ms at 08:36 (torch.compile 0.59): 16-row
+        # 4096x50257: the heuristic's SPLIT=2 of 64-row blocks took 3.49 ms at 08:24 (torch.compile 0.59): 16-row
         # blocks (256 of them), one and four workers, predicted 2-3x faster than the default
         echo "== softmax 4096x50257"; timeout 70 python3 -m tiles compare softmax --backends cuda --no-compile \
             --shapes 4096x50257 --set BR=16 SPLIT=1 workers=1,4 2>&1 | r ;;
-    next1226)  # 12-07 08:35: next1225's row-kernel timings again (its reply kept only the ncu tail; everything now goes to
+    next1226)  # 12-07 08:24: next1225's row-kernel timings again (its reply kept only the ncu tail; everything now goes to
                # $OUT/stdout.log), then decode1226; on an H200 issue 20's table first
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; fi
         bash "$0" rows1222 decode1226 ;;
-    decode1226)  # 12-07 08:35: what cuBLAS's decode kernel has that ours lacks (ncu, decode1225): the same 64 blocks, but
+    decode1226)  # 12-07 08:24: what cuBLAS's decode kernel has that ours lacks (ncu, decode1225): the same 64 blocks, but
                  # 164 KB of stages against our 128 (half of it A's 64-row slots, which one row of A leaves empty) and
                  # 13% shorter blocks. Deeper or wider steps of our 64x64 form: stages 8 -> 12 (predicted 0 to -3%, as
                  # at 16x4096x14336 on 12-06), BK 64 -> 128 at 4 and 6 stages (half the steps' waits and arrivals:
@@ -303,11 +303,11 @@ for s in "$@"; do
         for bk in "BK=64 stages=8,12" "BK=128 stages=4,6"; do echo "== decode, 64x64 tiles, $bk"
             timeout 80 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
                 64x4096x4096 1x4096x14336 --set BM=64 BN=64 workers=1 SPLIT=1 $bk 2>&1 | r; done ;;
-    next1225)  # planned 12-07 08:20: on an H200 issue 20's table (standing1206c; the grid, grid1209, a call of its own);
+    next1225)  # planned 12-07 08:15: on an H200 issue 20's table (standing1206c; the grid, grid1209, a call of its own);
                # on an H100 rows1222 (the row kernels' untimed runs and splits), then decode1225
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then set -- standing1206c; else set -- rows1222 decode1225; fi
         bash "$0" "$@" ;;
-    decode1225)  # 12-07 08:20: the decode column at N = 4096 (0.91-0.94x cuBLAS on the H100) under ncu, ours and cuBLAS's
+    decode1225)  # 12-07 08:15: the decode column at N = 4096 (0.91-0.94x cuBLAS on the H100) under ncu, ours and cuBLAS's
                  # kernels on the same inputs: DRAM throughput, SMs active, warp stalls. cuBLAS's 16.5 us at 1x4096x4096
                  # is 2.0 TB/s too, so the question is what its blocks do that our 64 do not
         for sh in 1x4096x4096 64x4096x4096; do f="$OUT/ncu_decode_$sh.txt"
