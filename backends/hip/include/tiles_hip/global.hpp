@@ -33,6 +33,10 @@ template <class T> struct gl : gl_dims {
   TILES_DEV uint32_t unchecked(int b, int d, int r, int c) const {
     return (uint32_t)(b * sb + d * sd + r * sr + c) * (uint32_t)sizeof(T);
   }
+  // a tile's row k: unchecked(b, d, r0, c0) + k * row_bytes(), the row's bytes opaque to clang, which would fold the
+  // rows back into (r0 + k) * sr and redo each product and its scaling in full (one scalar shift-add or multiply and
+  // an add a row instead: attention backward's dQ atomics, 8 rows a step)
+  TILES_DEV uint32_t row_bytes() const { return (uint32_t)arch::opaque(sr * (int)sizeof(T)); }
 };
 
 // Where a lane's elements of a register tile (or vector) of layout L sit: element e of lane l at (row(l, 0),
@@ -181,11 +185,11 @@ TILES_DEV void atomic_add(const gl<float>& dst, const rt<T, R, C, L, WC>& src, i
   c0 += src.col0();
   using LS = lane_steps<L>;
   if (__builtin_expect(LS::UNIFORM && r0 + R <= dst.rows && c0 + C <= dst.cols, 1)) {  // one scalar branch
-    const uint32_t off = LS::lane_offset(dst, lane);
+    const uint32_t off = LS::lane_offset(dst, lane), tile = dst.unchecked(b, d, r0, c0), row = dst.row_bytes();
     TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
       TILES_UNROLL for (int e = 0; e < src.E; ++e)
         arch::buffer_atomic_add(buf, off + (n * L::FC + LS::dc(e)) * 4u, cvt<T>::to(src.v[m][n][e]),
-                                dst.unchecked(b, d, r0 + m * L::FR + LS::dr(e), c0));
+                                tile + (uint32_t)(m * L::FR + LS::dr(e)) * row);
     return;
   }
   TILES_UNROLL for (int m = 0; m < src.FM; ++m) TILES_UNROLL for (int n = 0; n < src.FN; ++n)
