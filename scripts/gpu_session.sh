@@ -264,7 +264,10 @@ for s in "$@"; do
         for rows in 1 16; do timeout 90 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" \
             --launch-skip 4 --launch-count 2 $SECT --section SourceCounters -f -o "$OUT/split_${rows}" python3 -m tiles \
             compare softmax --backends cuda --no-compile --no-libraries --shapes ${rows}x128256 >"$OUT/split_${rows}.log" 2>&1
-            echo "== ncu ${rows}x128256 rc=$?"; done ;;
+            echo "== ncu ${rows}x128256 rc=$?"; done
+        # rmsnorm 4096x14336 at 0.88x torch.compile (93.4 against 82.5 us, 08:24): the timed search over its space
+        echo "== tune rmsnorm 4096x14336"; timeout 150 python3 -m tiles tune rmsnorm --shapes 4096x14336 --top 8 \
+            --json "$OUT/tune_rms14336.json" 2>&1 | tail -14 ;;
     odd1228)  # 12-07 08:40: rows off 16-byte alignment filled by coalesced batches (memory.cuh load_unaligned): the row
               # kernels' GPU tests (odd columns among them), then softmax 4096x50257 (3.49 ms at 08:35, torch.compile
               # 0.59; predicted 1.2-2.0 ms) and the norms' two passes at 4096x50257
