@@ -19,7 +19,9 @@ TARGETS = ("gfx942", "gfx950")
 
 # the lead's GEMM configuration (plain, 2 LDS buffers), and ones where each schedule runs
 SCHEDULES = {"config": {}, "pingpong": dict(BM=128, BN=128, BK=32, schedule="pingpong"),
-             "interleave": dict(BM=64, BN=128, BK=32, workers=4, schedule="interleave")}
+             "interleave": dict(BM=64, BN=128, BK=32, workers=4, schedule="interleave"),
+             "plain3": dict(BM=64, BN=64, BK=32, workers=2, schedule="plain", stages=3),
+             "plain4": dict(BM=64, BN=64, BK=32, workers=2, schedule="plain", stages=4)}
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -57,14 +59,25 @@ def test_deleted_barrier_breaks_the_result(target, schedule):
 
 @settings(max_examples=3)
 @given(m=st.integers(1, 150), n=st.integers(1, 150), k=st.integers(1, 100), trans_b=st.booleans(),
-       target=st.sampled_from(TARGETS), schedule=st.sampled_from(["pingpong", "interleave"]))
+       target=st.sampled_from(TARGETS), schedule=st.sampled_from(["pingpong", "interleave", "plain3", "plain4"]))
 def test_gemm_schedules(m, n, k, trans_b, target, schedule):
-    """GEMM under each CDNA schedule (the ping-pong group offset, 3 LDS buffers; the 4-wave interleave)."""
+    """GEMM under each CDNA schedule (the ping-pong group offset, 3 LDS buffers; the 4-wave interleave; the plain
+    pipeline 3 and 4 deep, whose loop carries the slot it fills S - 1 steps ahead)."""
     a = random_array((m, k), "bf16")
     b = random_array((n, k) if trans_b else (k, n), "bf16")
     c = poisoned((m, n), "f32")
     gemm(c, a, b, backend=f"hip-emu:{target}", trans_b=trans_b, **SCHEDULES[schedule])
     assert_close(c, a.astype(np.float64) @ (b.astype(np.float64).T if trans_b else b.astype(np.float64)), "f32")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("schedule", ["plain3", "plain4"])
+def test_deep_plain_pipeline(target, schedule):
+    """The plain pipeline 3 and 4 deep on fresh inputs, ragged in every dim (K over 10 steps: every slot wraps)."""
+    m, n, k = 70, 66, 300
+    a, b, c = random_array((m, k), "bf16"), random_array((k, n), "bf16"), poisoned((m, n), "f32")
+    gemm(c, a, b, backend=f"hip-emu:{target}", **SCHEDULES[schedule])
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "f32")
 
 
 @settings(max_examples=3)
