@@ -254,8 +254,9 @@ for s in "$@"; do
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; else bash "$0" rows1229; fi ;;
     rows1229)  # 12-07 08:50: unaligned rows in the fragments' order (column_order: runs only through aligned globals), untimed:
                # the row kernels' GPU tests, then 4096x50257 (softmax 3.54 ms, rmsnorm 3.60 at 08:40 in runs; 50256 columns
-               # 0.62; predicted 1.2-1.8 ms); then where a single row's split goes (softmax 1x128256 123.9 us against
-               # 32.7 at 16 rows): ncu of both launches at 1 and 16 rows, source counters
+               # 0.62; predicted 1.2-1.8 ms); then a single row's split (softmax 1x128256 123.9 us against 32.7 at 16
+               # rows; its absent rows' zero sums took div_row's slow path, reciprocals since: predicted 35-50 us):
+               # ncu of both launches at 1 and 16 rows, source counters
         timeout 70 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_column_order.py \
             tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/rows_tests.log" 2>&1
         echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/rows_tests.log" | tail -6

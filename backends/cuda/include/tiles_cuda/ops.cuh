@@ -469,10 +469,12 @@ TC_BROADCAST(sub_col, col, x - y)
 TC_BROADCAST(mul_col, col, x * y)
 #undef TC_BROADCAST
 // Division by a broadcast vector: one IEEE division per vector element a lane holds, then a multiply per tile
-// element, where every reciprocal is a normal number (x * (1 / y) is then within 1.5 ulp of x / y). Otherwise (a
-// zero, an infinity, a NaN, or a divisor beyond 2^126, whose reciprocal is subnormal, among them) the lane divides
-// element by element, IEEE's answers included. A division is a ~10-instruction sequence with a slow path: the
-// attention's O / l was 64 of them a thread at the end of every block.
+// element, where every divisor's reciprocal is a normal number (x * (1 / y) is then within 1.5 ulp of x / y) or the
+// divisor is a zero, an infinity or a NaN (x * (1 / y) is then exactly IEEE's x / y: x * inf, x * 0, NaN). Otherwise
+// (a subnormal divisor, or one beyond 2^126, whose reciprocal is subnormal, among them) the lane divides element by
+// element. A division is a ~10-instruction sequence with a slow path, which a zero divisor takes: the attention's
+// O / l was 64 of them a thread at the end of every block, and a split softmax's rows past the array's end (their
+// sums 0) sent 15 of a 16-row tile's rows down it at every column step of a decode step's softmax.
 template <typename T, int N, axis A, int NW>
 __device__ __forceinline__ bool reciprocals(rv<float, N, A, NW>& r, const rv<T, N, A, NW>& v) {
     bool normal = true;
@@ -480,9 +482,11 @@ __device__ __forceinline__ bool reciprocals(rv<float, N, A, NW>& r, const rv<T, 
     for (int o = 0; o < rv<T, N, A, NW>::outer; ++o)
 #pragma unroll
         for (int k = 0; k < rv<T, N, A, NW>::inner; ++k) {
-            r.d[o][k] = 1.f / to_float(v.d[o][k]);
+            const float y = to_float(v.d[o][k]);
+            r.d[o][k] = 1.f / y;
             const float a = fabsf(r.d[o][k]);
-            normal &= a >= 1.17549435e-38f && a <= 3.40282347e38f;   // FLT_MIN, FLT_MAX; NaN fails both
+            // FLT_MIN, FLT_MAX; a zero, an infinity or a NaN (which fails both tests of |y|) is exact either way
+            normal &= (a >= 1.17549435e-38f && a <= 3.40282347e38f) || !(fabsf(y) > 0.f && fabsf(y) <= 3.40282347e38f);
         }
     return normal;
 }
