@@ -262,6 +262,8 @@ for s in "$@"; do
         echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/rows_tests.log" | tail -6
         for k in softmax rmsnorm layernorm; do timeout 50 python3 -m tiles compare $k --backends cuda --no-compile \
             --shapes 4096x50257 4096x50256 2>&1 | r; done
+        echo "== split softmax"; timeout 50 python3 -m tiles compare softmax --backends cuda --no-compile \
+            --shapes 1x128256 16x128256 2>&1 | r
         for rows in 1 16; do timeout 90 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" \
             --launch-skip 4 --launch-count 2 $SECT --section SourceCounters -f -o "$OUT/split_${rows}" python3 -m tiles \
             compare softmax --backends cuda --no-compile --no-libraries --shapes ${rows}x128256 >"$OUT/split_${rows}.log" 2>&1
