@@ -610,6 +610,39 @@ class _Emitter:
                     w("arch::barrier();" if need == "vm" else "arch::lds_barrier();")
                 w(self.op(s, slot))
 
+    def _clean_steps(self, masks, v: str) -> str | None:
+        """How many leading steps of loop v every in-place mask keeps its whole block tile, as an expression, where
+        each mask's test is linear in v and holds for a prefix of the steps; else None. A bounds mask keeps every
+        column while its bound, a - b v (b > 0), is at least the tile's width; a causal one while row0 - col0 - (C - 1)
+        stays >= 0 as col0 grows. Peeling those steps into a loop of their own leaves mask()'s branch and its join,
+        where clang copied the S tile's registers every step, out of the steps that need no mask."""
+        counts = []
+        for op in masks:
+            t = op.dst
+            if op.name == "bounds_mask":
+                rows, cols = ir.bounds_tested(op)
+                for tested, bound, extent in ((rows, op.srcs[1], t.rows), (cols, op.srcs[2], t.cols)):
+                    if tested:
+                        counts.append(self._prefix(ir.as_expr(bound) - extent, v))
+            else:   # keep (i, j) where col0 + j <= row0 + i: all of it while row0 - col0 - (C - 1) >= 0
+                counts.append(self._prefix(ir.as_expr(op.srcs[1]) - ir.as_expr(op.srcs[2]) - (t.cols - 1), v))
+        if any(c is None for c in counts):
+            return None
+        out = counts[0]
+        for c in counts[1:]:
+            out = f"tiles_min({out}, {c})"
+        return out
+
+    def _prefix(self, f, v: str) -> str | None:
+        """The count of leading steps k = 0, 1, .. of loop v with f(k) >= 0, f = f(0) + d k and d <= 0; None otherwise."""
+        d = _per_step(f, v)
+        if d is None or d > 0:
+            return None
+        f0 = self.expr(f, {v: "0"})
+        if d == 0:
+            return f"(({f0}) >= 0 ? n_{v} : 0)"
+        return f"(({f0}) >= 0 ? ({f0}) / {-d} + 1 : 0)"
+
     def loop(self, w, lp: ir.Loop):
         v = lp.var.name
         staged_ops = [s for s in lp.body if isinstance(s, ir.Op) and s.dst in self.staged]
@@ -705,68 +738,83 @@ class _Emitter:
             w("pingpong_enter();  // group 1 runs one barrier behind group 0")
         def wrap(x):   # (x + 1) % ring, one compare and a select
             return f"{x} == {ring - 1} ? 0 : {x} + 1"
+        carried = ring > 2 and ahead in (1, ring - 1)   # the slot and the fill's carried: one steps, the other copies
+        state = [f"{v} = 0"] + ([f"{v}_slot = 0"] if ring > 1 else []) + ([f"{v}_fill = {ahead}"] if carried else [])
         if ring == 1:
-            head = f"for (int {v} = 0; {v} < n_{v}; ++{v}) {{"
+            step = f"++{v}"
         elif ring == 2:   # one scalar xor each, where the wrap-around test is a compare and a select
-            head = f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {v}_slot ^= 1) {{"
-        elif ahead in (1, ring - 1):   # the slot and the fill's carried: one of them steps, the other takes its value
-            step = (f"{v}_slot = {v}_fill, {v}_fill = {wrap(f'{v}_fill')}" if ahead == 1 else
-                    f"{v}_fill = {v}_slot, {v}_slot = {wrap(f'{v}_slot')}")
-            head = f"for (int {v} = 0, {v}_slot = 0, {v}_fill = {ahead}; {v} < n_{v}; ++{v}, {step}) {{"
+            step = f"++{v}, {v}_slot ^= 1"
+        elif carried:
+            step = (f"++{v}, {v}_slot = {v}_fill, {v}_fill = {wrap(f'{v}_fill')}" if ahead == 1 else
+                    f"++{v}, {v}_fill = {v}_slot, {v}_slot = {wrap(f'{v}_slot')}")
         else:
-            head = f"for (int {v} = 0, {v}_slot = 0; {v} < n_{v}; ++{v}, {v}_slot = {wrap(f'{v}_slot')}) {{"
-        with w.block(head):
-            if ring == 2:
-                w(f"const int {v}_fill = {v}_slot ^ 1;  // ({v} + 1) % 2")
-            elif ring > 2 and ahead in (1, ring - 1):
-                w(f"// {v}_slot = {v} % {ring}, {v}_fill = ({v} + {ahead}) % {ring}")
-            elif ring > 1:
-                nxt = f"{v}_slot + {ahead}"
-                w(f"const int {v}_fill = {nxt} >= {ring} ? {nxt} - {ring} : {nxt};  // ({v} + {ahead}) % {ring}")
-            self.barriers.reset_pipeline(compute, self._sim)
-            if p.schedule == "pingpong":
-                w("// memory cluster: this group's share of the next tile, straight into LDS")
-                w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one this wave has in flight, has landed")
-                w("arch::meet();")
-                fill_step(f"{v}_fill")
-                w(f"arch::meet();  // tile {v} + 1 stays in flight through the MFMA cluster")
-                w("// MFMA cluster")
-                w("mfma_cluster_begin();")
-                self.count_mfma(compute)
-                self.stmts(w, compute, f"{v}_slot")
-                w("mfma_cluster_end();")
-                if staged_regs:
-                    with w.block(f"if ({v} + 1 < n_{v}) {{"):
-                        land_regs(f"{v}_fill")
-            elif S == 1:
-                w("arch::lds_barrier();")
-                issue(v, "0", land=True)
-                w("arch::waitcnt<0, 0>();")
-                w("arch::meet();")
-                self.count_mfma(compute)
-                self.mix = self.interleaved(compute)
-                self.stmts(w, compute, "0")
-                self.mix = None
-            else:
-                if S == 2:
-                    w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one in flight, has landed")
-                else:
-                    w(f"// tile {v} has landed once at most the later stages' loads are in flight")
-                    with w.block(f"if ({v} + {S - 2} < n_{v}) {{", "} else {"):
-                        w(f"arch::waitcnt<arch::vm_cap({S - 2} * VM_PER_STAGE), 0>();")
-                    w.depth += 1
+            step = f"++{v}, {v}_slot = {wrap(f'{v}_slot')}"
+        masks = [s for s in compute if isinstance(s, ir.Op) and s.name in ("bounds_mask", "causal_mask")
+                 and s.dst is s.srcs[0]]
+        clean = self._clean_steps(masks, v) if masks else None
+        if clean is None:
+            loops = [(f"for (int {', '.join(state)}; {v} < n_{v}; {step}) {{", compute)]
+        else:   # peeled: the leading steps whose masks keep the whole tile, then the rest with them
+            w(f"int {', '.join(state)};")
+            w(f"const int {v}_clean = tiles_min(n_{v}, {clean});  // leading steps every mask keeps whole")
+            loops = [(f"for (; {v} < {v}_clean; {step}) {{  // the masks keep every element: left out",
+                      [s for s in compute if not any(s is m for m in masks)]),
+                     (f"for (; {v} < n_{v}; {step}) {{", compute)]
+        barriers = self.barriers.state()
+        for head, body in loops:
+            self.barriers.restore(barriers)   # the masks touch no shared tile: each loop leaves the same state
+            with w.block(head):
+                if ring == 2:
+                    w(f"const int {v}_fill = {v}_slot ^ 1;  // ({v} + 1) % 2")
+                elif carried:
+                    w(f"// {v}_slot = {v} % {ring}, {v}_fill = ({v} + {ahead}) % {ring}")
+                elif ring > 1:
+                    nxt = f"{v}_slot + {ahead}"
+                    w(f"const int {v}_fill = {nxt} >= {ring} ? {nxt} - {ring} : {nxt};  // ({v} + {ahead}) % {ring}")
+                self.barriers.reset_pipeline(body, self._sim)
+                if p.schedule == "pingpong":
+                    w("// memory cluster: this group's share of the next tile, straight into LDS")
+                    w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one this wave has in flight, has landed")
+                    w("arch::meet();")
+                    fill_step(f"{v}_fill")
+                    w(f"arch::meet();  // tile {v} + 1 stays in flight through the MFMA cluster")
+                    w("// MFMA cluster")
+                    w("mfma_cluster_begin();")
+                    self.count_mfma(body)
+                    self.stmts(w, body, f"{v}_slot")
+                    w("mfma_cluster_end();")
+                    if staged_regs:
+                        with w.block(f"if ({v} + 1 < n_{v}) {{"):
+                            land_regs(f"{v}_fill")
+                elif S == 1:
+                    w("arch::lds_barrier();")
+                    issue(v, "0", land=True)
                     w("arch::waitcnt<0, 0>();")
-                    w.depth -= 1
-                    w("}")
-                w("arch::meet();")
-                fill_step(f"{v}_fill")
-                self.count_mfma(compute)
-                self.mix = self.interleaved(compute)
-                self.stmts(w, compute, f"{v}_slot")
-                self.mix = None
-                if staged_regs:
-                    with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
-                        land_regs(f"{v}_fill")
+                    w("arch::meet();")
+                    self.count_mfma(body)
+                    self.mix = self.interleaved(body)
+                    self.stmts(w, body, "0")
+                    self.mix = None
+                else:
+                    if S == 2:
+                        w(f"arch::waitcnt<0, 0>();  // tile {v}, the only one in flight, has landed")
+                    else:
+                        w(f"// tile {v} has landed once at most the later stages' loads are in flight")
+                        with w.block(f"if ({v} + {S - 2} < n_{v}) {{", "} else {"):
+                            w(f"arch::waitcnt<arch::vm_cap({S - 2} * VM_PER_STAGE), 0>();")
+                        w.depth += 1
+                        w("arch::waitcnt<0, 0>();")
+                        w.depth -= 1
+                        w("}")
+                    w("arch::meet();")
+                    fill_step(f"{v}_fill")
+                    self.count_mfma(body)
+                    self.mix = self.interleaved(body)
+                    self.stmts(w, body, f"{v}_slot")
+                    self.mix = None
+                    if staged_regs:
+                        with w.block(f"if ({v} + {S - 1} < n_{v}) {{"):
+                            land_regs(f"{v}_fill")
         if p.schedule == "pingpong":
             w("pingpong_leave();")
         w.depth -= 1
@@ -1029,6 +1077,12 @@ class _BarrierPlan:
 
     def before(self, op):
         return self._step(op)
+
+    def state(self):
+        return set(self.reads), set(self.writes), set(self.direct)
+
+    def restore(self, state):
+        self.reads, self.writes, self.direct = (set(x) for x in state)
 
     def enter_loop(self, lp, sim):
         """Pending state at a loop's head: what precedes it plus what one pass of its body leaves."""
