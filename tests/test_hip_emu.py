@@ -168,3 +168,36 @@ def test_attention_backward_d128_gfx942(group, causal):
     assert_close(dq, ref_dq, "bf16", what="dQ")
     assert_close(dk, ref_dk, "bf16", what="dK")
     assert_close(dv, ref_dv, "bf16", what="dV")
+
+
+@tl.kernel
+def masked_rows(Y, X, *, BR, BC, ROWS, COLS, TAIL):
+    """Row sums of X over column blocks through a pipelined shared tile, each block masked in place by constant
+    bounds and by the row's end: the peeled loop's count (codegen _clean_steps) from every kind of bound."""
+    br = tl.grid(tl.cdiv(X.rows, BR))
+    xs = tl.shared(X.dtype, BR, BC)
+    x = tl.regs(tl.f32, BR, BC)
+    s = tl.rvec(tl.f32, BR)
+    tl.zero(s)
+    for c in tl.pipeline(tl.cdiv(X.cols, BC)):
+        tl.load(xs, X, (br, c))
+        tl.load(x, xs)
+        tl.bounds_mask(x, x, ROWS, COLS, 0.0)
+        if TAIL:   # the row's end (the shared tile reads zeros past it either way)
+            tl.bounds_mask(x, x, BR, X.cols - c * BC, 0.0)
+        tl.row_sum(s, x, s)
+    tl.store(Y, s, (br,))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("rows, cols, tail", [(64, 64, False), (64, 64, True), (64, 200, True), (5, 64, True),
+                                             (5, 9, False)])
+def test_peeled_masks(target, rows, cols, tail):
+    """Constant bounds that keep the whole tile (none to count: every step peeled) or cut it (no prefix: no peel),
+    with and without the row's end."""
+    x = random_array((40, 300), "f32")
+    y = poisoned((40,), "f32")
+    masked_rows(y, x, backend=f"hip-emu:{target}", BR=64, BC=64, ROWS=rows, COLS=cols, TAIL=tail)
+    i, j = np.indices(x.shape)
+    want = np.where((i % 64 < rows) & (j % 64 < cols), x.astype(np.float64), 0.0).sum(1)
+    assert_close(y, want, "f32")

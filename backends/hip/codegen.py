@@ -628,6 +628,8 @@ class _Emitter:
                 counts.append(self._prefix(ir.as_expr(op.srcs[1]) - ir.as_expr(op.srcs[2]) - (t.cols - 1), v))
         if any(c is None for c in counts):
             return None
+        if not counts:   # constant bounds that keep the whole tile: every step
+            return f"n_{v}"
         out = counts[0]
         for c in counts[1:]:
             out = f"tiles_min({out}, {c})"
