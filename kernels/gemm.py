@@ -1,8 +1,9 @@
-"""GEMM: C = A @ B (or A @ B^T), bf16/f16 inputs, f32 accumulation, bf16/f16/f32 output; or C += A @ B into an
-f32 C (`accumulate`). The K loop may split over several blocks per output tile (`SPLIT`): the parallelism a skinny
+"""GEMM: C = A @ B (A^T or B^T given with trans_a, trans_b), bf16/f16 inputs, f32 accumulation, bf16/f16/f32
+output; or C += A @ B into an f32 C (`accumulate`). The K loop may split over several blocks per output tile (`SPLIT`): the parallelism a skinny
 GEMM (a decode step's M of 1 to 64) lacks. Accumulating, the partial products are added into C with atomic_add;
 otherwise each goes to its own slice of an f32 workspace and the last block of a tile to finish adds them and
-converts to C's dtype (tl.store_sum; on Apple a second launch, `sum_parts`: the plan, `split_plan`)."""
+converts to C's dtype (tl.store_sum; on Apple a second launch, `sum_parts`: the plan, `split_plan`). A C of one row
+may be computed as its transpose (`swap`): the weights then fill the matrix instruction's rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,8 @@ CONFIGS = {
 TUNE = {
     "default": dict(BM=[32, 64], BN=[32, 64], BK=[32], SPLIT=[1, 2, 4]),
     "sm_80": dict(BM=[64, 128], BN=[64, 128, 256], BK=[32, 64], stages=[3, 4], workers=[4, 8], SPLIT=[1, 2, 4, 8]),
-    "sm_90a": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[64], stages=[3, 4, 5, 8], workers=[1, 2, 4],
-                   SPLIT=[1, 2, 4, 8], blocks_per_sm=[1, 2], cluster=[1, 2]),
+    "sm_90a": dict(BM=[64, 128, 256], BN=[16, 64, 128, 256], BK=[64], stages=[3, 4, 5, 8, 10], workers=[1, 2, 4],
+                   SPLIT=[1, 2, 4, 8], blocks_per_sm=[1, 2], cluster=[1, 2], swap=[False, True]),
     "gfx942": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[32, 64], workers=[2, 4, 8], SPLIT=[1, 2, 4, 8]),
     "gfx950": dict(BM=[64, 128, 256], BN=[64, 128, 256], BK=[32, 64], workers=[2, 4, 8], SPLIT=[1, 2, 4, 8]),
     "apple": dict(BM=[32, 64], BN=[32, 64], BK=[16, 32], SPLIT=[1, 2, 4]),
@@ -42,20 +43,34 @@ TUNE = {
 def bucket(C, A, B):
     """Launches share a tuned configuration per power of two of M at the same N and K (a model's weights), and
     of the batch."""
-    return pow2(A.shape[-2]), C.shape[-1], A.shape[-1], pow2(C.shape[0]) if len(C.shape) == 3 else 1
+    m, n, k = mnk(C, A)
+    return pow2(m), n, k, pow2(C.shape[0]) if len(C.shape) == 3 else 1
+
+
+def mnk(C, A) -> tuple[int, int, int]:
+    """A launch's M, N and K whether A is given transposed or not: C is M x N, and A holds M and K."""
+    m, n = C.shape[-2], C.shape[-1]
+    return m, n, A.shape[-2] + A.shape[-1] - m
 
 
 def fits(cfg, C, A, B):
     """No block taller than twice the rows, beyond 64; a split of K with each part two steps of the loop at
     least, and only while the output tiles alone are too few to fill a GPU; clusters of two blocks (sm_90a) only
     where K is whole, one block an SM, and the tiles fill two rounds of the GPU's SMs (what they save is the B
-    tile's second read from L2)."""
-    m, k = A.shape[-2], A.shape[-1]
-    tiles = -(-m // cfg["BM"]) * -(-C.shape[-1] // cfg["BN"]) * (C.shape[0] if len(C.shape) == 3 else 1)
+    tile's second read from L2). A swap (C^T: BM tiles N, BN A's one row) only for one row, 16 wide, and a width of
+    16 only swapped."""
+    m, n, k = mnk(C, A)
+    swap = cfg.get("swap", False)
+    if swap != (cfg["BN"] == 16) or (swap and (len(C.shape) != 2 or m != 1 or cfg.get("trans_a"))):
+        return False
+    tiles = -(-m // cfg["BM"]) * -(-n // cfg["BN"]) * (C.shape[0] if len(C.shape) == 3 else 1)
+    if swap:
+        tiles = -(-n // cfg["BM"])
     split = cfg.get("SPLIT", 1)
     if cfg.get("cluster", 1) > 1 and (split > 1 or cfg.get("blocks_per_sm", 1) > 1 or tiles < 2 * SMS):
         return False
-    return cfg["BM"] <= max(64, 2 * pow2(m)) and (split == 1 or (-(-k // cfg["BK"]) >= 2 * split and tiles < 512))
+    return (swap or cfg["BM"] <= max(64, 2 * pow2(m))) and (split == 1 or (-(-k // cfg["BK"]) >= 2 * split
+                                                                         and tiles < 512))
 
 
 SMS = 132   # an H100 / H200 SXM: what a skinny GEMM's blocks should cover
@@ -87,15 +102,19 @@ def skinny(target, C, A, B, **keywords):
     28672); up to 512 rows, 128x128 at 5 stages, unless 128x256 tiles make ~100 blocks already (then the configured
     default, which won there); K split while the blocks stay within the SMs (64-row tiles: up to eight ways;
     128-row tiles: two at most).
+    One row there is swapped (C^T = B^T A^T, `swapped`): the weights fill wgmma's 64 rows and A's row its N of 16,
+    a stage of 128 steps 20 KB where unswapped A's 64 rows took half of 32 (H100, 12-07: 1x4096x4096 16.9 us
+    against 18.0 unswapped and cuBLAS's 16.5, at 8 stages; 9, 10 and 11 took 17.7, 18.2 and 18.4; tiles over 128
+    or 256 of N with K split to keep 64 blocks 18.5-19.5).
     sm_80 and CDNA, M <= 64: MODELLED, the static model's choice, not timed (1x4096x4096 modelled at 25.5 us on an
     A100 against 68.5 for the configured tiles, at 15.0 us on an MI355X against 72.8, tl.store_sum's round trips
     counted).
     Either way each part of K keeps 8 steps of the loop at least (PART_STEPS on sm_90a's 64-row tiles).
     sm_90a, where the configured tile stays (past 512 rows, or where it makes ~100 blocks): long_k's depth."""
-    m = A.shape[-2]
+    m, n, k = mnk(C, A)
     if m > 512 or (m > 64 and target != "sm_90a"):   # first: every launch asks (a few microseconds of host time)
-        return long_k(target, -(-A.shape[-1] // 64))
-    n, k, depth = C.shape[-1], A.shape[-1], C.shape[0] if len(C.shape) == 3 else 1
+        return long_k(target, -(-k // 64))
+    depth = C.shape[0] if len(C.shape) == 3 else 1
     if target in MODELLED:
         cfg, blocks = MODELLED[target]
         tiles = -(-m // cfg["BM"]) * depth * -(-n // cfg["BN"])
@@ -105,6 +124,8 @@ def skinny(target, C, A, B, **keywords):
     narrow = -(-m // 64) * depth * -(-n // 64)   # 64x64 tiles: one wave, at least half the SMs (64 at N = 4096)
     if m <= 128 and 64 <= narrow <= SMS:
         split = split_for(narrow, -(-k // 64), SMS, least=PART_STEPS)
+        if m == 1 and depth == 1 and not keywords.get("trans_a"):   # swapped: 64 of the weights' rows x 16
+            return dict(swap=True, BM=64, BN=16, BK=128, stages=8, workers=1, SPLIT=split)
         if split > 1:
             return dict(BM=64, BN=64, BK=64, stages=8, workers=1, SPLIT=split)
         if k <= 4096:   # K whole in steps of 128: half the steps' waits and arrivals, 192 KB of stages
@@ -166,32 +187,55 @@ def split_workspace(C, split: int, BM: int, BN: int) -> tuple[Shaped, Shaped]:
     return parts, Shaped((*C.shape[:-2], -(-C.shape[-2] // BM), -(-C.shape[-1] // BN)), tl.i32, fill=0)
 
 
+def swapped(cfg, C, A, B):
+    """swap: C (1, N) = A (1, K) @ B as C^T (N, 1) = B^T A^T, the same memory. The weights B become the product's
+    rows, 64 a warpgroup's matrix instruction (wgmma's M), and A's one row its N of 16, where unswapped A's row
+    would take the 64 rows and half of every stage of shared memory (kernels/gemm.py's skinny). Returns the
+    swapped launch's arguments and keywords; BM then tiles N and BN the one row."""
+    if len(C.shape) != 2 or C.shape[0] != 1 or cfg["trans_a"] or cfg["parts"]:
+        raise TileError(f"gemm: swap=True computes a C of one row (M = 1, unbatched, A not transposed) as its "
+                        f"transpose; got C of shape {tuple(C.shape)}" + (", trans_a" if cfg["trans_a"] else ""))
+    n = C.shape[1]
+    return [C.reshape((n, 1)), B, A], dict(swap=False, trans_a=not cfg["trans_b"], trans_b=True)
+
+
 def split_plan(cfg, C, A, B, P=None, L=None, *, target=None):
     """A split of K into a C that does not accumulate. Where the target orders one block's writes before another's
     reads (targets.Target.grid_fence), one launch: each block's part goes to its own slice of an f32 workspace
     P, and the last of a tile's parts to arrive, as the counters in L count them, adds them into C (tl.store_sum).
-    Elsewhere (Apple) two: gemm writes the slices (parts=True), then sum_parts adds them. None: one launch as
-    called."""
+    Elsewhere (Apple) two: gemm writes the slices (parts=True), then sum_parts adds them. A swap first turns the
+    launch into its transpose's (swapped). None: one launch as called."""
+    swap = {}
+    if cfg["swap"] and P is None:
+        (C, A, B), swap = swapped(cfg, C, A, B)
     split = cfg["SPLIT"]
     if split == 1 or cfg["accumulate"] or cfg["parts"] or P is not None:
-        return None
+        return [(gemm, [C, A, B], swap)] if swap else None
     parts, arrivals = split_workspace(C, split, cfg["BM"], cfg["BN"])
     if target is None or targets.target(target).grid_fence:
-        return [(gemm, [C, A, B, parts, arrivals], {})]
+        return [(gemm, [C, A, B, parts, arrivals], swap)]
     depth = C.shape[0] if len(C.shape) == 3 else 1
     # sum_parts is elementwise: where C's rows are contiguous it takes C and the parts as rows of its tile's
     # width, so that a skinny C (a decode step's M of 1) fills its 16-row tiles instead of masking 15 rows of 16
     width = sum_parts.config(PARTS=split)[0]["BC"]
     rows = as_rows(C, width)
     summed = [C, parts] if rows is None else [rows, parts.reshape((depth * split, *rows.shape[-2:]))]
-    return [(gemm, [parts, A, B], {"parts": True}), (sum_parts, summed, {"PARTS": split})]
+    return [(gemm, [parts, A, B], {**swap, "parts": True}), (sum_parts, summed, {"PARTS": split})]
+
+
+MMA = {(False, False): tl.mma_AB, (False, True): tl.mma_ABt, (True, False): tl.mma_AtB, (True, True): tl.mma_AtBt}
 
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, tune_where=fits, plan=split_plan, heuristic=skinny)
-def gemm(C, A, B, P=None, L=None, *, BM, BN, BK, trans_b=False, accumulate=False, SPLIT=1, parts=False):
-    """C = A @ B (A @ B^T with trans_b); C += A @ B into an f32 C with accumulate. K split SPLIT ways: added into
-    C with atomic_add (accumulate), or summed in this launch through P, an f32 workspace of SPLIT slices a batch,
-    and L, one i32 counter per tile of C, zero (split_plan passes them), or each part to its slice of C (parts)."""
+def gemm(C, A, B, P=None, L=None, *, BM, BN, BK, trans_a=False, trans_b=False, accumulate=False, SPLIT=1,
+         parts=False, swap=False):
+    """C = A @ B (A given as (K, M) with trans_a, B as (N, K) with trans_b); C += A @ B into an f32 C with
+    accumulate. K split SPLIT ways: added into C with atomic_add (accumulate), or summed in this launch through P,
+    an f32 workspace of SPLIT slices a batch, and L, one i32 counter per tile of C, zero (split_plan passes them),
+    or each part to its slice of C (parts). swap: C of one row computed as C^T = B^T A^T (split_plan, swapped)."""
+    if swap:
+        raise TileError("gemm: swap=True launches the transposed product (split_plan): launch gemm itself, not its "
+                        "trace")
     if accumulate and C.dtype != tl.f32:
         raise TileError(f"gemm: accumulate adds into C with atomic_add, which needs an f32 C, got {C.dtype}")
     if parts and (accumulate or C.dtype != tl.f32 or C.rank != 3):
@@ -205,7 +249,7 @@ def gemm(C, A, B, P=None, L=None, *, BM, BN, BK, trans_b=False, accumulate=False
     if C.rank > 3:
         raise TileError(f"gemm: C of rank {C.rank}; batched GEMM takes (batch, M, N) arrays")
     batched = A.rank == 3 if parts else C.rank == 3   # (batch, M, N): the grid's third dim walks the batch
-    steps = tl.cdiv(A.cols, BK)
+    steps = tl.cdiv(A.rows if trans_a else A.cols, BK)
     if batched or SPLIT > 1 or parts:   # block (bm, bn, zb): batch zb // SPLIT, the (zb % SPLIT)-th run of K steps
         bm, bn, zb = tl.grid(tl.cdiv(C.rows, BM), tl.cdiv(C.cols, BN), (A.depth if batched else 1) * SPLIT)
         z = zb % SPLIT if SPLIT > 1 else 0
@@ -224,22 +268,19 @@ def gemm(C, A, B, P=None, L=None, *, BM, BN, BK, trans_b=False, accumulate=False
         tl.check_eq(C.depth, A.depth * SPLIT if batched else SPLIT)
     elif batched:
         tl.check_eq(A.depth, C.depth)
-    tl.check_eq(A.rows, C.rows)
+    tl.check_eq(A.cols if trans_a else A.rows, C.rows)
     tl.check_eq(B.rows if trans_b else B.cols, C.cols)
-    tl.check_eq(B.cols if trans_b else B.rows, A.cols)
-    a = tl.shared(A.dtype, BM, BK, name="a")
+    tl.check_eq(B.cols if trans_b else B.rows, A.rows if trans_a else A.cols)
+    a = tl.shared(A.dtype, BK, BM, name="a") if trans_a else tl.shared(A.dtype, BM, BK, name="a")
     b = tl.shared(B.dtype, BN, BK, name="b") if trans_b else tl.shared(B.dtype, BK, BN, name="b")
     acc = tl.regs(tl.f32, BM, BN, name="acc")
+    mma = MMA[trans_a, trans_b]
     tl.zero(acc)
     for k in tl.pipeline(n):
         kk = k if isinstance(k0, int) and k0 == 0 else k0 + k   # the step along all of K
-        tl.load(a, A, on_a(bm, kk))
-        if trans_b:
-            tl.load(b, B, on_b(bn, kk))
-            tl.mma_ABt(acc, a, b, acc)
-        else:
-            tl.load(b, B, on_b(kk, bn))
-            tl.mma_AB(acc, a, b, acc)
+        tl.load(a, A, on_a(kk, bm) if trans_a else on_a(bm, kk))
+        tl.load(b, B, on_b(bn, kk) if trans_b else on_b(kk, bn))
+        mma(acc, a, b, acc)
     if parts:
         tl.store(C, acc, (zb, bm, bn))
     elif accumulate:
@@ -269,14 +310,15 @@ def sum_parts(C, P, *, PARTS, BR, BC):
     tl.store(C, out, (d, br, bc) if C.rank == 3 else (br, bc))
 
 
-def matmul(a, b, *, out_dtype=None, trans_b=False, out=None, backend=None, **config):
-    """C = a @ b (b given as (N, K) when trans_b) for host arrays, computed on a backend (default: reference);
-    a (batch, M, K) with b (batch, K, N) or a shared (K, N): a batched GEMM; given `out` (f32), out += a @ b
-    instead (accumulate=True). SPLIT=... splits K either way."""
-    n = b.shape[-2] if trans_b else b.shape[-1]
-    shape = a.shape[:-1] + (n,)
+def matmul(a, b, *, out_dtype=None, trans_a=False, trans_b=False, out=None, backend=None, **config):
+    """C = a @ b (a given as (K, M) when trans_a, b as (N, K) when trans_b) for host arrays, computed on a backend
+    (default: reference); a (batch, M, K) with b (batch, K, N) or a shared (K, N): a batched GEMM; given `out`
+    (f32), out += a @ b instead (accumulate=True). SPLIT=... splits K either way."""
+    m, n = a.shape[-1] if trans_a else a.shape[-2], b.shape[-2] if trans_b else b.shape[-1]
+    shape = a.shape[:-2] + (m, n)
     c = np.full(shape, np.nan, dtype=out_dtype or a.dtype) if out is None else out
-    resolve(backend or "reference").call(gemm, c, a, b, trans_b=trans_b, accumulate=out is not None, **config)
+    resolve(backend or "reference").call(gemm, c, a, b, trans_a=trans_a, trans_b=trans_b, accumulate=out is not None,
+                                         **config)
     return c
 
 

@@ -103,6 +103,10 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   next1231   planned 12-07 10:30: swapvar1231, then rows1229
+#   swapvar1231  12-07 10:30: the swapped decode GEMM's tiles over N 64, 128, 256 wide (K split to keep 64 blocks)
+#   next1230   planned 12-07 10:40: swap1230, then standing1206c on an H200, else rows1229
+#   swap1230   12-07 10:40: a decode row's GEMM swapped (C^T = B^T A^T, wgmma m64n16): GPU tests, timed against unswapped
 #   next1229   planned 12-07 08:50 for the next session: on an H200 standing1206c (grid1209 apart), else rows1229
 #   rows1229   12-07 08:50: unaligned rows in the fragments' order timed, a single row's split under ncu
 #   odd1228    12-07 08:40: unaligned rows in coalesced batches: tests, softmax and rmsnorm 4096x50257
@@ -249,6 +253,39 @@ for s in "$@"; do
         } 2>&1 | tee "$OUT/given1218b.log" ;;
     next1218)  # given1218a, then issue 20's table where the card is an H200
         then_table given1218a ;;
+    swap1230)  # 12-07 10:40: one row against the weights computed as C^T (gemm swap: wgmma m64n16, the weights as M,
+               # 20 KB a stage of 128, 10 stages: 160 KB of weights in flight an SM against 96 KB unswapped).
+               # GPU tests (wgmma n16 and the transposed A run nowhere else), then 1x4096x4096 and 1x4096x14336 swapped
+               # against unswapped (12-07 H100: 17.9 us, cuBLAS 16.4). Predicted: 1x4096x4096 16.0-16.8 us
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_kernels.py -k gemm \
+            >"$OUT/swap_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed|Error" "$OUT/swap_tests.log" | tail -8
+        timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 1x4096x14336 \
+            1x4096x4096,bt 2>&1 | r
+        echo "== unswapped"; timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --no-libraries \
+            --shapes 1x4096x4096 --set BM=64 BN=64 BK=128 stages=6 workers=1 SPLIT=1 2>&1 | r
+        timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --no-libraries \
+            --shapes 1x4096x14336 --set BM=64 BN=64 BK=64 stages=8 workers=1 SPLIT=2 2>&1 | r
+        for v in "stages=8" "stages=11" "BK=64 stages=20"; do echo "== swapped $v"
+            timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile --no-libraries --shapes 1x4096x4096 \
+                --set swap=True BM=64 BN=16 BK=128 workers=1 SPLIT=1 $v 2>&1 | r; done ;;
+    swapvar1231)  # 12-07 10:30: swap1230 on the H100 (10:22): swapped 18.2 us at 10 stages, 17.1 at 8, unswapped 18.0,
+                  # cuBLAS 16.7; ncu: DRAM 61.0% against cuBLAS's 67.0%, L2 hit 23% against 4.8%. Each block reads a
+                  # 128-byte strip of every row of W (K x N): wider strips (BM 128 and 256 over N, K split to keep 64
+                  # blocks) read longer runs of a DRAM row; predicted the widest fastest, 15.5-16.5 us
+        for v in "BM=64 BK=128 stages=8 workers=1 SPLIT=1" "BM=64 BK=128 stages=9 workers=1 SPLIT=1" \
+                 "BM=128 BK=128 stages=5 workers=2 SPLIT=2" "BM=128 BK=64 stages=10 workers=2 SPLIT=2" \
+                 "BM=256 BK=64 stages=5 workers=4 SPLIT=4" "BM=64 BK=128 stages=8 workers=1 SPLIT=2"; do
+            echo "== swapped $v"; timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile \
+                $([ "$v" = "BM=64 BK=128 stages=8 workers=1 SPLIT=1" ] || echo --no-libraries) --shapes 1x4096x4096 \
+                --set swap=True BN=16 $v 2>&1 | r; done
+        echo "== unswapped 64x128 split 2"; timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile \
+            --no-libraries --shapes 1x4096x4096 --set BM=64 BN=128 BK=64 stages=8 workers=1 SPLIT=2 2>&1 | r ;;
+    next1231)  # planned 12-07 10:30: swapvar1231, then rows1229
+        bash "$0" swapvar1231; bash "$0" rows1229 ;;
+    next1230)  # planned 12-07 10:40: swap1230, then on an H200 standing1206c, else rows1229 (each may need its own call)
+        bash "$0" swap1230
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; else bash "$0" rows1229; fi ;;
     next1229)  # planned 12-07 08:50 for the next session. On an H200: issue 20's table (standing1206c), then issue 18's grid
                # in a call of its own (grid1209). On any card: rows1229
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; else bash "$0" rows1229; fi ;;

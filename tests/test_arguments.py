@@ -49,7 +49,7 @@ def test_gemm_3d_A_with_2d_C_is_refused(backend):
     with pytest.raises(TileError, match=r"argument A: dimension 0 \(A.depth\) has size 2") as e:
         run(backend, gemm, c, a, b)
     msg = str(e.value)
-    assert "never indexes" in msg and "gemm.py" in msg and "tl.load(a, A, on_a(bm, kk))" in msg   # the line
+    assert "never indexes" in msg and "gemm.py" in msg and "tl.load(a, A, on_a(" in msg   # the line
     assert np.isnan(c).all()   # nothing ran
 
 

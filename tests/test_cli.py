@@ -155,7 +155,7 @@ def test_compare_set_overrides_the_main_kernels_configuration(capsys):
     assert threads[True] < threads[False]
     rc, out = tiles(capsys, "compare", "gemm", "--shapes", "70x40x50", "--backends", "reference", "--no-compile",
                     "--set", "BMM=64")
-    assert rc == 1 and "'BMM' is neither a constant (BM, BN, BK, trans_b, accumulate, SPLIT, parts) nor a launch option" in out
+    assert rc == 1 and "'BMM' is neither a constant (BM, BN, BK, trans_a, trans_b, accumulate, SPLIT, parts, swap) nor a launch option" in out
     w = bench.workload("attention_bwd")
     s = {**w.parse("1x2x80x64"), "set": {"BN": 32}}
     runs = w.runs(s, w.inputs(s, np.random.default_rng(0)))

@@ -117,16 +117,6 @@ def test_a_load_before_a_loop_converts_at_once(backend):
     assert_close(y, x.astype(np.float64) * w64, "bf16")
 
 
-@pytest.mark.parametrize("n, runs", [(104, True), (100, False)])
-def test_runs_only_through_aligned_globals(n, runs):
-    """A global off 16-byte alignment moves element by element whatever the order, and in runs a warp's 2-byte
-    accesses spread over twice the sectors of the fragments' (softmax 4096x50257 on the H100: 3.54 ms, 0.62 at
-    50256 columns): rows of 100 bf16 (200 bytes) keep the fragment order, rows of 104 take runs."""
-    x, w = random_array((37, n), "bf16"), random_array((37, 32), "bf16")
-    src = toolchains.emit(weighted_blocks, [poisoned((37, n), "f32"), x, w], "sm_80", "source", BR=16, BC=32)
-    assert ("tc::load_runs(x, X" in src) == runs and ("tc::store_runs(Y" in src) == runs
-
-
 def trace(kfn, *args, **consts):
     return kfn.trace(list(args), "sm_80", **consts)
 

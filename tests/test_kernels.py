@@ -16,14 +16,56 @@ def up(x):
 
 @settings(max_examples=6)
 @given(m=st.integers(1, 200), n=st.integers(1, 200), k=st.integers(1, 160),
-       dtype=st.sampled_from(["bf16", "f16"]), out=st.sampled_from(["f32", "bf16"]), trans_b=st.booleans())
-def test_gemm(backend, m, n, k, dtype, out, trans_b):
-    a = random_array((m, k), dtype)
+       dtype=st.sampled_from(["bf16", "f16"]), out=st.sampled_from(["f32", "bf16"]), trans_a=st.booleans(),
+       trans_b=st.booleans())
+def test_gemm(backend, m, n, k, dtype, out, trans_a, trans_b):
+    a = random_array((k, m) if trans_a else (m, k), dtype)
     b = random_array((n, k) if trans_b else (k, n), dtype)
     out_np = {"f32": np.float32, "bf16": random_array((1,), "bf16").dtype}[out]
-    c = matmul(a, b, out_dtype=out_np, trans_b=trans_b, backend=backend)
-    ref = up(a) @ (up(b).T if trans_b else up(b))
+    c = matmul(a, b, out_dtype=out_np, trans_a=trans_a, trans_b=trans_b, backend=backend)
+    ref = (up(a).T if trans_a else up(a)) @ (up(b).T if trans_b else up(b))
     assert_close(c, ref, out)
+
+
+@settings(max_examples=6)
+@given(n=st.integers(1, 300), k=st.integers(1, 700), split=st.sampled_from([1, 2, 3]), bk=st.sampled_from([32, 64]),
+       out=st.sampled_from(["f32", "bf16", "acc"]), trans_b=st.booleans())
+def test_gemm_swapped(backend, n, k, split, bk, out, trans_b):
+    """A C of one row computed as its transpose (swap: the weights as the product's 64-row tiles, A's row as a
+    16-column one), K whole or split, into any C or accumulated, against float64."""
+    a = random_array((1, k), "bf16")
+    b = random_array((n, k) if trans_b else (k, n), "bf16")
+    ref = up(a) @ (up(b).T if trans_b else up(b))
+    cfg = dict(swap=True, BM=64, BN=16, BK=bk, workers=1, SPLIT=split, trans_b=trans_b, backend=backend)
+    if out == "acc":
+        c0 = random_array((1, n), "f32").astype(np.float32)
+        assert_close(matmul(a, b, out=c0.copy(), **cfg), up(c0) + ref, "f32")
+    else:
+        assert_close(matmul(a, b, out_dtype={"f32": np.float32, "bf16": a.dtype}[out], **cfg), ref, out)
+
+
+def test_gemm_swap_needs_one_row():
+    """swap computes a one-row C as its transpose; any other C is refused before anything runs, and so is a
+    trace that asks for it (the swapped launch is the plan's)."""
+    from tiles.tune import Shaped
+    b = Shaped((64, 32), "bf16")
+    with pytest.raises(TileError, match=r"swap=True computes a C of one row.*\(2, 32\)"):
+        gemm.steps([Shaped((2, 32), "bf16"), Shaped((2, 64), "bf16"), b], "sm_90a", swap=True)
+    c, a = Shaped((1, 32), "bf16"), Shaped((1, 64), "bf16")
+    ((f, (ct, bb, aa), kw),) = gemm.steps([c, a, b], "sm_90a", swap=True)
+    assert f is gemm and ct.shape == (32, 1) and (bb, aa) == (b, a) and kw["trans_a"] and kw["trans_b"]
+    with pytest.raises(TileError, match="swap=True launches the transposed product"):
+        gemm.trace([c, a, b], "sm_90a", swap=True)
+
+
+def test_gemm_decode_row_is_swapped_on_sm90a():
+    """sm_90a's heuristic computes one row against 4096 columns of weights as C^T: 64 blocks of 64 weight rows
+    by A's row (wgmma m64n16), each of K's steps 20 KB of shared memory where unswapped A's row took 64 rows."""
+    from tiles.tune import Shaped
+    c, a, b = Shaped((1, 4096), "bf16"), Shaped((1, 4096), "bf16"), Shaped((4096, 4096), "bf16")
+    cfg = gemm.shape_config("sm_90a", [c, a, b])
+    assert cfg["swap"] and (cfg["BM"], cfg["BN"]) == (64, 16)
+    assert not gemm.shape_config("sm_90a", [Shaped((2, 4096), "bf16"), Shaped((2, 4096), "bf16"), b]).get("swap")
 
 
 @pytest.mark.parametrize("trans_b", [False, True])

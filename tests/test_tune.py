@@ -203,7 +203,7 @@ def test_static_model_wants_two_warpgroups_issuing_on_sm90a():
     two-warpgroup tile's time at every shape of 512 rows and more), so they are stretched as one is."""
     ranked, _ = model_choice(512, 4096, 4096, "sm_90a")
     assert ranked[0].config["BM"] == 128 and ranked[0].config["workers"] == 2
-    tile = dict(BM=128, BN=128, BK=64, stages=4, SPLIT=1, blocks_per_sm=1, cluster=1)   # 128 blocks: one a unit
+    tile = dict(BM=128, BN=128, BK=64, stages=4, SPLIT=1, blocks_per_sm=1, cluster=1, swap=False)   # 128 blocks
     one, two = (next(c for c in ranked if c.config == {**tile, "workers": w}) for w in (1, 2))
     assert one.terms["matrix_s"] == pytest.approx(2 * two.terms["matrix_s"])
     shapes = [Shaped((2048, 4096), "bf16"), Shaped((2048, 4096), "bf16"), Shaped((4096, 4096), "bf16")]
@@ -356,7 +356,8 @@ def test_attention_heuristics_by_head_dim(d, n):
 
 
 @pytest.mark.parametrize("shape, want", [
-    ("1x4096x4096", dict(BM=64, BN=64, BK=128, stages=6, workers=1, SPLIT=1)),
+    ("1x4096x4096", dict(swap=True, BM=64, BN=16, BK=128, stages=8, workers=1, SPLIT=1)),
+    ("1x4096x14336", dict(swap=True, BM=64, BN=16, BK=128, stages=8, workers=1, SPLIT=2)),
     ("64x4096x4096", dict(BM=64, BN=64, BK=128, stages=6, workers=1, SPLIT=1)),
     ("128x4096x4096", dict(BM=64, BN=64, BK=128, stages=6, workers=1, SPLIT=1)),
     ("16x4096x14336", dict(BM=64, BN=64, stages=8, workers=1, SPLIT=2)),
@@ -373,7 +374,7 @@ def test_attention_heuristics_by_head_dim(d, n):
 def test_gemm_heuristic_restates_the_timed_winners_of_skinny_m(shape, want):
     """gemm's sm_90a heuristic at the LLM grid's skinny shapes: the tile, warpgroups and split of K that won the
     H200 grids there (docs/benchmarks.md: 12-02, stages from 12-04; 128-row tiles from the H100's, 12-06; steps of
-    128 where K stays whole, the H100's, 12-07), nothing
+    128 where K stays whole, the H100's, 12-07; one row swapped, C^T, 12-07), nothing
     where the configured 128x256 tiles won, but 3 stages past 64 steps of K (LONG_K: 4 with the epilogue staged two
     panels at a time lost there on the H100, 12-06); each traces and verifies for sm_90a, and no other target has
     one."""

@@ -12,7 +12,7 @@
 #pragma once
 #include "mma.cuh"
 #if defined(TILES_CUDA_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#include "sm90/wgmma_ops.cuh"  // the generated wgmma.mma_async wrappers, m64nNk16 bf16, N in 64..256
+#include "sm90/wgmma_ops.cuh"  // the generated wgmma.mma_async wrappers, m64nNk16 bf16, N in 16..256
 #define TC_HAS_WGMMA 1
 #else
 #define TC_HAS_WGMMA 0
@@ -31,7 +31,9 @@ __device__ constexpr no_wait_t no_wait{};
 struct zeros_t {};
 __device__ constexpr zeros_t zeros{};
 
-template <int N> constexpr bool wgmma_n = N == 64 || N == 96 || N == 128 || N == 176 || N == 192 || N == 256;
+// 16: a decode step's few rows as the N of a swapped GEMM (kernels/gemm.py's swap), the weights as its 64 rows
+template <int N>
+constexpr bool wgmma_n = N == 16 || N == 64 || N == 96 || N == 128 || N == 176 || N == 192 || N == 256;
 
 // The operands wgmma can take here, decided at compile time.
 template <bool A_T, bool B_T, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
