@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   prof1232   12-07 10:50: ncu of softmax 4096x50257's two launches (rows off alignment), SASS stall lines; gemm decode
 #   next1231   planned 12-07 10:30: swapvar1231, then rows1229
 #   swapvar1231  12-07 10:30: the swapped decode GEMM's tiles over N 64, 128, 256 wide (K split to keep 64 blocks)
 #   next1230   planned 12-07 10:40: swap1230, then standing1206c on an H200, else rows1229
@@ -281,6 +282,20 @@ for s in "$@"; do
                 --set swap=True BN=16 $v 2>&1 | r; done
         echo "== unswapped 64x128 split 2"; timeout 40 python3 -m tiles compare gemm --backends cuda --no-compile \
             --no-libraries --shapes 1x4096x4096 --set BM=64 BN=128 BK=64 stages=8 workers=1 SPLIT=2 2>&1 | r ;;
+    prof1232)  # 12-07 10:50: what limits rows off 16-byte alignment (softmax 4096x50257: 3.75 ms, 0.62 at 50256; two
+               # launches, softmax_fwd's element-wise shared fill and softmax_apply's element-wise runs): ncu of both
+               # launches, details and the SASS lines with the most stall samples; then the swapped decode row's default
+        timeout 200 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" --launch-skip 2 --launch-count 2 \
+            $SECT --section SourceCounters --section WarpStateStats -f -o "$OUT/odd" python3 -m tiles compare softmax \
+            --backends cuda --no-compile --no-libraries --shapes 4096x50257 >"$OUT/odd_ncu.log" 2>&1
+        echo "== ncu rc=$?"
+        ncu --import "$OUT/odd.ncu-rep" --page details >"$OUT/odd_details.txt" 2>&1
+        grep -E "softmax_|Duration|DRAM Throughput|L1/TEX Hit|L2 Hit|Mem Busy|Issued Warp|Warp Cycles Per Issued|Achieved Occ|Registers Per|Stall|Grid Size|Block Size" \
+            "$OUT/odd_details.txt" | head -60
+        ncu --import "$OUT/odd.ncu-rep" --page source --csv --print-source sass >"$OUT/odd_sass.csv" 2>&1
+        echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
+        timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
+            1x4096x14336 2>&1 | r ;;
     next1231)  # planned 12-07 10:30: swapvar1231, then rows1229
         bash "$0" swapvar1231; bash "$0" rows1229 ;;
     next1230)  # planned 12-07 10:40: swap1230, then on an H200 standing1206c, else rows1229 (each may need its own call)
