@@ -56,10 +56,16 @@ def row_bucket(Y, X, *rest):
     return tl.tune.pow2(rows), cols
 
 
+# Blocks a unit the split of a row's columns aims for: the passes wait on their loads with nothing else to run (the
+# apply pass has no pipeline), so one block of 4 warps an SM left them latency-bound. softmax 4096x50257 on the H100
+# (12-07, ncu): 128 blocks, 6% occupancy, both passes stalled on loads; 3.75 ms against torch.compile's 0.60.
+BLOCKS_PER_UNIT = 4
+
+
 def split_columns(configs: dict, x: int = 1):
     """The heuristic of a two-pass row kernel (its `configs`, X its argument `x`) for rows too few to fill the GPU:
-    each row's columns split over up to as many blocks as the target's usual device has units, each part 4
-    column blocks at least; where the rows do not fill the configured row block, blocks of 16 rows and one worker
+    each row's columns split over up to BLOCKS_PER_UNIT blocks for each unit of the target's usual device, each part
+    4 column blocks at least; where the rows do not fill the configured row block, blocks of 16 rows and one worker
     (every target takes that tile). Only rows of 64 column blocks or more: a split costs a second launch (~3 us),
     which a block's walk down a shorter row (a one-warp block streams ~8 KB a block of 16 x 128 columns, a few
     tens of GB/s) does not repay. softmax 16 x 128256 on sm_90a: 128 parts of 8 column blocks, 128 one-warp blocks
@@ -75,7 +81,7 @@ def split_columns(configs: dict, x: int = 1):
         small = dict(BR=16, workers=1) if rows < cfg["BR"] else {}
         blocks = -(-rows // small.get("BR", cfg["BR"]))
         split = 1
-        while blocks * split * 2 <= units and steps >= 4 * split * 2:
+        while blocks * split * 2 <= BLOCKS_PER_UNIT * units and steps >= 4 * split * 2:
             split *= 2
         return dict(SPLIT=split, **small) if split > 1 else {}
     return heuristic

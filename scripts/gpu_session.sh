@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   shift1233  12-07 11:15: rows off alignment read shifted, splits of 4 blocks an SM: tests, 4096x50257 / 50256, decode
 #   prof1232   12-07 10:50: ncu of softmax 4096x50257's two launches (rows off alignment), SASS stall lines; gemm decode
 #   next1231   planned 12-07 10:30: swapvar1231, then rows1229
 #   swapvar1231  12-07 10:30: the swapped decode GEMM's tiles over N 64, 128, 256 wide (K split to keep 64 blocks)
@@ -296,6 +297,21 @@ for s in "$@"; do
         echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    shift1233)  # 12-07 11:15: rows off alignment read as shifted aligned words (read16_shifted: the smem fill and runs),
+                # two-pass splits aiming at 4 blocks an SM (softmax.BLOCKS_PER_UNIT). Predicted: softmax 4096x50257
+                # 3.75 ms -> 0.6-0.9, 4096x50256 0.62 -> 0.40-0.50, rmsnorm 4096x50257 3.60 -> 0.6-0.9; decode rows
+                # (64x151936 split 256 now, 128 before: 44.4 us) within 10%
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_ops.py -k "rows_off or masks or kernel_" \
+            tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/shift_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/shift_tests.log" | tail -6
+        for k in softmax rmsnorm layernorm; do timeout 60 python3 -m tiles compare $k --backends cuda --no-compile \
+            --shapes 4096x50257 4096x50256 2>&1 | r; done
+        echo "== split 2 as before"; for k in softmax rmsnorm; do timeout 40 python3 -m tiles compare $k --backends cuda \
+            --no-compile --no-libraries --shapes 4096x50257 4096x50256 --set SPLIT=2 2>&1 | r; done
+        echo "== decode"; timeout 60 python3 -m tiles compare softmax --backends cuda --no-compile \
+            --shapes 64x151936 16x128256 1x128256 2>&1 | r
+        timeout 40 python3 -m tiles compare softmax --backends cuda --no-compile --no-libraries --shapes 64x151936 \
+            --set SPLIT=128 2>&1 | r ;;
     next1231)  # planned 12-07 10:30: swapvar1231, then rows1229
         bash "$0" swapvar1231; bash "$0" rows1229 ;;
     next1230)  # planned 12-07 10:40: swap1230, then on an H200 standing1206c, else rows1229 (each may need its own call)

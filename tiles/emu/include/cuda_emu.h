@@ -50,6 +50,10 @@ struct alignas(16) uint4 {
 };
 inline float2 make_float2(float x, float y) { return {x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+// hi:lo shifted right by shift & 31, the low word (CUDA's clamp-free funnel shift)
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+  return unsigned(((uint64_t(hi) << 32) | lo) >> (shift & 31u));
+}
 
 // ---- 16-bit floats. bf16: the upper half of an IEEE float, float -> bf16 rounds to nearest even and keeps a NaN
 // a (quiet) NaN, as __float2bfloat16_rn does. f16 is the host's _Float16, whose conversions round the same way.

@@ -64,6 +64,58 @@ template <typename T, int R, int C> struct chunk_walk {
 };
 
 // ---- global -> shared -----------------------------------------------------
+// 16 bytes at g, off 16-byte alignment (a row of 50257 bf16 starts anywhere on 2 bytes): the two aligned 16-byte
+// words around them, read whole and shifted into place. Element by element, each 2-byte read was a round trip of
+// its own (ptxas reused one register for them: softmax 4096x50257's apply pass stalled on every conversion,
+// ncu 12-07). The second word is read only where the bytes reach into it, so nothing past them is touched.
+__device__ __forceinline__ uint4 read16_shifted(const void* g) {
+    const unsigned long long a = reinterpret_cast<unsigned long long>(g);
+    const unsigned off = unsigned(a) & 15u;
+    const uint4* q = reinterpret_cast<const uint4*>(a - off);
+    const uint4 lo = q[0], hi = q[off ? 1 : 0];
+    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    unsigned v[6], u[5];   // off / 4 whole words dropped in two selects, then the last 2 bytes by a funnel shift
+#pragma unroll
+    for (int i = 0; i < 6; ++i) v[i] = off & 8u ? w[i + 2] : w[i];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) u[i] = off & 4u ? v[i + 1] : v[i];
+    const unsigned bits = (off & 3u) * 8u;
+    return make_uint4(__funnelshift_r(u[0], u[1], bits), __funnelshift_r(u[1], u[2], bits),
+                      __funnelshift_r(u[2], u[3], bits), __funnelshift_r(u[3], u[4], bits));
+}
+// A tile of a global aligned to its elements only (rows of 50257 bf16): no cp.async; each whole chunk read as
+// the two aligned 16-byte words around it (read16_shifted), a batch of a thread's chunks read before any is
+// written, synchronously. Element by element, each 2-byte read waited for before its write (softmax 4096x50257's
+// first pass stalled on those writes, 63% of its samples; ncu 12-07).
+template <typename T, int R, int C>
+__device__ inline void load_shifted(st<T, R, C>& dst, const gl<T>& src, coord idx) {
+    using walk = chunk_walk<T, R, C>;
+    constexpr int E = walk::E, CHUNKS = R * walk::per_row, BATCH = 4;
+    const int row0 = idx.r * R, col0 = idx.c * C, step = block_threads();
+    const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
+    for (int id0 = block_thread(); id0 < CHUNKS; id0 += BATCH * step) {
+        uint4 v[BATCH];
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            const int id = id0 + b * step, gr = row0 + id / walk::per_row, gc = col0 + (id % walk::per_row) * E;
+            const bool row_ok = id < CHUNKS && in_matrix && gr < src.rows();
+            const T* g = row_ok ? src.row_ptr(idx.b, idx.d, gr) + gc : src.ptr;
+            if (row_ok && gc + E <= src.cols()) {
+                v[b] = read16_shifted(g);
+            } else {   // the row's last chunk, past its end: element by element, zero past the end
+                T* e = reinterpret_cast<T*>(&v[b]);
+#pragma unroll
+                for (int k = 0; k < E; ++k) e[k] = row_ok && gc + k < src.cols() ? g[k] : from_float<T>(0.f);
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b) {
+            const int id = id0 + b * step;
+            if (id < CHUNKS) *reinterpret_cast<uint4*>(&dst.at(id / walk::per_row, (id % walk::per_row) * E)) = v[b];
+        }
+    }
+}
+
 // Issues the copy of tile idx of src into dst and returns without waiting.
 template <typename T, int R, int C>
 __device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx) {
@@ -91,20 +143,16 @@ __device__ inline void load_async(st<T, R, C>& dst, const gl<T>& src, coord idx)
         }
         return;
     }
+    if (!vec) {
+        load_shifted(dst, src, idx);
+        return;
+    }
     for (int id = block_thread(); id < R * walk::per_row; id += block_threads()) {
         const int r = id / walk::per_row, c = (id % walk::per_row) * E;
         const int gr = row0 + r, gc = col0 + c;
-        T* s = &dst.at(r, c);
-        const bool row_ok = in_matrix && gr < src.rows();
-        if (vec) {
-            const int n = row_ok ? imax(0, imin(E, src.cols() - gc)) : 0;
-            const T* g = n > 0 ? src.row_ptr(idx.b, idx.d, gr) + gc : src.ptr;
-            cp_async16(s, g, n * int(sizeof(T)));
-        } else {  // unaligned rows: element by element, synchronously
-            const T* g = row_ok ? src.row_ptr(idx.b, idx.d, gr) : src.ptr;
-            for (int e = 0; e < E; ++e)
-                s[e] = (row_ok && gc + e < src.cols()) ? g[gc + e] : from_float<T>(0.f);
-        }
+        const int n = in_matrix && gr < src.rows() ? imax(0, imin(E, src.cols() - gc)) : 0;
+        const T* g = n > 0 ? src.row_ptr(idx.b, idx.d, gr) + gc : src.ptr;
+        cp_async16(&dst.at(r, c), g, n * int(sizeof(T)));
     }
 }
 
@@ -366,6 +414,11 @@ template <typename U, int E> struct run {
 #pragma unroll
         for (int b = 0; b < BYTES / B; ++b) v[b] = reinterpret_cast<const V*>(g)[b];
     }
+    // a run of whole 16-byte accesses from a global aligned to its elements only
+    __device__ __forceinline__ void read_shifted(const U* g) {
+#pragma unroll
+        for (int b = 0; b < BYTES / B; ++b) v[b] = read16_shifted(reinterpret_cast<const char*>(g) + 16 * b);
+    }
     // through __stwb (st.global.wb.v4) the run stays one 16-byte store; assigned, NVVM split each row's first run into
     // four 4-byte stores, which cost rmsnorm 4096x4096 17% (docs/backends/cuda.md)
     __device__ __forceinline__ void write(U* g) const {
@@ -408,7 +461,13 @@ __device__ inline void load_runs(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coo
         each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read(g); });
         return;
     }
-    using tile = rt<float, R, C, NW>;   // edge tiles, unaligned globals: element by element, zero past the end
+    if constexpr (run<U, E>::B == 16) {   // inside a global aligned to its elements only: runs read shifted
+        if (inside<U, R, C>(src, idx)) {
+            each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read_shifted(g); });
+            return;
+        }
+    }
+    using tile = rt<float, R, C, NW>;   // edge tiles, narrow unaligned runs: element by element, zero past the end
     const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
 #pragma unroll
     for (int i = 0; i < tile::height; ++i)
@@ -459,6 +518,13 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
         each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { raw.r[i][h][k].read(g); });
         copy(dst, raw);
     } else {
+        if constexpr (run<U, E>::B == 16) {   // inside a global aligned to its elements only: runs read shifted
+            if (inside<U, R, C>(src, idx)) {
+                each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { raw.r[i][h][k].read_shifted(g); });
+                copy(dst, raw);
+                return;
+            }
+        }
         load_in_bounds<runs_order<C>>(dst, src, idx);
     }
 }
