@@ -161,7 +161,8 @@ def test_layernorm_splits_rows_too_few_to_fill_the_gpu():
         return [x, x, x, x, v, v, 1e-5, 0.0, 0, 0]
     assert layernorm_fwd.shape_config("sm_90a", args(16, 32768)) == dict(SPLIT=64, BR=16, workers=1)
     assert layernorm_fwd.shape_config("sm_90a", args(100, 1000)) == {}
-    assert layernorm_fwd.shape_config("sm_90a", args(16384, 20000)) == {}
+    assert layernorm_fwd.shape_config("sm_90a", args(16384, 20000)) == dict(SPLIT=2)   # 256 blocks: 4 an SM with two
+    assert layernorm_fwd.shape_config("sm_90a", args(65536, 20000)) == {}
     x, v = random_array((4, 300), "f32"), random_array((300,), "f32")
     with pytest.raises(TileError, match="from split_plan"):
         layernorm_fwd.trace([x, x, x, x, v, v, 1e-5, 0.0, 0, 0], "sm_80", SPLIT=2)

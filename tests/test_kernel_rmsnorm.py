@@ -164,7 +164,8 @@ def test_rmsnorm_splits_rows_too_few_to_fill_the_gpu():
         return [Shaped((r, c), "bf16"), Shaped((r,), "f32"), Shaped((r, c), "bf16"), Shaped((c,), "bf16"), 1e-6]
     assert rmsnorm_fwd.shape_config("sm_90a", args(16, 32768)) == dict(SPLIT=64, BR=16, workers=1)
     assert rmsnorm_fwd.shape_config("sm_90a", args(100, 1000)) == {}
-    assert rmsnorm_fwd.shape_config("sm_90a", args(16384, 20000)) == {}
+    assert rmsnorm_fwd.shape_config("sm_90a", args(16384, 20000)) == dict(SPLIT=2)   # 256 blocks: 4 an SM with two
+    assert rmsnorm_fwd.shape_config("sm_90a", args(65536, 20000)) == {}
     assert rmsnorm_fwd.shape_config(None, args(16, 32768)) == {}
     x = random_array((4, 300), "f32")
     with pytest.raises(TileError, match="from split_plan"):
