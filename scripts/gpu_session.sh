@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   shift1234  12-07 11:20: shift1233 trimmed (softmax, rmsnorm 4096x50257 and the decode split first, tests last)
 #   shift1233  12-07 11:15: rows off alignment read shifted, splits of 4 blocks an SM: tests, 4096x50257 / 50256, decode
 #   prof1232   12-07 10:50: ncu of softmax 4096x50257's two launches (rows off alignment), SASS stall lines; gemm decode
 #   next1231   planned 12-07 10:30: swapvar1231, then rows1229
@@ -297,6 +298,19 @@ for s in "$@"; do
         echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    shift1234)  # 12-07 11:20: shift1233 trimmed to what little device time is left, in order of what it decides
+                # (compare checks each timed row against the reference; the GPU tests last)
+        timeout 50 python3 -m tiles compare softmax --backends cuda --no-compile --shapes 4096x50257 4096x50256 2>&1 | r
+        echo "== softmax split 2 as before"; timeout 40 python3 -m tiles compare softmax --backends cuda --no-compile \
+            --no-libraries --shapes 4096x50257 4096x50256 --set SPLIT=2 2>&1 | r
+        timeout 40 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 4096x50257 2>&1 | r
+        echo "== decode"; timeout 40 python3 -m tiles compare softmax --backends cuda --no-compile --no-libraries \
+            --shapes 64x151936 2>&1 | r
+        timeout 40 python3 -m tiles compare softmax --backends cuda --no-compile --no-libraries --shapes 64x151936 \
+            --set SPLIT=128 2>&1 | r
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_ops.py tests/test_kernel_softmax.py \
+            tests/test_kernel_rmsnorm.py -k "rows_off or masks or kernel_" >"$OUT/shift_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/shift_tests.log" | tail -6 ;;
     shift1233)  # 12-07 11:15: rows off alignment read as shifted aligned words (read16_shifted: the smem fill and runs),
                 # two-pass splits aiming at 4 blocks an SM (softmax.BLOCKS_PER_UNIT). Predicted: softmax 4096x50257
                 # 3.75 ms -> 0.6-0.9, 4096x50256 0.62 -> 0.40-0.50, rmsnorm 4096x50257 3.60 -> 0.6-0.9; decode rows
