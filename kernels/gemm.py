@@ -1,9 +1,10 @@
 """GEMM: C = A @ B (A^T or B^T given with trans_a, trans_b), bf16/f16 inputs, f32 accumulation, bf16/f16/f32
-output; or C += A @ B into an f32 C (`accumulate`). The K loop may split over several blocks per output tile (`SPLIT`): the parallelism a skinny
-GEMM (a decode step's M of 1 to 64) lacks. Accumulating, the partial products are added into C with atomic_add;
-otherwise each goes to its own slice of an f32 workspace and the last block of a tile to finish adds them and
-converts to C's dtype (tl.store_sum; on Apple a second launch, `sum_parts`: the plan, `split_plan`). A C of one row
-may be computed as its transpose (`swap`): the weights then fill the matrix instruction's rows."""
+output; or C += A @ B into an f32 C (`accumulate`). The K loop may split over several blocks per output tile
+(`SPLIT`): the parallelism a skinny GEMM (a decode step's M of 1 to 64) lacks. Accumulating, the partial products
+are added into C with atomic_add; otherwise each goes to its own slice of an f32 workspace and the last block of a
+tile to finish adds them and converts to C's dtype (tl.store_sum; on Apple a second launch, `sum_parts`: the plan,
+`split_plan`). A C of one row may be computed as its transpose (`swap`): the weights then fill the matrix
+instruction's rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,9 +64,8 @@ def fits(cfg, C, A, B):
     swap = cfg.get("swap", False)
     if swap != (cfg["BN"] == 16) or (swap and (len(C.shape) != 2 or m != 1 or cfg.get("trans_a"))):
         return False
-    tiles = -(-m // cfg["BM"]) * -(-n // cfg["BN"]) * (C.shape[0] if len(C.shape) == 3 else 1)
-    if swap:
-        tiles = -(-n // cfg["BM"])
+    depth = C.shape[0] if len(C.shape) == 3 else 1
+    tiles = -(-n // cfg["BM"]) if swap else -(-m // cfg["BM"]) * -(-n // cfg["BN"]) * depth
     split = cfg.get("SPLIT", 1)
     if cfg.get("cluster", 1) > 1 and (split > 1 or cfg.get("blocks_per_sm", 1) > 1 or tiles < 2 * SMS):
         return False
