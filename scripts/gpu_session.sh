@@ -103,6 +103,7 @@
 #              (carry build/old, build/old2)
 #   given1218b 12-07 03:50: the same on attention and gemm against ee436c1 (carry build/old)
 #   next1218   given1218a, then issue 20's table on an H200
+#   next1235   planned 12-07 11:30: on an H200 standing1206c (grid1209 apart), else shift1233
 #   shift1234  12-07 11:20: shift1233 trimmed (softmax, rmsnorm 4096x50257 and the decode split first, tests last)
 #   shift1233  12-07 11:15: rows off alignment read shifted, splits of 4 blocks an SM: tests, 4096x50257 / 50256, decode
 #   prof1232   12-07 10:50: ncu of softmax 4096x50257's two launches (rows off alignment), SASS stall lines; gemm decode
@@ -298,6 +299,11 @@ for s in "$@"; do
         echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    next1235)  # planned 12-07 11:30 for the next session: on an H200 issue 20's table (standing1206c; issue 18's grid,
+               # grid1209, in a call of its own), else shift1233 (the shifted reads and splits with tests, if shift1234
+               # did not run) and the decode GEMM row against cuBLAS
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c
+        else bash "$0" shift1233; fi ;;
     shift1234)  # 12-07 11:20: shift1233 trimmed to what little device time is left, in order of what it decides
                 # (compare checks each timed row against the reference; the GPU tests last)
         timeout 50 python3 -m tiles compare softmax --backends cuda --no-compile --shapes 4096x50257 4096x50256 2>&1 | r
