@@ -56,21 +56,23 @@ def row_bucket(Y, X, *rest):
     return tl.tune.pow2(rows), cols
 
 
-# Blocks a unit the split of a row's columns aims for: the passes wait on their loads with nothing else to run (the
-# apply pass has no pipeline), so one block of 4 warps an SM left them latency-bound. softmax 4096x50257 on the H100
-# (12-07, ncu): 128 blocks, 6% occupancy, both passes stalled on loads; 3.75 ms against torch.compile's 0.60.
-BLOCKS_PER_UNIT = 4
+# Past one block a unit, a split goes on up to BLOCKS_PER_UNIT blocks a unit while each part keeps LONG_PART column
+# blocks: the passes wait on their loads with little else to run (the apply pass has no pipeline), and one block of
+# 4 warps an SM left them latency-bound. H100, 12-07: softmax 4096x50257 (128 blocks, 6% occupancy under ncu) 2.82
+# ms at SPLIT 2 against 2.28 at 8 (8 parts of 49 column blocks), 4096x50256 624 against 566 us; but 64x151936 at
+# 256 parts of ~5 column blocks 51.8 us against 47.3 at 128 (its merge reads twice the parts).
+BLOCKS_PER_UNIT, LONG_PART = 4, 32
 
 
 def split_columns(configs: dict, x: int = 1):
     """The heuristic of a two-pass row kernel (its `configs`, X its argument `x`) for rows too few to fill the GPU:
-    each row's columns split over up to BLOCKS_PER_UNIT blocks for each unit of the target's usual device, each part
-    4 column blocks at least; where the rows do not fill the configured row block, blocks of 16 rows and one worker
-    (every target takes that tile). Only rows of 64 column blocks or more: a split costs a second launch (~3 us),
-    which a block's walk down a shorter row (a one-warp block streams ~8 KB a block of 16 x 128 columns, a few
-    tens of GB/s) does not repay. softmax 16 x 128256 on sm_90a: 128 parts of 8 column blocks, 128 one-warp blocks
-    on 132 SMs, where one block of 64 rows read all of it (the static model, H100: 17.5 us against 2259).
-    Not timed."""
+    each row's columns split over up to as many blocks as the target's usual device has units, each part 4
+    column blocks at least, and on up to BLOCKS_PER_UNIT blocks a unit while each part keeps LONG_PART; where the
+    rows do not fill the configured row block, blocks of 16 rows and one worker (every target takes that tile).
+    Only rows of 64 column blocks or more: a split costs a second launch (~3 us), which a block's walk down a
+    shorter row (a one-warp block streams ~8 KB a block of 16 x 128 columns, a few tens of GB/s) does not repay.
+    softmax 16 x 128256 on sm_90a: 128 parts of 8 column blocks, 128 one-warp blocks on 132 SMs, where one block of
+    64 rows read all of it (33.1 us on the H100, 12-07); 4096x50257: 8 parts."""
     def heuristic(target, *args, **keywords):
         if target is None or target not in configs:
             return {}
@@ -81,7 +83,8 @@ def split_columns(configs: dict, x: int = 1):
         small = dict(BR=16, workers=1) if rows < cfg["BR"] else {}
         blocks = -(-rows // small.get("BR", cfg["BR"]))
         split = 1
-        while blocks * split * 2 <= BLOCKS_PER_UNIT * units and steps >= 4 * split * 2:
+        while steps >= 4 * split * 2 and (blocks * split * 2 <= units or (
+                blocks * split * 2 <= BLOCKS_PER_UNIT * units and steps >= LONG_PART * split * 2)):
             split *= 2
         return dict(SPLIT=split, **small) if split > 1 else {}
     return heuristic

@@ -120,10 +120,11 @@ def test_softmax_split_needs_its_plan():
 @pytest.mark.parametrize("target, rows, cols, want", [
     # a decode step over Llama 3's vocabulary: one 64-row block without the split
     ("sm_90a", 16, 128256, dict(SPLIT=128, BR=16, workers=1)),
-    ("sm_90a", 4096, 50257, dict(SPLIT=8)),   # 64 blocks of 64 rows: 8 parts, 4 blocks on each of the 132 SMs
-    ("sm_80", 1, 128256, dict(SPLIT=128, BR=16, workers=1)),   # parts of 8 column blocks at least
+    ("sm_90a", 4096, 50257, dict(SPLIT=8)),   # 64 blocks of 64 rows: 8 parts of 49 column blocks, 4 blocks an SM
+    ("sm_90a", 64, 151936, dict(SPLIT=128)),  # one row block: 128 parts; 256 would be parts of ~5 column blocks
+    ("sm_80", 1, 128256, dict(SPLIT=64, BR=16, workers=1)),
     ("gfx950", 64, 151936, dict(SPLIT=256)),   # 256 CUs (MI355X); 64 rows fill a 64-row block
-    ("apple", 16, 128256, dict(SPLIT=128, BR=16, workers=1)),
+    ("apple", 16, 128256, dict(SPLIT=32, BR=16, workers=1)),
     ("sm_90a", 16, 600, {}),                   # five column blocks: no part of four
 ])
 def test_softmax_splits_rows_too_few_to_fill_the_gpu(target, rows, cols, want):

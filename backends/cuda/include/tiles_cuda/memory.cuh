@@ -543,6 +543,19 @@ __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, 
         });
         return;
     }
+    if (inside<T, R, C>(dst, idx)) {   // aligned to its elements only: a run's elements one by one, untested (each
+        // behind its own bounds test and branch, they were softmax 4096x50257's apply pass's stalls; ncu 12-07)
+        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) {
+#pragma unroll
+            for (int t = 0; t < E / 2; ++t) {
+                const int s = k * (E / 2) + t;
+                const pair<T> p = convert_pair<T>(src.d[i][s / 2][2 * (s % 2) + h]);
+                g[2 * t] = p.x;
+                g[2 * t + 1] = p.y;
+            }
+        });
+        return;
+    }
     write_in_bounds<runs_order<C>>(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
