@@ -159,31 +159,37 @@ def _running(x, m, m_new, corr, l):
 
 @tl.kernel(configs=CONFIGS)
 def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
-    """Y's part p of each row: 2^(x log2(e) - lse), lse the log2 of the row's sum merged from its SPLIT pairs: the
-    row's max m over the parts' maxima first, then the sum of each part's sum scaled by 2^(its max - m), so that
-    the parts' terms are independent of each other (a running merge rescales at every part, one chain)."""
+    """Y's part p of each row: 2^(x log2(e) - lse), lse the log2 of the row's sum merged from its SPLIT pairs, a
+    chunk of parts at a time (part_chunk): the running max m moves to the chunk's largest, the running sum is
+    rescaled to it once, and each part's sum is added scaled by 2^(its max - m). One round trip to L2 a chunk: the
+    max over every part first and the sums after (12-07 08:35) made two (softmax 1x128256, 128 parts in chunks of 8:
+    32 round trips, 45.4 us on the H100 at 11:25)."""
     br, part, c0, n = split_walk("softmax_apply", X, BR, BC, SPLIT, (M, L))
     tl.check_eq(Y.rows, X.rows)
     tl.check_eq(Y.cols, X.cols)
     x = tl.regs(tl.f32, BR, BC, name="x")
     m, l = tl.rvec(tl.f32, BR, name="m"), tl.rvec(tl.f32, BR, name="l")
+    m_new, corr = tl.rvec(tl.f32, BR, name="m_new"), tl.rvec(tl.f32, BR, name="corr")
     chunk = part_chunk(SPLIT)
     mp = [tl.rvec(tl.f32, BR, name=f"mp{g}") for g in range(chunk)]
     lp = [tl.rvec(tl.f32, BR, name=f"lp{g}") for g in range(chunk)]
     tl.fill(m, F32_LOWEST)
-    for q in tl.range(SPLIT // chunk, name="q"):
-        load_parts(mp, M, q, br)
-        for v in mp:
-            tl.max(m, m, v)
     tl.zero(l)
     for q in tl.range(SPLIT // chunk, name="q"):
         load_parts(mp, M, q, br)
         load_parts(lp, L, q, br)
+        tl.copy(m_new, m)
+        for v in mp:
+            tl.max(m_new, m_new, v)
+        tl.sub(corr, m, m_new)
+        tl.exp2(corr, corr)
+        tl.mul(l, l, corr)
         for a, b in zip(mp, lp):
-            tl.sub(a, a, m)
+            tl.sub(a, a, m_new)
             tl.exp2(a, a)
             tl.mul(b, b, a)
             tl.add(l, l, b)
+        tl.copy(m, m_new)
     for c in tl.range(n, name="c"):
         tl.load(x, X, (br, c0 + c))
         tl.mul(x, x, LOG2E)
