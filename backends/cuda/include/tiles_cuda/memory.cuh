@@ -454,19 +454,26 @@ template <typename U, int R, int C, int NW> struct rt_raw {
     static constexpr int E = runs_order<C>::E;
     run<U, E> r[tile::height][2][runs_order<C>::runs];   // base row i, the lane's row h of it, run k
 };
+// A tile inside src read a run at a time: whole where src keeps the runs' alignment, else (16-byte runs) as the
+// aligned words around each run, shifted; false, reading nothing, where the edge path must take it.
+template <typename U, int R, int C, int NW>
+__device__ __forceinline__ bool read_inside(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coord idx) {
+    constexpr int E = runs_order<C>::E;
+    if (!inside<U, R, C>(src, idx)) return false;
+    if (src.template aligned<run<U, E>::B>()) {
+        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read(g); });
+        return true;
+    }
+    if constexpr (run<U, E>::B == 16) {
+        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read_shifted(g); });
+        return true;
+    }
+    return false;
+}
 template <typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
-    if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {
-        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read(g); });
-        return;
-    }
-    if constexpr (run<U, E>::B == 16) {   // inside a global aligned to its elements only: runs read shifted
-        if (inside<U, R, C>(src, idx)) {
-            each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read_shifted(g); });
-            return;
-        }
-    }
+    if (read_inside(dst, src, idx)) return;
     using tile = rt<float, R, C, NW>;   // edge tiles, narrow unaligned runs: element by element, zero past the end
     const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
 #pragma unroll
@@ -509,22 +516,13 @@ __device__ inline void copy(rt<T, R, C, NW>& dst, const rt_raw<U, R, C, NW>& src
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord idx) {
-    constexpr int E = runs_order<C>::E;
     rt_raw<U, R, C, NW> raw;
     if constexpr (sizeof(T) == 2) {   // 16-bit elements: the paths meet on whole words, converted after the join
         load_runs(raw, src, idx);
         copy(dst, raw);
-    } else if (inside<U, R, C>(src, idx) && src.template aligned<run<U, E>::B>()) {   // converted at once
-        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { raw.r[i][h][k].read(g); });
+    } else if (read_inside(raw, src, idx)) {   // converted at once
         copy(dst, raw);
     } else {
-        if constexpr (run<U, E>::B == 16) {   // inside a global aligned to its elements only: runs read shifted
-            if (inside<U, R, C>(src, idx)) {
-                each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { raw.r[i][h][k].read_shifted(g); });
-                copy(dst, raw);
-                return;
-            }
-        }
         load_in_bounds<runs_order<C>>(dst, src, idx);
     }
 }
