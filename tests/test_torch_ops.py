@@ -223,14 +223,15 @@ def test_softmax_forward_and_gradients(rows, cols, dtype):
 
 
 @settings(max_examples=4)
-@given(m=st.integers(1, 80), n=st.integers(1, 80), k=st.integers(1, 80), trans_b=st.booleans(),
-       out=st.sampled_from([None, torch.float32]))
-def test_matmul_forward_and_gradients(m, n, k, trans_b, out):
-    a = rand(m, k, grad=True)
+@given(m=st.integers(1, 80), n=st.integers(1, 80), k=st.integers(1, 80), trans_a=st.booleans(),
+       trans_b=st.booleans(), out=st.sampled_from([None, torch.float32]))
+def test_matmul_forward_and_gradients(m, n, k, trans_a, trans_b, out):
+    """Every layout of the operands, forward and both gradients (which read the operands as they lie)."""
+    a = rand(k, m, grad=True) if trans_a else rand(m, k, grad=True)
     b = rand(n, k, grad=True) if trans_b else rand(k, n, grad=True)
     dc = rand(m, n, dtype="f32" if out else "bf16")
-    (c,), g = grads(lambda x, y: tt.matmul(x, y, trans_b=trans_b, out_dtype=out), (a, b), dc)
-    (ref,), ref_g = grads(lambda x, y: x @ (y.T if trans_b else y), f64(a, b), dc.double())
+    (c,), g = grads(lambda x, y: tt.matmul(x, y, trans_a=trans_a, trans_b=trans_b, out_dtype=out), (a, b), dc)
+    (ref,), ref_g = grads(lambda x, y: (x.T if trans_a else x) @ (y.T if trans_b else y), f64(a, b), dc.double())
     assert c.dtype == (out or torch.bfloat16)
     close(c, ref, "bf16", what="C")
     close(g[0], ref_g[0], "bf16", factor=2, what="da")
@@ -250,6 +251,8 @@ def test_matmul_fp8():
 def test_matmul_bad_input():
     with pytest.raises(TileError, match="do not chain"):
         tt.matmul(rand(4, 8), rand(7, 4))
+    with pytest.raises(TileError, match=r"a \(4, 8\) \(transposed\) and b \(8, 4\) do not chain"):
+        tt.matmul(rand(4, 8), rand(8, 4), trans_a=True)
     with pytest.raises(TileError, match="share a dtype"):
         tt.matmul(rand(4, 8), rand(8, 4, dtype="f16"))
 

@@ -396,61 +396,64 @@ def softmax(x: Tensor, *, backend: str = "") -> Tensor:
 
 # ---- matmul -------------------------------------------------------------------------------------------------
 
-def _check_matmul(a: Tensor, b: Tensor, trans_b: bool, out_dtype):
+def _check_matmul(a: Tensor, b: Tensor, trans_b: bool, out_dtype, trans_a: bool = False):
     _require(a.dim() == 2 and b.dim() == 2, f"matmul: expected 2-D a and b, got {tuple(a.shape)} and {tuple(b.shape)}")
     _dtype("matmul a", a, HALF)
     _require(b.dtype == a.dtype, f"matmul: a and b must share a dtype, got {a.dtype} and {b.dtype}")
-    _require((b.shape[1] if trans_b else b.shape[0]) == a.shape[1],
-             f"matmul: a {tuple(a.shape)} and b {tuple(b.shape)}{' (transposed)' if trans_b else ''} do not chain")
+    _require((b.shape[1] if trans_b else b.shape[0]) == (a.shape[0] if trans_a else a.shape[1]),
+             f"matmul: a {tuple(a.shape)}{' (transposed)' if trans_a else ''} and b {tuple(b.shape)}"
+             f"{' (transposed)' if trans_b else ''} do not chain")
     _require(out_dtype is None or out_dtype in FLOAT, f"matmul: out_dtype {out_dtype} is not supported")
 
 
-def _matmul_shape(a: Tensor, b: Tensor, trans_b: bool):
-    return a.shape[0], b.shape[0] if trans_b else b.shape[1]
+def _matmul_shape(a: Tensor, b: Tensor, trans_b: bool, trans_a: bool = False):
+    return a.shape[1] if trans_a else a.shape[0], b.shape[0] if trans_b else b.shape[1]
 
 
 @torch.library.custom_op("tiles::matmul", mutates_args=())
-def matmul_fwd(a: Tensor, b: Tensor, trans_b: bool, out_dtype: Optional[torch.dtype], backend: str) -> Tensor:
-    """a @ b (a @ b.T where trans_b: b (N, K)), float32 accumulation, in out_dtype (default a's)."""
-    _check_matmul(a, b, trans_b, out_dtype)
-    c = _empty(_matmul_shape(a, b, trans_b), a, out_dtype)
-    launch(_gemm.gemm, (c, _operand(a), _operand(b)), backend, trans_b=trans_b)
+def matmul_fwd(a: Tensor, b: Tensor, trans_b: bool, out_dtype: Optional[torch.dtype], backend: str,
+               trans_a: bool = False) -> Tensor:
+    """a @ b (a.T given a (K, M) where trans_a, b.T given b (N, K) where trans_b), float32 accumulation, in
+    out_dtype (default a's)."""
+    _check_matmul(a, b, trans_b, out_dtype, trans_a)
+    c = _empty(_matmul_shape(a, b, trans_b, trans_a), a, out_dtype)
+    launch(_gemm.gemm, (c, _operand(a), _operand(b)), backend, trans_a=trans_a, trans_b=trans_b)
     return c
 
 
 @matmul_fwd.register_fake
-def _(a, b, trans_b, out_dtype, backend):
-    _check_matmul(a, b, trans_b, out_dtype)
-    return _empty(_matmul_shape(a, b, trans_b), a, out_dtype)
+def _(a, b, trans_b, out_dtype, backend, trans_a=False):
+    _check_matmul(a, b, trans_b, out_dtype, trans_a)
+    return _empty(_matmul_shape(a, b, trans_b, trans_a), a, out_dtype)
 
 
 def _matmul_setup(ctx, inputs, output):
-    a, b, ctx.trans_b, _, ctx.backend = inputs
+    a, b, ctx.trans_b, _, ctx.backend, ctx.trans_a = inputs
     ctx.save_for_backward(a, b)
 
 
 def _matmul_backward(ctx, dc):
-    """Both gradients through the same kernel: dA = dC B^T, dB = A^T dC (C = A B), or dA = dC B, dB = dC^T A
-    (C = A B^T); the transposed operand copied to a contiguous one, dC cast to a's dtype."""
+    """Both gradients through the same kernel, each operand read as it lies (trans_a, trans_b: no transposed
+    copy): for C = A' B' (A' = a or a^T, B' = b or b^T), dA' = dC B'^T and dB' = A'^T dC, and a transposed
+    operand's gradient is the transpose of that product, which the kernel computes with its operands swapped.
+    dC cast to a's dtype."""
     a, b = ctx.saved_tensors
-    dc = dc.to(a.dtype)
-    if ctx.trans_b:
-        da = matmul_fwd(dc, b, False, a.dtype, ctx.backend)
-        db = matmul_fwd(dc.t().contiguous(), a, False, b.dtype, ctx.backend)
-    else:
-        da = matmul_fwd(dc, b, True, a.dtype, ctx.backend)
-        db = matmul_fwd(a.t().contiguous(), dc, False, b.dtype, ctx.backend)
-    return da, db, None, None, None
+    ta, tb, dc = ctx.trans_a, ctx.trans_b, dc.to(a.dtype)
+    da = (matmul_fwd(b, dc, True, a.dtype, ctx.backend, tb) if ta
+          else matmul_fwd(dc, b, not tb, a.dtype, ctx.backend, False))
+    db = (matmul_fwd(dc, a, ta, b.dtype, ctx.backend, True) if tb
+          else matmul_fwd(a, dc, False, b.dtype, ctx.backend, not ta))
+    return da, db, None, None, None, None
 
 
 matmul_fwd.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 
 
-def matmul(a: Tensor, b: Tensor, *, trans_b: bool = False, out_dtype: Optional[torch.dtype] = None,
-           backend: str = "") -> Tensor:
-    """a (M, K) @ b (K, N), or @ b.T for b (N, K) with trans_b; bf16/f16 inputs of one dtype, float32
-    accumulation, the result in out_dtype (bf16, f16, f32; default a's dtype). Differentiable."""
-    return matmul_fwd(a, b, trans_b, out_dtype, backend)
+def matmul(a: Tensor, b: Tensor, *, trans_a: bool = False, trans_b: bool = False,
+           out_dtype: Optional[torch.dtype] = None, backend: str = "") -> Tensor:
+    """a (M, K) @ b (K, N): a given as (K, M) with trans_a, b as (N, K) with trans_b; bf16/f16 inputs of one dtype,
+    float32 accumulation, the result in out_dtype (bf16, f16, f32; default a's dtype). Differentiable."""
+    return matmul_fwd(a, b, trans_b, out_dtype, backend, trans_a)
 
 
 def _check_matmul_fp8(a: Tensor, b: Tensor):
