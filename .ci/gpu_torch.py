@@ -215,6 +215,8 @@ def numerics(budget):
         check_grads("matmul", lambda x, y: tt.matmul(x, y), lambda x, y: x @ y, (a, bm), (rand(1000, 900),))
         check_grads("matmul trans_b f32 out", lambda x, y: tt.matmul(x, y, trans_b=True, out_dtype=torch.float32),
                     lambda x, y: x @ y.T, (a, rand(900, 700, grad=True)), (rand(1000, 900, dtype=torch.float32),))
+        check_grads("matmul trans_a trans_b", lambda x, y: tt.matmul(x, y, trans_a=True, trans_b=True),
+                    lambda x, y: x.T @ y.T, (rand(700, 1000, grad=True), rand(900, 700, grad=True)), (rand(1000, 900),))
         a8, b8 = rand(1000, 512).to(torch.float8_e4m3fn), rand(900, 512).to(torch.float8_e4m3fn)
         e = rel(tt.matmul_fp8(a8, b8, 0.5, 2.0), a8.double() @ b8.double().T)
         record("matmul_fp8", e <= tolerance("bf16"), rel=round(e, 6))
