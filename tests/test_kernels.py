@@ -212,18 +212,22 @@ def test_gemm_accumulate_needs_f32():
 
 @settings(max_examples=4)
 @given(batch=st.integers(1, 3), m=st.integers(1, 90), n=st.integers(1, 90), k=st.integers(1, 120),
-       shared_b=st.booleans(), trans_b=st.booleans(), split=st.sampled_from([1, 2]), out=st.sampled_from(["f32", "bf16"]))
-def test_gemm_batched(backend, batch, m, n, k, shared_b, trans_b, split, out):
-    """(batch, M, K) x (batch, K, N), or a (K, N) shared by the batch: the grid's third dim walks the batch (with a
-    split of K on top, accumulating); a bf16 C is stored by TMA on sm_90a, each batch's rows clipped."""
-    a = random_array((batch, m, k), "bf16")
+       shared_b=st.booleans(), trans_a=st.booleans(), trans_b=st.booleans(), split=st.sampled_from([1, 2]),
+       out=st.sampled_from(["f32", "bf16"]))
+def test_gemm_batched(backend, batch, m, n, k, shared_b, trans_a, trans_b, split, out):
+    """(batch, M, K) x (batch, K, N), or a (K, N) shared by the batch, either operand given transposed: the grid's
+    third dim walks the batch (with a split of K on top, accumulating); a bf16 C is stored by TMA on sm_90a, each
+    batch's rows clipped."""
+    a = random_array((batch, k, m) if trans_a else (batch, m, k), "bf16")
     shape = (n, k) if trans_b else (k, n)
     b = random_array(shape if shared_b else (batch, *shape), "bf16")
+    at = up(a).swapaxes(-1, -2) if trans_a else up(a)
     bt = up(b).swapaxes(-1, -2) if trans_b else up(b)
+    layout = dict(trans_a=trans_a, trans_b=trans_b, backend=backend)
     if split == 1:
-        c = matmul(a, b, out_dtype=random_array((1,), out).dtype, trans_b=trans_b, backend=backend)
-        assert_close(c, up(a) @ bt, out)
+        c = matmul(a, b, out_dtype=random_array((1,), out).dtype, **layout)
+        assert_close(c, at @ bt, out)
     else:
         c0 = random_array((batch, m, n), "f32")
-        c = matmul(a, b, out=c0.copy(), trans_b=trans_b, backend=backend, SPLIT=split, BK=32)
-        assert_close(c, up(c0) + up(a) @ bt, "f32")
+        c = matmul(a, b, out=c0.copy(), SPLIT=split, BK=32, **layout)
+        assert_close(c, up(c0) + at @ bt, "f32")
