@@ -198,15 +198,26 @@ TILES_DEV uint32_t perm(uint32_t hi, uint32_t lo, uint32_t sel) {
 #endif
 }
 
-// max(a, b, c) as one v_max3_f32 (IEEE maxNum: a quiet NaN loses, as in fmaxf). Inline asm because
-// clang quiets each input of fmaxf first (v_max_f32 x, x) unless it can prove the input canonical, which it
-// cannot for the elements of a packed multiply's result: a softmax's row max paid one extra VALU an element.
+// max(a, b, c) as one v_max3_f32 and max(a, b) as one v_max_f32 (IEEE maxNum: a quiet NaN loses, as in
+// fmaxf). Inline asm because clang quiets each input of fmaxf first (v_max_f32 x, x) unless it can prove the
+// input canonical, which it cannot for the elements of a packed multiply's result (a softmax's row max paid one
+// extra VALU an element), a cross-lane swap's or the running max carried by a loop (5 of attention's 117 VALU a
+// KV step at D 64 on gfx950, 2026-12-07).
 TILES_DEV float max3(float a, float b, float c) {
 #if defined(TILES_EMU)
   return __builtin_fmaxf(__builtin_fmaxf(a, b), c);
 #else
   float r;
   asm("v_max3_f32 %0, %1, %2, %3" : "=v"(r) : "v"(a), "v"(b), "v"(c));
+  return r;
+#endif
+}
+TILES_DEV float max2(float a, float b) {
+#if defined(TILES_EMU)
+  return __builtin_fmaxf(a, b);
+#else
+  float r;
+  asm("v_max_f32 %0, %1, %2" : "=v"(r) : "v"(a), "v"(b));
   return r;
 #endif
 }

@@ -52,7 +52,7 @@ template <class F> constexpr auto pairwise(int) -> decltype(F{}(f32x2{}, f32x2{}
 template <class F> constexpr bool pairwise(long) { return false; }
 struct op_div { TILES_DEV float operator()(float a, float b) const { return a / b; } };
 struct op_max {
-  TILES_DEV float operator()(float a, float b) const { return __builtin_fmaxf(a, b); }
+  TILES_DEV float operator()(float a, float b) const { return arch::max2(a, b); }
   TILES_DEV float operator()(float a, float b, float c) const { return arch::max3(a, b, c); }  // for fold
 };
 struct op_min { TILES_DEV float operator()(float a, float b) const { return __builtin_fminf(a, b); } };
