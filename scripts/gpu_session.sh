@@ -299,11 +299,12 @@ for s in "$@"; do
         echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
-    next1235)  # planned 12-07 11:30 for the next session: on an H200 issue 20's table (standing1206c; issue 18's grid,
-               # grid1209, in a call of its own), else shift1233 (the shifted reads and splits with tests, if shift1234
-               # did not run) and the decode GEMM row against cuBLAS
+    next1235)  # planned 12-07 12:10 for the next session: on an H200 issue 20's table (standing1206c; issue 18's grid,
+               # grid1209, in a call of its own), else shift1233 (untimed since 11:25: the unaligned rows' untested
+               # stores, the split's LONG_PART, softmax_apply's one-pass merge), then tiles.torch on the GPU (matmul's
+               # trans_a and copy-free gradients among its checks)
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c
-        else bash "$0" shift1233; fi ;;
+        else bash "$0" shift1233; OUT=$OUT/gpu timeout 240 bash .ci/gpu torch 2>&1 | tail -15; fi ;;
     shift1234)  # 12-07 11:20: shift1233 trimmed to what little device time is left, in order of what it decides
                 # (compare checks each timed row against the reference; the GPU tests last)
         timeout 50 python3 -m tiles compare softmax --backends cuda --no-compile --shapes 4096x50257 4096x50256 2>&1 | r
