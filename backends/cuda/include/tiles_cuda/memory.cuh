@@ -67,7 +67,8 @@ template <typename T, int R, int C> struct chunk_walk {
 // 16 bytes at g, off 16-byte alignment (a row of 50257 bf16 starts anywhere on 2 bytes): the two aligned 16-byte
 // words around them, read whole and shifted into place. Element by element, each 2-byte read was a round trip of
 // its own (ptxas reused one register for them: softmax 4096x50257's apply pass stalled on every conversion,
-// ncu 12-07). The second word is read only where the bytes reach into it, so nothing past them is touched.
+// ncu 12-07). The second word is read only where the bytes reach into it: nothing past the aligned 16-byte unit
+// that holds their last byte, which lies inside any device allocation (whole units of 256 bytes and more).
 __device__ __forceinline__ uint4 read16_shifted(const void* g) {
     const unsigned long long a = reinterpret_cast<unsigned long long>(g);
     const unsigned off = unsigned(a) & 15u;
