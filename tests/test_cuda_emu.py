@@ -113,6 +113,25 @@ def test_cp_async_zero_fills():
         mod.launch(1, 32, [g, out, 8], shared_bytes=512)
 
 
+SHIFTED = HEAD + r"""
+// Lane l reads the 16 bytes at G + 16 + l (l < 16: every offset from a 16-byte boundary) through read16_shifted.
+extern "C" __global__ void shifted(const unsigned char* G, unsigned char* out) {
+    const int l = threadIdx.x;
+    if (l < 16) *reinterpret_cast<uint4*>(out + 16 * l) = tc::read16_shifted(G + 16 + l);
+}
+"""
+
+
+def test_read16_shifted_at_every_offset():
+    """The aligned words around 16 bytes at any byte offset, shifted into place (rows of 1-, 2- and 4-byte elements
+    off 16-byte alignment): exactly those bytes at each of the 16 offsets."""
+    g = np.random.default_rng().integers(0, 256, 64, dtype=np.uint8)
+    out = np.zeros(256, np.uint8)
+    mod = emu.compile_source(SHIFTED, "shifted", [Param("const unsigned char*", "G"), Param("unsigned char*", "out")])
+    mod.launch(1, 32, [g, out])
+    np.testing.assert_array_equal(out.reshape(16, 16), np.stack([g[16 + l:32 + l] for l in range(16)]))
+
+
 def test_sm90a_is_not_emulated():
     with pytest.raises(ValueError, match="sm_90a"):
         emu.compile_source(CP_ASYNC, "cpa", [], target="sm_90a")
