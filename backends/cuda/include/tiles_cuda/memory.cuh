@@ -426,6 +426,14 @@ template <typename U, int E> struct run {
 #pragma unroll
         for (int b = 0; b < BYTES / B; ++b) __stwb(reinterpret_cast<V*>(g) + b, v[b]);
     }
+    // element by element, to a global aligned to its elements only
+    __device__ __forceinline__ void write_elements(U* g) const {
+#pragma unroll
+        for (int t = 0; t < E / 2; ++t) {
+            g[2 * t] = (*this)[t].x;
+            g[2 * t + 1] = (*this)[t].y;
+        }
+    }
     __device__ __forceinline__ pair<U>& operator[](int t) { return reinterpret_cast<pair<U>*>(v)[t]; }
     __device__ __forceinline__ const pair<U>& operator[](int t) const { return reinterpret_cast<const pair<U>*>(v)[t]; }
 };
@@ -530,29 +538,22 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
-    if (inside<T, R, C>(dst, idx) && dst.template aligned<run<T, E>::B>()) {
-        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) {
-            run<T, E> r;
+    const auto run_of = [&](int i, int h, int k) {   // the lane's run k of its row h in base row i, in T
+        run<T, E> r;
 #pragma unroll
-            for (int t = 0; t < E / 2; ++t) {
-                const int s = k * (E / 2) + t;
-                r[t] = convert_pair<T>(src.d[i][s / 2][2 * (s % 2) + h]);
-            }
-            r.write(g);
-        });
+        for (int t = 0; t < E / 2; ++t) {
+            const int s = k * (E / 2) + t;
+            r[t] = convert_pair<T>(src.d[i][s / 2][2 * (s % 2) + h]);
+        }
+        return r;
+    };
+    if (inside<T, R, C>(dst, idx) && dst.template aligned<run<T, E>::B>()) {
+        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write(g); });
         return;
     }
     if (inside<T, R, C>(dst, idx)) {   // aligned to its elements only: a run's elements one by one, untested (each
         // behind its own bounds test and branch, they were softmax 4096x50257's apply pass's stalls; ncu 12-07)
-        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) {
-#pragma unroll
-            for (int t = 0; t < E / 2; ++t) {
-                const int s = k * (E / 2) + t;
-                const pair<T> p = convert_pair<T>(src.d[i][s / 2][2 * (s % 2) + h]);
-                g[2 * t] = p.x;
-                g[2 * t + 1] = p.y;
-            }
-        });
+        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write_elements(g); });
         return;
     }
     write_in_bounds<runs_order<C>>(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
