@@ -45,7 +45,12 @@ def bucket(C, A, B):
     """Launches share a tuned configuration per power of two of M at the same N and K (a model's weights), and
     of the batch."""
     m, n, k = mnk(C, A)
-    return pow2(m), n, k, pow2(C.shape[0]) if len(C.shape) == 3 else 1
+    return pow2(m), n, k, pow2(batch(C))
+
+
+def batch(C) -> int:
+    """C's batch: its first dim where it is (batch, M, N), else 1."""
+    return C.shape[0] if len(C.shape) == 3 else 1
 
 
 def mnk(C, A) -> tuple[int, int, int]:
@@ -64,7 +69,7 @@ def fits(cfg, C, A, B):
     swap = cfg.get("swap", False)
     if swap != (cfg["BN"] == 16) or (swap and (len(C.shape) != 2 or m != 1 or cfg.get("trans_a"))):
         return False
-    depth = C.shape[0] if len(C.shape) == 3 else 1
+    depth = batch(C)
     tiles = -(-n // cfg["BM"]) if swap else -(-m // cfg["BM"]) * -(-n // cfg["BN"]) * depth
     split = cfg.get("SPLIT", 1)
     if cfg.get("cluster", 1) > 1 and (split > 1 or cfg.get("blocks_per_sm", 1) > 1 or tiles < 2 * SMS):
@@ -114,7 +119,7 @@ def skinny(target, C, A, B, **keywords):
     m, n, k = mnk(C, A)
     if m > 512 or (m > 64 and target != "sm_90a"):   # first: every launch asks (a few microseconds of host time)
         return long_k(target, -(-k // 64))
-    depth = C.shape[0] if len(C.shape) == 3 else 1
+    depth = batch(C)
     if target in MODELLED:
         cfg, blocks = MODELLED[target]
         tiles = -(-m // cfg["BM"]) * depth * -(-n // cfg["BN"])
@@ -182,7 +187,7 @@ def split_for(tiles: int, steps: int, blocks: int, most: int = 8, least: int = 8
 def split_workspace(C, split: int, BM: int, BN: int) -> tuple[Shaped, Shaped]:
     """A split of K's temporaries: the f32 parts, `split` slices a batch of C, and one i32 counter per BM x BN
     tile of C, zero (tl.store_sum)."""
-    depth = C.shape[0] if len(C.shape) == 3 else 1
+    depth = batch(C)
     parts = Shaped((depth * split, C.shape[-2], C.shape[-1]), tl.f32)
     return parts, Shaped((*C.shape[:-2], -(-C.shape[-2] // BM), -(-C.shape[-1] // BN)), tl.i32, fill=0)
 
@@ -214,7 +219,7 @@ def split_plan(cfg, C, A, B, P=None, L=None, *, target=None):
     parts, arrivals = split_workspace(C, split, cfg["BM"], cfg["BN"])
     if target is None or targets.target(target).grid_fence:
         return [(gemm, [C, A, B, parts, arrivals], swap)]
-    depth = C.shape[0] if len(C.shape) == 3 else 1
+    depth = batch(C)
     # sum_parts is elementwise: where C's rows are contiguous it takes C and the parts as rows of its tile's
     # width, so that a skinny C (a decode step's M of 1) fills its 16-row tiles instead of masking 15 rows of 16
     width = sum_parts.config(PARTS=split)[0]["BC"]
