@@ -299,6 +299,22 @@ for s in "$@"; do
         echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    next1236)  # 12-07 13:00: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else shift1233
+               # (its predictions) and decode1236
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c
+        else bash "$0" shift1233; bash "$0" decode1236; fi ;;
+    decode1236)  # 12-07 13:00: a decode step's few rows now read and written a run at a time where a tile's columns lie
+                 # inside the row (memory.cuh read_inside / write_runs), each row behind one test. Predicted: softmax
+                 # 1x128256 45.4 us -> 28-33 (with the one-pass merge; 16x128256, whole tiles, 33.1 -> 28-31). ncu of
+                 # both launches at 1x128256: where the time of a launch that moves 256 KB goes
+        timeout 150 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" --launch-skip 4 --launch-count 2 \
+            $SECT --section SourceCounters --section WarpStateStats -f -o "$OUT/decode" python3 -m tiles compare softmax \
+            --backends cuda --no-compile --no-libraries --shapes 1x128256 >"$OUT/decode_ncu.log" 2>&1
+        echo "== ncu rc=$?"
+        ncu --import "$OUT/decode.ncu-rep" --page details >"$OUT/decode_details.txt" 2>&1
+        grep -E "softmax_|Duration|DRAM Throughput|L2 Hit|Issued Warp|Warp Cycles Per Issued|Achieved Occ|Registers Per|Stall|Grid Size|Block Size" \
+            "$OUT/decode_details.txt" | head -50
+        ncu --import "$OUT/decode.ncu-rep" --page source --csv --print-source sass >"$OUT/decode_sass.csv" 2>&1 ;;
     next1235)  # planned 12-07 12:10 for the next session: on an H200 issue 20's table (standing1206c; issue 18's grid,
                # grid1209, in a call of its own), else shift1233 (untimed since 11:25: the unaligned rows' untested
                # stores, the split's LONG_PART, softmax_apply's one-pass merge), then tiles.torch on the GPU (matmul's

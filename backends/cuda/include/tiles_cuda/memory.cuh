@@ -325,9 +325,14 @@ template <typename U> __device__ __forceinline__ bool pairs_aligned(const gl<U>&
     return reinterpret_cast<unsigned long long>(g.ptr) % sizeof(pair<U>) == 0 && g.strides[0] % 2 == 0 &&
            g.strides[1] % 2 == 0 && g.strides[2] % 2 == 0;
 }
+// The tile's columns lie inside the global, its rows perhaps not (a grid's last row block; a decode step's few
+// rows in a 16-row tile)
+template <typename U, int R, int C> __device__ __forceinline__ bool cols_inside(const gl<U>& g, coord idx) {
+    return idx.b < g.batch() && idx.d < g.depth() && (idx.c + 1) * C <= g.cols();
+}
 // The tile lies inside the global (runs check this and their own B-byte alignment, which implies the pairs')
 template <typename U, int R, int C> __device__ __forceinline__ bool inside(const gl<U>& g, coord idx) {
-    return idx.b < g.batch() && idx.d < g.depth() && (idx.r + 1) * R <= g.rows() && (idx.c + 1) * C <= g.cols();
+    return cols_inside<U, R, C>(g, idx) && (idx.r + 1) * R <= g.rows();
 }
 template <typename U, int R, int C> __device__ __forceinline__ bool whole_tile(const gl<U>& g, coord idx) {
     return inside<U, R, C>(g, idx) && pairs_aligned(g);
@@ -437,15 +442,18 @@ template <typename U, int E> struct run {
     __device__ __forceinline__ pair<U>& operator[](int t) { return reinterpret_cast<pair<U>*>(v)[t]; }
     __device__ __forceinline__ const pair<U>& operator[](int t) const { return reinterpret_cast<const pair<U>*>(v)[t]; }
 };
-// f(pairs of run k of the lane's row h in base row i, its global address) over a tile inside the global
-template <typename U, int R, int C, int NW, typename F>
+// f(pairs of run k of the lane's row h in base row i, its global address) over a tile inside the global; ROWS:
+// over one whose columns lie inside (cols_inside), f then only for the rows inside
+template <bool ROWS = false, typename U, int R, int C, int NW, typename F>
 __device__ __forceinline__ void each_run(const gl<U>& g, coord idx, F f) {
     using tile = rt<float, R, C, NW>;
 #pragma unroll
     for (int i = 0; i < tile::height; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {   // the lane's rows of the base tile: lane / 4 and lane / 4 + 8
-            U* row = g.row_ptr(idx.b, idx.d, idx.r * R + tile::row_of(i, h)) + idx.c * C;
+            const int r = idx.r * R + tile::row_of(i, h);
+            if (ROWS && r >= g.rows()) continue;
+            U* row = g.row_ptr(idx.b, idx.d, r) + idx.c * C;
 #pragma unroll
             for (int k = 0; k < runs_order<C>::runs; ++k)
                 f(i, h, k, row + (lane_id() % 4 + 4 * k) * runs_order<C>::E);
@@ -463,27 +471,37 @@ template <typename U, int R, int C, int NW> struct rt_raw {
     static constexpr int E = runs_order<C>::E;
     run<U, E> r[tile::height][2][runs_order<C>::runs];   // base row i, the lane's row h of it, run k
 };
-// A tile inside src read a run at a time: whole where src keeps the runs' alignment, else (16-byte runs) as the
-// aligned words around each run, shifted; false, reading nothing, where the edge path must take it.
-template <typename U, int R, int C, int NW>
-__device__ __forceinline__ bool read_inside(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coord idx) {
+// The runs of a tile whose columns lie inside src (ROWS: each_run's), whole where src keeps their alignment, else
+// (16-byte runs) as the aligned words around each, shifted
+template <bool ROWS, typename U, int R, int C, int NW>
+__device__ __forceinline__ bool read_runs(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
-    if (!inside<U, R, C>(src, idx)) return false;
     if (src.template aligned<run<U, E>::B>()) {
-        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read(g); });
+        each_run<ROWS, U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read(g); });
         return true;
     }
     if constexpr (run<U, E>::B == 16) {
-        each_run<U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read_shifted(g); });
+        each_run<ROWS, U, R, C, NW>(src, idx, [&](int i, int h, int k, U* g) { dst.r[i][h][k].read_shifted(g); });
         return true;
     }
     return false;
+}
+// A tile whose columns lie inside src read a run at a time (read_runs), the rows past src's end as zeros, each
+// behind one test of its row: element by element (the edge path), a decode step's one row of 128256 took a test
+// and a 2-byte access an element in both passes of the split softmax (1x128256 45.4 us against 33.1 for 16 rows
+// on the H100, 12-07). false, reading nothing, where the edge path must take it.
+template <typename U, int R, int C, int NW>
+__device__ __forceinline__ bool read_inside(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coord idx) {
+    if (!cols_inside<U, R, C>(src, idx)) return false;
+    if ((idx.r + 1) * R <= src.rows()) return read_runs<false>(dst, src, idx);
+    dst = {};
+    return read_runs<true>(dst, src, idx);
 }
 template <typename U, int R, int C, int NW>
 __device__ inline void load_runs(rt_raw<U, R, C, NW>& dst, const gl<U>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
     if (read_inside(dst, src, idx)) return;
-    using tile = rt<float, R, C, NW>;   // edge tiles, narrow unaligned runs: element by element, zero past the end
+    using tile = rt<float, R, C, NW>;   // tiles past the columns' end, narrow unaligned runs: element by element
     const bool in_matrix = idx.b < src.batch() && idx.d < src.depth();
 #pragma unroll
     for (int i = 0; i < tile::height; ++i)
@@ -535,6 +553,17 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
         load_in_bounds<runs_order<C>>(dst, src, idx);
     }
 }
+// The runs run_of(i, h, k) of a tile whose columns lie inside dst (ROWS: each_run's): whole, or where dst is aligned to
+// its elements only a run's elements one by one, untested (each behind its own bounds test and branch, they were
+// softmax 4096x50257's apply pass's stalls; ncu 12-07)
+template <bool ROWS, typename T, int R, int C, int NW, typename F>
+__device__ __forceinline__ void write_runs(const gl<T>& dst, coord idx, F run_of) {
+    if (dst.template aligned<run<T, runs_order<C>::E>::B>()) {
+        each_run<ROWS, T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write(g); });
+        return;
+    }
+    each_run<ROWS, T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write_elements(g); });
+}
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
     constexpr int E = runs_order<C>::E;
@@ -547,16 +576,13 @@ __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, 
         }
         return r;
     };
-    if (inside<T, R, C>(dst, idx) && dst.template aligned<run<T, E>::B>()) {
-        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write(g); });
-        return;
+    if (inside<T, R, C>(dst, idx)) {
+        write_runs<false, T, R, C, NW>(dst, idx, run_of);
+    } else if (cols_inside<T, R, C>(dst, idx)) {
+        write_runs<true, T, R, C, NW>(dst, idx, run_of);
+    } else {
+        write_in_bounds<runs_order<C>>(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
     }
-    if (inside<T, R, C>(dst, idx)) {   // aligned to its elements only: a run's elements one by one, untested (each
-        // behind its own bounds test and branch, they were softmax 4096x50257's apply pass's stalls; ncu 12-07)
-        each_run<T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write_elements(g); });
-        return;
-    }
-    write_in_bounds<runs_order<C>>(dst, src, idx, [](T* g, float v) { *g = from_float<T>(v); });
 }
 
 // A column vector that meets tiles in runs (through column broadcasts only) holds their columns in their order:
