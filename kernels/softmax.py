@@ -46,8 +46,10 @@ TUNE = {
     "gfx950": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[1, 2, 4, 8]),
     "apple": dict(BR=[16, 32], BC=[32, 64, 128]),
 }
-# the two-pass kernels (softmax's, the norms') also split each row's columns over blocks (split_columns)
-SPLIT_TUNE = {t: {**space, "SPLIT": [1, 2, 8, 32, 128, 512]} for t, space in TUNE.items()}
+# the two-pass kernels (softmax's, the norms') also split each row's columns over blocks (split_columns), and on
+# CUDA may stage the reads of their loops that load straight into registers through shared memory (`staged`)
+SPLIT_TUNE = {t: {**space, "SPLIT": [1, 2, 8, 32, 128, 512],
+                  **({"staged": [False, True]} if t.startswith("sm_") else {})} for t, space in TUNE.items()}
 
 
 def row_bucket(Y, X, *rest):
@@ -102,8 +104,20 @@ def split_plan(cfg, Y, X, M=None, L=None, *, target=None):
     if cfg["SPLIT"] == 1 or M is not None:
         return None
     m, l = (tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32) for _ in range(2))
-    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
+    same = alike(cfg)
     return [(softmax_fwd, [Y, X, m, l], {}), (softmax_apply, [Y, X, m, l], same)]
+
+
+def alike(cfg) -> dict:
+    """A split plan's second launch's configuration: it tiles and stages its reads as the first."""
+    return {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers", "staged") if k in cfg}
+
+
+def staging(X, BR, BC, staged, name):
+    """The shared tile that a two-pass row kernel's loop reads X's column blocks through (`staged`: the loop a
+    tl.pipeline whose loads a backend issues ahead of the compute), else None (straight into registers, each
+    block's load waited for before its compute)."""
+    return tl.shared(X.dtype, BR, BC, name=name) if staged else None
 
 
 def _part(X, BC, SPLIT, part):
@@ -158,7 +172,7 @@ def _running(x, m, m_new, corr, l):
 
 
 @tl.kernel(configs=CONFIGS)
-def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
+def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT, staged=False):
     """Y's part p of each row: 2^(x log2(e) - lse), lse the log2 of the row's sum merged from its SPLIT pairs, a
     chunk of parts at a time (part_chunk): the running max m moves to the chunk's largest, the running sum is
     rescaled to it once, and each part's sum is added scaled by 2^(its max - m). One round trip to L2 a chunk: the
@@ -190,8 +204,9 @@ def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
             tl.mul(b, b, a)
             tl.add(l, l, b)
         tl.copy(m, m_new)
-    for c in tl.range(n, name="c"):
-        tl.load(x, X, (br, c0 + c))
+    xr = staging(X, BR, BC, staged, "xr")
+    for c in tl.pipeline(n, name="c"):
+        tl.load(x, X, (br, c0 + c), via=xr)
         tl.mul(x, x, LOG2E)
         tl.sub_row(x, x, m)
         tl.exp2(x, x)
@@ -201,7 +216,7 @@ def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
 
 @tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=row_bucket, plan=split_plan,
            heuristic=split_columns(CONFIGS), tune_where=lambda cfg, Y, X, *rest: split_fits(cfg, X))
-def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
+def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1, staged=False):
     """Y = softmax(X) by rows, two passes over column blocks. With SPLIT > 1 the first launch of split_plan's two:
     block (br, part) takes part `part` of its rows' columns and writes the part's max (log2 domain, at least
     F32_LOWEST) and its sum of 2^(x - max) to M and L (SPLIT, rows); softmax_apply writes Y."""
@@ -215,8 +230,10 @@ def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
     corr = tl.rvec(tl.f32, BR, name="corr")
     l = tl.rvec(tl.f32, BR, name="l")          # running sum of exp2(x - m)  # noqa: E741
 
-    # a part with no columns, or only -inf ones, merges as (lowest, 0) and so weighs nothing
-    tl.fill(m, F32_LOWEST if SPLIT > 1 else -math.inf)
+    # the running max starts at the lowest finite value: a column block of only -inf then rescales the sum by
+    # 2^0, where from -inf it took 2^(-inf - -inf), NaN, and every element after it was NaN (a row's first 128
+    # columns masked); a part with no columns, or only -inf ones, merges as (lowest, 0) and so weighs nothing
+    tl.fill(m, F32_LOWEST)
     tl.zero(l)
     for c in tl.pipeline(n, name="c"):
         cc = c if SPLIT == 1 else c0 + c
@@ -229,8 +246,9 @@ def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
         tl.store(M, m, (part, br))
         tl.store(L, l, (part, br))
         return
-    for c in tl.range(n, name="c"):
-        tl.load(x, X, (br, c))  # a second read of the block's rows: from L2 while the grid is small enough
+    xr = staging(X, BR, BC, staged, "xr")
+    for c in tl.pipeline(n, name="c"):
+        tl.load(x, X, (br, c), via=xr)  # a second read of the block's rows: from L2 while the grid is small enough
         tl.mul(x, x, LOG2E)
         tl.sub_row(x, x, m)
         tl.exp2(x, x)

@@ -299,10 +299,25 @@ for s in "$@"; do
         echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
-    next1236)  # 12-07 13:00: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else shift1233
-               # (its predictions) and decode1236
+    next1236)  # 12-07 13:05: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else
+               # staged1236 and decode1236
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c
-        else bash "$0" shift1233; bash "$0" decode1236; fi ;;
+        else bash "$0" staged1236; bash "$0" decode1236; fi ;;
+    staged1236)  # 12-07 13:05: the two-pass row kernels' loops that read straight into registers may read through
+                 # shared memory in a pipeline (staged=True: cp.async two stages ahead). Predicted, staged against
+                 # not: softmax 4096x50256 566 -> 470-520 us (the apply pass overlaps its loads), rmsnorm 4096x50256
+                 # -15 to -25% (both its passes), 4096x50257 within 5% (its fill is synchronous, load_shifted),
+                 # softmax 1x128256 -3 to -6 us, 64x151936 -10 to -20%. Unstaged, since 11:25 (untimed): the rows'
+                 # stores, LONG_PART, the one-pass merge, runs for tiles past the rows' end (decode1236's predictions)
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_ops.py -k "rows_off or masks" \
+            tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/staged_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/staged_tests.log" | tail -6
+        for k in softmax rmsnorm layernorm; do timeout 80 python3 -m tiles compare $k --backends cuda --no-compile \
+            --shapes 4096x50256 4096x50257 --set staged=False,True 2>&1 | r; done
+        echo "== decode"; timeout 80 python3 -m tiles compare softmax --backends cuda --no-compile \
+            --shapes 1x128256 16x128256 64x151936 --set staged=False,True 2>&1 | r
+        timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 16x128256 4096x1000 \
+            --set staged=False,True 2>&1 | r ;;
     decode1236)  # 12-07 13:00: a decode step's few rows now read and written a run at a time where a tile's columns lie
                  # inside the row (memory.cuh read_inside / write_runs), each row behind one test. Predicted: softmax
                  # 1x128256 45.4 us -> 28-33 (with the one-pass merge; 16x128256, whole tiles, 33.1 -> 28-31). ncu of
