@@ -192,6 +192,18 @@ ncu_gemm() {   # ncu_gemm SHAPE SETTING: one warm launch of the generated GEMM (
     echo "== $1 $2 rc=$?"
     grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|L2 Hit|Mem Busy|Max Bandwidth|Warp Cycles Per Issued" "$f" | head -12
 }
+ncu_softmax() {   # ncu_softmax NAME SHAPE SKIP: softmax_fwd and softmax_apply of `tiles compare softmax SHAPE`, their details
+    #                  (the headline figures printed) and per-SASS-line samples kept under $OUT/NAME*
+    timeout 200 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" --launch-skip "$3" --launch-count 2 \
+        $SECT --section SourceCounters --section WarpStateStats -f -o "$OUT/$1" python3 -m tiles compare softmax \
+        --backends cuda --no-compile --no-libraries --shapes "$2" >"$OUT/$1_ncu.log" 2>&1
+    echo "== ncu rc=$?"
+    ncu --import "$OUT/$1.ncu-rep" --page details >"$OUT/$1_details.txt" 2>&1
+    grep -E "softmax_|Duration|DRAM Throughput|L1/TEX Hit|L2 Hit|Mem Busy|Issued Warp|Warp Cycles Per Issued|Achieved Occ|Registers Per|Stall|Grid Size|Block Size" \
+        "$OUT/$1_details.txt" | head -60
+    ncu --import "$OUT/$1.ncu-rep" --page source --csv --print-source sass >"$OUT/$1_sass.csv" 2>&1
+    echo "== sass rows $(wc -l <"$OUT/$1_sass.csv")"
+}
 then_table() {   # then_table STEP: STEP, then issue 20's table (standing1206c) where the card is an H200
     bash "$0" "$1"
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; fi
@@ -288,15 +300,7 @@ for s in "$@"; do
     prof1232)  # 12-07 10:50: what limits rows off 16-byte alignment (softmax 4096x50257: 3.75 ms, 0.62 at 50256; two
                # launches, softmax_fwd's element-wise shared fill and softmax_apply's element-wise runs): ncu of both
                # launches, details and the SASS lines with the most stall samples; then the swapped decode row's default
-        timeout 200 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" --launch-skip 2 --launch-count 2 \
-            $SECT --section SourceCounters --section WarpStateStats -f -o "$OUT/odd" python3 -m tiles compare softmax \
-            --backends cuda --no-compile --no-libraries --shapes 4096x50257 >"$OUT/odd_ncu.log" 2>&1
-        echo "== ncu rc=$?"
-        ncu --import "$OUT/odd.ncu-rep" --page details >"$OUT/odd_details.txt" 2>&1
-        grep -E "softmax_|Duration|DRAM Throughput|L1/TEX Hit|L2 Hit|Mem Busy|Issued Warp|Warp Cycles Per Issued|Achieved Occ|Registers Per|Stall|Grid Size|Block Size" \
-            "$OUT/odd_details.txt" | head -60
-        ncu --import "$OUT/odd.ncu-rep" --page source --csv --print-source sass >"$OUT/odd_sass.csv" 2>&1
-        echo "== sass rows $(wc -l <"$OUT/odd_sass.csv")"
+        ncu_softmax odd 4096x50257 2
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
     next1236)  # 12-07 13:05: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else
@@ -312,24 +316,19 @@ for s in "$@"; do
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 12 --backends cuda tests/test_ops.py -k "rows_off or masks" \
             tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/staged_tests.log" 2>&1
         echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/staged_tests.log" | tail -6
-        for k in softmax rmsnorm layernorm; do timeout 80 python3 -m tiles compare $k --backends cuda --no-compile \
+        for k in softmax rmsnorm; do timeout 80 python3 -m tiles compare $k --backends cuda --no-compile \
             --shapes 4096x50256 4096x50257 --set staged=False,True 2>&1 | r; done
         echo "== decode"; timeout 80 python3 -m tiles compare softmax --backends cuda --no-compile \
             --shapes 1x128256 16x128256 64x151936 --set staged=False,True 2>&1 | r
+        timeout 80 python3 -m tiles compare layernorm --backends cuda --no-compile --shapes 4096x50256 4096x50257 \
+            --set staged=False,True 2>&1 | r
         timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 16x128256 4096x1000 \
             --set staged=False,True 2>&1 | r ;;
     decode1236)  # 12-07 13:00: a decode step's few rows now read and written a run at a time where a tile's columns lie
                  # inside the row (memory.cuh read_inside / write_runs), each row behind one test. Predicted: softmax
                  # 1x128256 45.4 us -> 28-33 (with the one-pass merge; 16x128256, whole tiles, 33.1 -> 28-31). ncu of
                  # both launches at 1x128256: where the time of a launch that moves 256 KB goes
-        timeout 150 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" --launch-skip 4 --launch-count 2 \
-            $SECT --section SourceCounters --section WarpStateStats -f -o "$OUT/decode" python3 -m tiles compare softmax \
-            --backends cuda --no-compile --no-libraries --shapes 1x128256 >"$OUT/decode_ncu.log" 2>&1
-        echo "== ncu rc=$?"
-        ncu --import "$OUT/decode.ncu-rep" --page details >"$OUT/decode_details.txt" 2>&1
-        grep -E "softmax_|Duration|DRAM Throughput|L2 Hit|Issued Warp|Warp Cycles Per Issued|Achieved Occ|Registers Per|Stall|Grid Size|Block Size" \
-            "$OUT/decode_details.txt" | head -50
-        ncu --import "$OUT/decode.ncu-rep" --page source --csv --print-source sass >"$OUT/decode_sass.csv" 2>&1 ;;
+        ncu_softmax decode 1x128256 4 ;;
     next1235)  # planned 12-07 12:10 for the next session: on an H200 issue 20's table (standing1206c; issue 18's grid,
                # grid1209, in a call of its own), else shift1233 (untimed since 11:25: the unaligned rows' untested
                # stores, the split's LONG_PART, softmax_apply's one-pass merge), then tiles.torch on the GPU (matmul's
