@@ -303,6 +303,17 @@ for s in "$@"; do
         ncu_softmax odd 4096x50257 2
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    short1236)  # 12-07 13:55, ~550 s of device time left: on an H200 standing1206c, else staged1236's core in ~300 s
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
+        timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_ops.py -k "rows_off or split or masks" \
+            tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py >"$OUT/staged_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/staged_tests.log" | tail -6
+        timeout 60 python3 -m tiles compare softmax --backends cuda --no-compile --shapes 4096x50256 4096x50257 \
+            --set staged=False,True 2>&1 | r
+        echo "== decode"; timeout 60 python3 -m tiles compare softmax --backends cuda --no-compile \
+            --shapes 1x128256 16x128256 64x151936 --set staged=False,True 2>&1 | r
+        timeout 60 python3 -m tiles compare rmsnorm --backends cuda --no-compile --shapes 4096x50256 4096x50257 \
+            --set staged=False,True 2>&1 | r ;;
     next1236)  # 12-07 13:05: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else
                # staged1236 and decode1236
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c
