@@ -117,11 +117,20 @@ template <class L, class G> struct runs {
     return 1;
   }
   static constexpr int N = length();
-  // the tile at (r0, c0), R x C, wholly inside the array, and the array's rows dword-aligned
-  template <int R, int C> TILES_DEV static bool fit(const gl<G>& g, int r0, int c0) {
+  // the tile at (r0, c0), R x C, its columns inside the array (its rows perhaps not: a grid's last row block, a
+  // decode step's few rows in a 16-row tile), and the array's rows dword-aligned
+  template <int C> TILES_DEV static bool fit_cols(const gl<G>& g, int c0) {
     const bool aligned = sizeof(G) >= 4 ||
                          ((uint32_t)(uintptr_t)g.ptr | (uint32_t)(g.sb | g.sd | g.sr | c0) * (uint32_t)sizeof(G)) % 4 == 0;
-    return r0 + R <= g.rows && c0 + C <= g.cols && aligned;
+    return c0 + C <= g.cols && aligned;
+  }
+  // ... and wholly inside it
+  template <int R, int C> TILES_DEV static bool fit(const gl<G>& g, int r0, int c0) {
+    return r0 + R <= g.rows && fit_cols<C>(g, c0);
+  }
+  // whether the run of element e in fragment row m of such a tile, at (r0, c0), lies inside the array's rows
+  TILES_DEV static bool row_inside(const gl<G>& g, int r0, int m, int e, int lane) {
+    return r0 + m * L::FR + L::row(lane, e) < g.rows;
   }
   // f(m, n, e, off, soff) for each run of such a tile (FM x FN fragments): its first element v[m][n][e] and its
   // byte offset, the lane's part with the column folded in (a VGPR plus an immediate) and the row's (an SGPR)
@@ -151,6 +160,15 @@ TILES_DEV void load(rt<T, R, C, L, WC>& dst, const gl<G>& src, int b, int d, int
     });
     return;
   }
+  // a row kernel's tile (streams_rows) past the array's rows, inside its columns: runs still, a run past the end
+  // read at OOB (zeros), its row's offset folded into the lane's so that the buffer's range drops it whole; element
+  // by element, a decode step's one row in a 16-row tile took a load and an offset check an element
+  if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_cols<C>(src, c0)) {
+    A::template each<R / L::FR, C / L::FC>(src, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
+      load_run<A::N, T, G>(&dst.v[m][n][e], buf, A::row_inside(src, r0, m, e, lane) ? off + soff : arch::OOB, 0u);
+    });
+    return;
+  }
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
     TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
       const uint32_t off = src.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
@@ -167,6 +185,12 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
   if constexpr (A::N > 0) if (__builtin_expect(A::template fit<R, C>(dst, r0, c0), 1)) {
     A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
       store_run<A::N, G>(buf, off, soff, &src.v[m][n][e]);
+    });
+    return;
+  }
+  if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_cols<C>(dst, c0)) {   // as load's: a run past the end dropped whole
+    A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
+      store_run<A::N, G>(buf, A::row_inside(dst, r0, m, e, lane) ? off + soff : arch::OOB, 0u, &src.v[m][n][e]);
     });
     return;
   }

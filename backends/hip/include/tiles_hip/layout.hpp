@@ -54,7 +54,12 @@ template <int M, int K, bool ACC_K = false> struct opa {
 // columns, the 64 / M lanes of a row on neighbouring runs (the A operand's map at K = 64 RUN / M). A 16-bit
 // global's row moves 16 bytes a lane an access at RUN 8 (global.hpp, runs); lanes sharing rows differ in lane
 // bits [M, 64), two butterfly steps for a row reduction at M = 16.
-template <int M, int RUN> using row_runs = opa<M, 64 / M * RUN>;
+// A type of its own (the operand's map by inheritance), so that a global access can tell a row kernel's tile
+// (`streams_rows`: global.hpp moves its rows past an array's end as runs) from an MMA operand, whose kernels sit at
+// the register limit (attention backward's K and V on gfx942, 256 VGPRs: that path's code spilled it to scratch)
+template <int M, int RUN> struct row_runs : opa<M, 64 / M * RUN> {};
+template <class L> constexpr bool streams_rows = false;
+template <int M, int RUN> constexpr bool streams_rows<row_runs<M, RUN>> = true;
 
 template <int M> struct acc_t {
   using T = acc<M>;
