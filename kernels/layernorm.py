@@ -28,14 +28,14 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import (ROW_TUNE, SPLIT_TUNE, alike, load_parts, part_chunk, planned_rpb, row_bucket, row_plan,
-                      rows_fit, split_columns, split_fits, split_walk, staging)
+from .softmax import (ROW_TUNE, SPLIT_TUNE, load_parts, part_chunk, planned_rpb, row_bucket, row_plan, rows_fit,
+                      split_columns, split_fits, split_walk)
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
     "default": dict(BR=32, BC=64),
     "sm_80": dict(BR=64, BC=128, workers=4),
-    "sm_90a": dict(BR=64, BC=128, workers=4, schedule="warp"),   # as softmax's: no TMA producer for few warps
+    "sm_90a": dict(BR=64, BC=128, workers=4),
     "gfx942": dict(BR=64, BC=128, workers=4),
     "gfx950": dict(BR=64, BC=128, workers=4),
     "apple": dict(BR=32, BC=64, workers=4),
@@ -58,14 +58,15 @@ def split_plan(cfg, Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=Non
     if cfg["SPLIT"] == 1 or MEAN is not None:
         return None
     mean, m2 = (tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32) for _ in range(2))
+    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
     return [(layernorm_fwd, [Y, H, X, R, W, Bias, eps, p, seed, offset, mean, m2], {}),
-            (layernorm_apply, [Y, H, W, Bias, eps, mean, m2], alike(cfg))]
+            (layernorm_apply, [Y, H, W, Bias, eps, mean, m2], same)]
 
 
 @tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=row_bucket, plan=split_plan,
            heuristic=split_columns(CONFIGS, x=2), tune_where=lambda cfg, Y, H, X, *rest: split_fits(cfg, X))
 def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=None, *, BR, BC, SPLIT=1,
-                  dropout=False, staged=False):
+                  dropout=False):
     """H = R + dropout(X) and Y = layernorm(H) * W + Bias by rows, two passes over column blocks. With SPLIT > 1 the
     first launch of split_plan's two: block (br, part) writes H over part `part` of its rows' columns, and the
     part's mean and sum of squared deviations to MEAN and M2 (SPLIT, rows); layernorm_apply writes Y."""
@@ -86,16 +87,15 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=None,
     bm2 = tl.rvec(tl.f32, BR, name="bm2")
     delta = tl.rvec(tl.f32, BR, name="delta")
 
-    xs, rs = staging(X, BR, BC, staged, "xs"), staging(R, BR, BC, staged, "rs")
     tl.zero(mean)
     tl.zero(m2)
-    for c in tl.pipeline(n, name="c"):
+    for c in tl.range(n, name="c"):
         cc = c if SPLIT == 1 else c0 + c         # the column block along the whole row
         seen = c * BC                            # columns merged before this block (of this part)
         nb = tl.minimum(BC, X.cols - cc * BC)    # columns in this block
         frac = 1.0 * nb / (seen + nb)            # its share of the columns merged so far (float division)
-        tl.load(x, X, (br, cc), via=xs)
-        tl.load(h, R, (br, cc), via=rs)
+        tl.load(x, X, (br, cc))
+        tl.load(h, R, (br, cc))
         if dropout:
             tl.dropout(x, x, p, seed, offset, br * BR, cc * BC)
         tl.add(h, h, x)
@@ -113,9 +113,7 @@ def layernorm_fwd(Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=None,
         tl.store(MEAN, mean, (part, br))
         tl.store(M2, m2, (part, br))
         return
-    # H straight back into registers: each lane reads the elements it wrote (through shared memory, another
-    # thread's bytes, which would need a block barrier after the stores)
-    _normalized(Y, H, W, Bias, eps, X.cols, br, 0, n, mean, m2, h, w, bias, None)
+    _normalized(Y, H, W, Bias, eps, X.cols, br, 0, n, mean, m2, h, w, bias)
 
 
 def _merge(mean, m2, bmean, bm2, delta, seen, frac):
@@ -131,14 +129,13 @@ def _merge(mean, m2, bmean, bm2, delta, seen, frac):
     tl.add(m2, m2, delta)
 
 
-def _normalized(Y, H, W, Bias, eps, cols, br, c0, n, mean, m2, h, w, bias, hs):
-    """Y over n column blocks from c0 of H's row block br: (h - mean) / sqrt(m2 / cols + eps) * W + Bias; H read
-    through hs where it is a shared tile (staging)."""
+def _normalized(Y, H, W, Bias, eps, cols, br, c0, n, mean, m2, h, w, bias):
+    """Y over n column blocks from c0 of H's row block br: (h - mean) / sqrt(m2 / cols + eps) * W + Bias."""
     rstd = m2
     rstd_of_sum(rstd, cols, eps)
-    for c in tl.pipeline(n, name="c"):
+    for c in tl.range(n, name="c"):
         cc = c if isinstance(c0, int) and c0 == 0 else c0 + c
-        tl.load(h, H, (br, cc), via=hs)          # what pass 1 wrote: a block reads its own global writes
+        tl.load(h, H, (br, cc))                  # what pass 1 wrote: a block reads its own global writes
         tl.load(w, W, (cc,))
         tl.load(bias, Bias, (cc,))
         tl.sub_row(h, h, mean)
@@ -149,7 +146,7 @@ def _normalized(Y, H, W, Bias, eps, cols, br, c0, n, mean, m2, h, w, bias, hs):
 
 
 @tl.kernel(configs=CONFIGS)
-def layernorm_apply(Y, H, W, Bias, eps, MEAN, M2, *, BR, BC, SPLIT, staged=False):
+def layernorm_apply(Y, H, W, Bias, eps, MEAN, M2, *, BR, BC, SPLIT):
     """Y's part p of each row, from the row's statistics merged from its SPLIT parts (Chan's update: part q's
     columns join the seen ones with weight nq / (seen + nq), its deviations with seen * nq / (seen + nq))."""
     br, part, c0, n = split_walk("layernorm_apply", H, BR, BC, SPLIT, (MEAN, M2))
@@ -175,7 +172,7 @@ def layernorm_apply(Y, H, W, Bias, eps, MEAN, M2, *, BR, BC, SPLIT, staged=False
             nq = tl.minimum(per, H.cols - seen)                # this part's (0 past the row's end: it weighs nothing)
             frac = 1.0 * nq / (seen + nq)
             _merge(mean, m2, pmean[g], pm2[g], delta, seen, frac)
-    _normalized(Y, H, W, Bias, eps, H.cols, br, c0, n, mean, m2, h, w, bias, staging(H, BR, BC, staged, "hs"))
+    _normalized(Y, H, W, Bias, eps, H.cols, br, c0, n, mean, m2, h, w, bias)
 
 
 # softmax's, with sm_90a's registers capped at 128: with W and Bias kept across rows CUDA 13.0's ptxas (the H200's

@@ -27,8 +27,8 @@ import tiles as tl
 
 from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import (ROW_TUNE, SPLIT_TUNE, alike, load_parts, part_chunk, planned_rpb, row_bucket, row_plan,
-                      rows_fit, split_columns, split_fits, split_walk, staging)
+from .softmax import (ROW_TUNE, SPLIT_TUNE, load_parts, part_chunk, planned_rpb, row_bucket, row_plan, rows_fit,
+                      split_columns, split_fits, split_walk)
 
 # sm_90a: rows three deep through shared memory where staged (past 8192 columns, staged_past_8192). H200 (12-04,
 # 4096 and 16384 rows of 4096): 25.2 / 79.2 us against 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336
@@ -57,12 +57,13 @@ def split_plan(cfg, Y, RSTD, X, W, eps, S=None, *, target=None):
     if cfg["SPLIT"] == 1 or S is not None:
         return None
     s = tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32)
-    return [(rmsnorm_fwd, [Y, RSTD, X, W, eps, s], {}), (rmsnorm_apply, [Y, RSTD, X, W, eps, s], alike(cfg))]
+    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
+    return [(rmsnorm_fwd, [Y, RSTD, X, W, eps, s], {}), (rmsnorm_apply, [Y, RSTD, X, W, eps, s], same)]
 
 
 @tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X), plan=split_plan,
            heuristic=split_columns(CONFIGS, x=2), tune_where=lambda cfg, Y, RSTD, X, *rest: split_fits(cfg, X))
-def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1, staged=False):
+def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1):
     """Y = X / sqrt(mean(X^2) + eps) * W and RSTD by rows, two passes over column blocks. With SPLIT > 1 the first
     launch of split_plan's two: block (br, part) writes the sum of squares of part `part` of its rows to S (SPLIT,
     rows); rmsnorm_apply writes Y and RSTD."""
@@ -72,10 +73,9 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1, staged=False):
     w = tl.rvec(tl.f32, BC, axis="cols", name="w")
     rstd = tl.rvec(tl.f32, BR, name="rstd")     # the sum of squares, then 1 / sqrt(mean + eps)
 
-    xs = staging(X, BR, BC, staged, "xs")
     tl.zero(rstd)
-    for c in tl.pipeline(n, name="c"):
-        tl.load(x, X, (br, c if SPLIT == 1 else c0 + c), via=xs)
+    for c in tl.range(n, name="c"):
+        tl.load(x, X, (br, c if SPLIT == 1 else c0 + c))
         tl.mul(x, x, x)
         tl.row_sum(rstd, x, rstd)
     if SPLIT > 1:
@@ -83,9 +83,8 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1, staged=False):
         return
     rstd_of_sum(rstd, X.cols, eps)
     tl.store(RSTD, rstd, (br,))
-    xr = staging(X, BR, BC, staged, "xr")
-    for c in tl.pipeline(n, name="c"):
-        tl.load(x, X, (br, c), via=xr)
+    for c in tl.range(n, name="c"):
+        tl.load(x, X, (br, c))
         tl.load(w, W, (c,))
         tl.mul_row(x, x, rstd)
         tl.mul_col(x, x, w)
@@ -93,7 +92,7 @@ def rmsnorm_fwd(Y, RSTD, X, W, eps, S=None, *, BR, BC, SPLIT=1, staged=False):
 
 
 @tl.kernel(configs=CONFIGS)
-def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT, staged=False):
+def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT):
     """Y's part p of each row and RSTD, from the row's sum of squares added up from its SPLIT parts in S."""
     br, part, c0, n = split_walk("rmsnorm_apply", X, BR, BC, SPLIT, (S,))
     _check_shapes(Y, RSTD, X, W)
@@ -109,9 +108,8 @@ def rmsnorm_apply(Y, RSTD, X, W, eps, S, *, BR, BC, SPLIT, staged=False):
     rstd_of_sum(rstd, X.cols, eps)
     # part 0 writes RSTD: the other parts' block index lands past its end, where a store writes nothing
     tl.store(RSTD, rstd, (br + part * tl.cdiv(X.rows, BR),))
-    xr = staging(X, BR, BC, staged, "xr")
-    for c in tl.pipeline(n, name="c"):
-        tl.load(x, X, (br, c0 + c), via=xr)
+    for c in tl.range(n, name="c"):
+        tl.load(x, X, (br, c0 + c))
         tl.load(w, W, (c0 + c,))
         tl.mul_row(x, x, rstd)
         tl.mul_col(x, x, w)

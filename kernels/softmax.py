@@ -46,10 +46,8 @@ TUNE = {
     "gfx950": dict(BR=[16, 32, 64], BC=[64, 128, 256], workers=[1, 2, 4, 8]),
     "apple": dict(BR=[16, 32], BC=[32, 64, 128]),
 }
-# the two-pass kernels (softmax's, the norms') also split each row's columns over blocks (split_columns), and on
-# CUDA may stage the reads of their loops that load straight into registers through shared memory (`staged`)
-SPLIT_TUNE = {t: {**space, "SPLIT": [1, 2, 8, 32, 128, 512],
-                  **({"staged": [False, True]} if t.startswith("sm_") else {})} for t, space in TUNE.items()}
+# the two-pass kernels (softmax's, the norms') also split each row's columns over blocks (split_columns)
+SPLIT_TUNE = {t: {**space, "SPLIT": [1, 2, 8, 32, 128, 512]} for t, space in TUNE.items()}
 
 
 def row_bucket(Y, X, *rest):
@@ -74,7 +72,7 @@ def split_columns(configs: dict, x: int = 1):
     Only rows of 64 column blocks or more: a split costs a second launch (~3 us), which a block's walk down a
     shorter row (a one-warp block streams ~8 KB a block of 16 x 128 columns, a few tens of GB/s) does not repay.
     softmax 16 x 128256 on sm_90a: 128 parts of 8 column blocks, 128 one-warp blocks on 132 SMs, where one block of
-    64 rows read all of it (33.1 us on the H100, 12-07); 4096x50257: 8 parts."""
+    64 rows read all of it (29.1 us on the H100, 12-07 14:17); 4096x50257: 8 parts."""
     def heuristic(target, *args, **keywords):
         if target is None or target not in configs:
             return {}
@@ -104,20 +102,8 @@ def split_plan(cfg, Y, X, M=None, L=None, *, target=None):
     if cfg["SPLIT"] == 1 or M is not None:
         return None
     m, l = (tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32) for _ in range(2))
-    same = alike(cfg)
+    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
     return [(softmax_fwd, [Y, X, m, l], {}), (softmax_apply, [Y, X, m, l], same)]
-
-
-def alike(cfg) -> dict:
-    """A split plan's second launch's configuration: it tiles and stages its reads as the first."""
-    return {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers", "staged") if k in cfg}
-
-
-def staging(X, BR, BC, staged, name):
-    """The shared tile that a two-pass row kernel's loop reads X's column blocks through (`staged`: the loop a
-    tl.pipeline whose loads a backend issues ahead of the compute), else None (straight into registers, each
-    block's load waited for before its compute)."""
-    return tl.shared(X.dtype, BR, BC, name=name) if staged else None
 
 
 def _part(X, BC, SPLIT, part):
@@ -172,7 +158,7 @@ def _running(x, m, m_new, corr, l):
 
 
 @tl.kernel(configs=CONFIGS)
-def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT, staged=False):
+def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT):
     """Y's part p of each row: 2^(x log2(e) - lse), lse the log2 of the row's sum merged from its SPLIT pairs, a
     chunk of parts at a time (part_chunk): the running max m moves to the chunk's largest, the running sum is
     rescaled to it once, and each part's sum is added scaled by 2^(its max - m). One round trip to L2 a chunk: the
@@ -204,9 +190,8 @@ def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT, staged=False):
             tl.mul(b, b, a)
             tl.add(l, l, b)
         tl.copy(m, m_new)
-    xr = staging(X, BR, BC, staged, "xr")
-    for c in tl.pipeline(n, name="c"):
-        tl.load(x, X, (br, c0 + c), via=xr)
+    for c in tl.range(n, name="c"):
+        tl.load(x, X, (br, c0 + c))
         tl.mul(x, x, LOG2E)
         tl.sub_row(x, x, m)
         tl.exp2(x, x)
@@ -216,7 +201,7 @@ def softmax_apply(Y, X, M, L, *, BR, BC, SPLIT, staged=False):
 
 @tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=row_bucket, plan=split_plan,
            heuristic=split_columns(CONFIGS), tune_where=lambda cfg, Y, X, *rest: split_fits(cfg, X))
-def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1, staged=False):
+def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
     """Y = softmax(X) by rows, two passes over column blocks. With SPLIT > 1 the first launch of split_plan's two:
     block (br, part) takes part `part` of its rows' columns and writes the part's max (log2 domain, at least
     F32_LOWEST) and its sum of 2^(x - max) to M and L (SPLIT, rows); softmax_apply writes Y."""
@@ -246,9 +231,8 @@ def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1, staged=False):
         tl.store(M, m, (part, br))
         tl.store(L, l, (part, br))
         return
-    xr = staging(X, BR, BC, staged, "xr")
-    for c in tl.pipeline(n, name="c"):
-        tl.load(x, X, (br, c), via=xr)  # a second read of the block's rows: from L2 while the grid is small enough
+    for c in tl.range(n, name="c"):
+        tl.load(x, X, (br, c))  # a second read of the block's rows: from L2 while the grid is small enough
         tl.mul(x, x, LOG2E)
         tl.sub_row(x, x, m)
         tl.exp2(x, x)

@@ -145,16 +145,14 @@ def test_rmsnorm_bad_input():
 
 @settings(max_examples=5)
 @given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([1, 2, 3, 4, 8, 12, 24]),
-       dtype=st.sampled_from(["bf16", "f16", "f32"]), small=st.sampled_from([False, True]), staged=st.booleans())
-def test_rmsnorm_split_over_blocks(backend, rows, cols, split, dtype, small, staged):
+       dtype=st.sampled_from(["bf16", "f16", "f32"]), small=st.sampled_from([False, True]))
+def test_rmsnorm_split_over_blocks(backend, rows, cols, split, dtype, small):
     """Each row's columns split over SPLIT blocks (split_plan: each part's sum of squares, then added up, RSTD
     written by part 0 alone, and each part normalized), parts past a short row's end included, against float64;
-    the outputs poisoned first. small: the tile split_columns takes for few rows (16 rows, one worker). staged: X
-    read through shared memory, pipelined."""
+    the outputs poisoned first. small: the tile split_columns takes for few rows (16 rows, one worker)."""
     x, w = random_array((rows, cols), dtype), random_array((cols,), "bf16")
     y, rstd = poisoned((rows, cols), dtype), poisoned((rows,), "f32")
-    rmsnorm_fwd(y, rstd, x, w, 1e-6, backend=backend, SPLIT=split, staged=staged,
-                **(dict(BR=16, workers=1) if small else {}))
+    rmsnorm_fwd(y, rstd, x, w, 1e-6, backend=backend, SPLIT=split, **(dict(BR=16, workers=1) if small else {}))
     ref_y, ref_rstd = reference_rmsnorm(x, w, 1e-6)
     assert_close(rstd, ref_rstd, "f32", tol=1e-5, what="RSTD")
     assert_close(y, ref_y, dtype, what="Y")

@@ -93,21 +93,20 @@ def test_row_barriers_skip_the_async_proxy_fence_without_wgmma():
 @settings(max_examples=5)
 @given(rows=st.integers(1, 70), cols=st.integers(1, 700), split=st.sampled_from([1, 2, 3, 4, 8, 12, 24]),
        dtype=st.sampled_from(["bf16", "f16", "f32"]), masked=st.sampled_from([False, True]),
-       small=st.sampled_from([False, True]), rising=st.booleans(), staged=st.booleans())
-def test_softmax_split_over_blocks(backend, rows, cols, split, dtype, masked, small, rising, staged):
+       small=st.sampled_from([False, True]), rising=st.booleans())
+def test_softmax_split_over_blocks(backend, rows, cols, split, dtype, masked, small, rising):
     """Each row's columns split over SPLIT blocks (split_plan: each part's (max, sum) pairs, then merged and
     normalized): parts with no columns past a short row's end, and rows whose first third is -inf (a part of only
     -inf must weigh nothing), against float64; the output poisoned first. small: split_columns' tile for few
     rows (16 rows, one worker). rising: each part's max above the last's, so that every chunk of a merge moves the
-    running max and rescales the sum. staged: the loops that read X straight into registers read it through
-    shared memory, pipelined."""
+    running max and rescales the sum."""
     x = random_array((rows, cols), dtype, scale=8.0)
     if rising:
         x = (x.astype(np.float64) + np.linspace(0.0, 40.0, cols)).astype(x.dtype)
     if masked and cols >= 3:
         x[:, : cols // 3] = -np.inf
     y = poisoned((rows, cols), dtype)
-    softmax_fwd(y, x, backend=backend, SPLIT=split, staged=staged, **(dict(BR=16, workers=1) if small else {}))
+    softmax_fwd(y, x, backend=backend, SPLIT=split, **(dict(BR=16, workers=1) if small else {}))
     assert_close(y, reference_softmax(x), dtype)
 
 
