@@ -303,7 +303,15 @@ for s in "$@"; do
         ncu_softmax odd 4096x50257 2
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    next1237)  # planned 12-07 14:30 for the next session: on an H200 issue 20's table (standing1206c; issue 18's grid,
+               # grid1209, in a call of its own); else the row kernels after the day's changes (layernorm and the
+               # decode rows of rmsnorm untimed since) and tiles.torch on the GPU (matmul's trans_a, not yet run there)
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
+        for k in rmsnorm layernorm; do timeout 60 python3 -m tiles compare $k --backends cuda --no-compile \
+            --shapes 16x128256 4096x50257 2>&1 | r; done
+        OUT=$OUT/gpu timeout 240 bash .ci/gpu torch 2>&1 | tail -15 ;;
     short1236)  # 12-07 13:55, ~550 s of device time left: on an H200 standing1206c, else staged1236's core in ~300 s
+                # (ran 14:16 on an H100; `staged` was removed after it: this step and staged1236 no longer run)
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
         timeout 100 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_ops.py -k "rows_off or split or masks" \
             tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py >"$OUT/staged_tests.log" 2>&1
