@@ -445,9 +445,10 @@ def rows_anywhere(Y, X, *, BC):
 @settings(max_examples=3)
 @given(m=st.integers(16, 40), n=st.integers(129, 300), bc=st.sampled_from([32, 64, 128]))
 def test_rows_off_alignment(backend, dtype, m, n, bc):
-    """Rows that start anywhere on their elements (n not a multiple of a 16-byte unit): tiles inside the global
-    read whole aligned words and shift them into place on CUDA (read16_shifted), edge tiles element by element;
-    every element arrives exactly, nothing past X is read into Y. Whole tiles and edge tiles in every draw."""
+    """Rows that start anywhere on their elements (n not a multiple of a 16-byte unit): tiles whose columns lie
+    inside the global read whole aligned words and shift them into place on CUDA (read16_shifted; those whose rows
+    run past its end each row behind a test), tiles past the columns' end element by element; every element arrives
+    exactly, nothing past X is read into Y. Whole tiles and edge tiles in every draw."""
     x = random_array((m, n), dtype)
     y = poisoned((2, m, n), "f32")
     run(backend, rows_anywhere, y, x, BC=bc)
