@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from tiles import toolchains
 from tiles.backend import get
 from tiles.dsl import TileError
-from tiles.kernels.softmax import row_plan, softmax, softmax_fwd, softmax_rows
+from tiles.kernels.softmax import row_plan, softmax, softmax_apply, softmax_fwd, softmax_rows
 from tiles.testing import assert_close, poisoned, random_array
 from tiles.tune import Shaped
 
@@ -74,6 +74,20 @@ def test_one_pass_moves_16_byte_chunks_on_cuda(target):
     x = random_array((4, 4096 // plan["K"], plan["K"]), "bf16")
     sass = toolchains.emit(softmax_rows, [x, x], target, "sass", **{**plan, "staged": True})
     assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_decode_rows_move_16_byte_runs_on_cuda(target):
+    """softmax_apply at a decode step (one row of 128256 in a 16-row tile: every tile runs past the rows' end)
+    reads and writes 16-byte runs in two paths, a whole tile's and that of one past the rows' end (8 LDG.E.128
+    and 8 STG.E.128 each, tiles_cuda/memory.cuh read_inside, write_runs), not only element by element (8 each
+    before, the whole tile's alone)."""
+    why = toolchains.cannot_compile(target)
+    if why:
+        pytest.skip(why)
+    x, parts = Shaped((1, 128256), "bf16"), Shaped((128, 1), "f32")
+    sass = toolchains.emit(softmax_apply, [x, x, parts, parts], target, "sass", BR=16, BC=128, SPLIT=128, workers=1)
+    assert sass.count("LDG.E.128") == 16 and sass.count("STG.E.128") == 16
 
 
 def test_row_barriers_skip_the_async_proxy_fence_without_wgmma():
