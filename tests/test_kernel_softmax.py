@@ -90,6 +90,19 @@ def test_decode_rows_move_16_byte_runs_on_cuda(target):
     assert sass.count("LDG.E.128") == 16 and sass.count("STG.E.128") == 16
 
 
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_decode_rows_move_16_byte_runs_on_hip(target):
+    """The same on CDNA: 4 buffer_load_dwordx4 and 4 buffer_store_dwordx4 in each path, a run past the rows' end at
+    the OOB offset (tiles_hip/global.hpp, runs::fit_cols); the element path (a dword load and a short store an
+    element) was the only one for such tiles before."""
+    why = toolchains.cannot_compile(target)
+    if why:
+        pytest.skip(why)
+    x, parts = Shaped((1, 128256), "bf16"), Shaped((128, 1), "f32")
+    asm = toolchains.emit(softmax_apply, [x, x, parts, parts], target, "asm", BR=16, BC=128, SPLIT=128, workers=1)
+    assert asm.count("buffer_load_dwordx4") == 8 and asm.count("buffer_store_dwordx4") == 8
+
+
 def test_row_barriers_skip_the_async_proxy_fence_without_wgmma():
     """On sm_90a the row kernel's barriers are plain (no wgmma or TMA reads its shared tiles); asking for wgmma
     brings the fence back (MEMBAR + FENCE.VIEW.ASYNC before each barrier)."""
