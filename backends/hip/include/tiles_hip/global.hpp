@@ -188,7 +188,8 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
     });
     return;
   }
-  if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_cols<C>(dst, c0)) {   // as load's: a run past the end dropped whole
+  // as load's: a run past the array's rows at OOB, dropped whole
+  if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_cols<C>(dst, c0)) {
     A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
       store_run<A::N, G>(buf, A::row_inside(dst, r0, m, e, lane) ? off + soff : arch::OOB, 0u, &src.v[m][n][e]);
     });
