@@ -76,31 +76,26 @@ def test_one_pass_moves_16_byte_chunks_on_cuda(target):
     assert "LDGSTS.E.BYPASS.128" in sass and "STG.E.128" in sass
 
 
-@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
-def test_decode_rows_move_16_byte_runs_on_cuda(target):
+# a 16-byte load and store as each vendor's code spells them, and how many a decode step's softmax_apply holds:
+# (what emit gives, load, store, count)
+CUDA_16, HIP_16 = ("sass", "LDG.E.128", "STG.E.128", 16), ("asm", "buffer_load_dwordx4", "buffer_store_dwordx4", 8)
+SIXTEEN_BYTES = {"sm_80": CUDA_16, "sm_90a": CUDA_16, "gfx942": HIP_16, "gfx950": HIP_16}
+
+
+@pytest.mark.parametrize("target", list(SIXTEEN_BYTES))
+def test_decode_rows_move_16_byte_runs(target):
     """softmax_apply at a decode step (one row of 128256 in a 16-row tile: every tile runs past the rows' end)
-    reads and writes 16-byte runs in two paths, a whole tile's and that of one past the rows' end (8 LDG.E.128
-    and 8 STG.E.128 each, tiles_cuda/memory.cuh read_inside, write_runs), not only element by element (8 each
-    before, the whole tile's alone)."""
+    reads and writes 16-byte runs in two paths, a whole tile's and that of one past the rows' end, half the count
+    each: CUDA 8 LDG.E.128 and 8 STG.E.128 a path (tiles_cuda/memory.cuh read_inside, write_runs), CDNA 4
+    buffer_load_dwordx4 and 4 buffer_store_dwordx4, a run past the rows' end at the OOB offset (tiles_hip/global.hpp,
+    runs::fit_cols). Before, such tiles went element by element, and only the whole tile's path held runs."""
     why = toolchains.cannot_compile(target)
     if why:
         pytest.skip(why)
+    what, load, store, count = SIXTEEN_BYTES[target]
     x, parts = Shaped((1, 128256), "bf16"), Shaped((128, 1), "f32")
-    sass = toolchains.emit(softmax_apply, [x, x, parts, parts], target, "sass", BR=16, BC=128, SPLIT=128, workers=1)
-    assert sass.count("LDG.E.128") == 16 and sass.count("STG.E.128") == 16
-
-
-@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
-def test_decode_rows_move_16_byte_runs_on_hip(target):
-    """The same on CDNA: 4 buffer_load_dwordx4 and 4 buffer_store_dwordx4 in each path, a run past the rows' end at
-    the OOB offset (tiles_hip/global.hpp, runs::fit_cols); the element path (a dword load and a short store an
-    element) was the only one for such tiles before."""
-    why = toolchains.cannot_compile(target)
-    if why:
-        pytest.skip(why)
-    x, parts = Shaped((1, 128256), "bf16"), Shaped((128, 1), "f32")
-    asm = toolchains.emit(softmax_apply, [x, x, parts, parts], target, "asm", BR=16, BC=128, SPLIT=128, workers=1)
-    assert asm.count("buffer_load_dwordx4") == 8 and asm.count("buffer_store_dwordx4") == 8
+    code = toolchains.emit(softmax_apply, [x, x, parts, parts], target, what, BR=16, BC=128, SPLIT=128, workers=1)
+    assert code.count(load) == count and code.count(store) == count
 
 
 def test_row_barriers_skip_the_async_proxy_fence_without_wgmma():
