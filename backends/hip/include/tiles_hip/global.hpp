@@ -117,8 +117,8 @@ template <class L, class G> struct runs {
     return 1;
   }
   static constexpr int N = length();
-  // the tile at (r0, c0), R x C, its columns inside the array (its rows perhaps not: a grid's last row block, a
-  // decode step's few rows in a 16-row tile), and the array's rows dword-aligned
+  // a tile C wide at column c0 inside the array's columns (its rows perhaps not: a grid's last row block, a decode
+  // step's few rows in a 16-row tile), and the array's rows dword-aligned
   template <int C> TILES_DEV static bool fit_cols(const gl<G>& g, int c0) {
     const bool aligned = sizeof(G) >= 4 ||
                          ((uint32_t)(uintptr_t)g.ptr | (uint32_t)(g.sb | g.sd | g.sr | c0) * (uint32_t)sizeof(G)) % 4 == 0;
