@@ -456,6 +456,31 @@ def test_rows_off_alignment(backend, dtype, m, n, bc):
     assert_close(y[1], up(x), "f32", tol=0.0, what="through shared")
 
 
+
+@tl.kernel
+def odd_blocks(Y, X, *, BC):
+    """X's odd column blocks (16 rows by BC) -> the same blocks of Y, through a register tile (in runs on CUDA)."""
+    br, bc = tl.grid(tl.cdiv(X.rows, 16), tl.cdiv(X.cols, 2 * BC))
+    x = tl.regs(tl.f32, 16, BC)
+    tl.load(x, X, (br, 2 * bc + 1))
+    tl.store(Y, x, (br, 2 * bc + 1))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+@settings(max_examples=3)
+@given(m=st.integers(9, 40), n=st.integers(129, 300), bc=st.sampled_from([32, 64, 128]))
+def test_stores_to_rows_off_alignment(backend, dtype, m, n, bc):
+    """Rows of Y that start anywhere on their elements (9 rows or more: every offset from a 16-byte boundary that
+    the dtype allows): a register tile stores into its column block and nowhere else (on CUDA as aligned 16-byte
+    words, its quad's neighbour's bytes shifted in, a row's first and last words element by element), whole tiles,
+    tiles past the rows' end and past the columns' end alike; the even blocks keep their poison."""
+    x = random_array((m, n), dtype)
+    y = poisoned((m, n), dtype)
+    run(backend, odd_blocks, y, x, BC=bc)
+    odd = (np.arange(n) // bc) % 2 == 1
+    assert_close(y[:, odd], up(x)[:, odd], dtype, tol=0.0, what="odd blocks")
+    assert np.isnan(up(y)[:, ~odd]).all(), "a store reached a column outside its tile"
+
 def swapped(x, n_pad):
     """float64 column pairs of x exchanged; x padded with zero columns to n_pad first (loads past the end read 0)."""
     z = np.zeros((x.shape[0], n_pad))

@@ -49,6 +49,7 @@ struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
 inline float2 make_float2(float x, float y) { return {x, y}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 // hi:lo shifted right by shift & 31, the low word (CUDA's clamp-free funnel shift)
 inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {

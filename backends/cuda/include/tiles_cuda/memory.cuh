@@ -64,6 +64,19 @@ template <typename T, int R, int C> struct chunk_walk {
 };
 
 // ---- global -> shared -----------------------------------------------------
+// Bytes off to off + 16 of the 32 bytes lo, hi (off < 16): off / 4 whole words dropped in two selects, then the
+// rest by a funnel shift.
+__device__ __forceinline__ uint4 shift16(uint4 lo, uint4 hi, unsigned off) {
+    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    unsigned v[6], u[5];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) v[i] = off & 8u ? w[i + 2] : w[i];
+#pragma unroll
+    for (int i = 0; i < 5; ++i) u[i] = off & 4u ? v[i + 1] : v[i];
+    const unsigned bits = (off & 3u) * 8u;
+    return make_uint4(__funnelshift_r(u[0], u[1], bits), __funnelshift_r(u[1], u[2], bits),
+                      __funnelshift_r(u[2], u[3], bits), __funnelshift_r(u[3], u[4], bits));
+}
 // 16 bytes at g, off 16-byte alignment (a row of 50257 bf16 starts anywhere on 2 bytes): the two aligned 16-byte
 // words around them, read whole and shifted into place. Element by element, each 2-byte read was a round trip of
 // its own (ptxas reused one register for them: softmax 4096x50257's apply pass stalled on every conversion,
@@ -73,16 +86,7 @@ __device__ __forceinline__ uint4 read16_shifted(const void* g) {
     const unsigned long long a = reinterpret_cast<unsigned long long>(g);
     const unsigned off = unsigned(a) & 15u;
     const uint4* q = reinterpret_cast<const uint4*>(a - off);
-    const uint4 lo = q[0], hi = q[off ? 1 : 0];
-    const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    unsigned v[6], u[5];   // off / 4 whole words dropped in two selects, then the last 2 bytes by a funnel shift
-#pragma unroll
-    for (int i = 0; i < 6; ++i) v[i] = off & 8u ? w[i + 2] : w[i];
-#pragma unroll
-    for (int i = 0; i < 5; ++i) u[i] = off & 4u ? v[i + 1] : v[i];
-    const unsigned bits = (off & 3u) * 8u;
-    return make_uint4(__funnelshift_r(u[0], u[1], bits), __funnelshift_r(u[1], u[2], bits),
-                      __funnelshift_r(u[2], u[3], bits), __funnelshift_r(u[3], u[4], bits));
+    return shift16(q[0], q[off ? 1 : 0], off);
 }
 // A tile of a global aligned to its elements only (rows of 50257 bf16): no cp.async; each whole chunk read as
 // the two aligned 16-byte words around it (read16_shifted), a batch of a thread's chunks read before any is
@@ -553,16 +557,87 @@ __device__ inline void load_runs(rt<T, R, C, NW>& dst, const gl<U>& src, coord i
         load_in_bounds<runs_order<C>>(dst, src, idx);
     }
 }
+// The S bytes of the 16-byte word a at byte p (a multiple of S) to g + p.
+template <int S> __device__ __forceinline__ void write_piece(char* g, uint4 a, unsigned p) {
+    const unsigned lo = p & 4u ? a.y : a.x, hi = p & 4u ? a.w : a.z, w = p & 8u ? hi : lo;
+    if constexpr (S == 8) *reinterpret_cast<uint2*>(g + p) = p & 8u ? make_uint2(a.z, a.w) : make_uint2(a.x, a.y);
+    if constexpr (S == 4) *reinterpret_cast<unsigned*>(g + p) = w;
+    if constexpr (S == 2) *reinterpret_cast<unsigned short*>(g + p) = (unsigned short)(w >> ((p & 2u) * 8u));
+    if constexpr (S == 1) *reinterpret_cast<unsigned char*>(g + p) = (unsigned char)(w >> ((p & 3u) * 8u));
+}
+// Bytes [off, 16) of a to the aligned 16 bytes at g (off > 0, a multiple of E): the widest aligned stores, rising.
+template <int E> __device__ __forceinline__ void write_suffix(char* g, uint4 a, unsigned off) {
+    unsigned p = off;
+    if constexpr (E <= 1) if (p & 1u) { write_piece<1>(g, a, p); p += 1; }
+    if constexpr (E <= 2) if (p & 2u) { write_piece<2>(g, a, p); p += 2; }
+    if constexpr (E <= 4) if (p & 4u) { write_piece<4>(g, a, p); p += 4; }
+    if (p & 8u) write_piece<8>(g, a, p);
+}
+// Bytes [0, off) of a to the aligned 16 bytes at g (off a multiple of E): the widest aligned stores, falling.
+template <int E> __device__ __forceinline__ void write_prefix(char* g, uint4 a, unsigned off) {
+    unsigned p = 0;
+    if (off & 8u) { write_piece<8>(g, a, p); p += 8; }
+    if constexpr (E <= 4) if (off & 4u) { write_piece<4>(g, a, p); p += 4; }
+    if constexpr (E <= 2) if (off & 2u) { write_piece<2>(g, a, p); p += 2; }
+    if constexpr (E <= 1) if (off & 1u) write_piece<1>(g, a, p);
+}
+// The 16-byte runs run_of(i, h, k) of a tile whose columns lie inside dst, a global aligned to its elements only
+// (ROWS: only the rows inside), as aligned 16-byte stores: the aligned word that holds a run word's first byte takes
+// the word before it (the run's own, or the last of the run before, from the quad's neighbour lane) shifted in.
+// A row's first and last bytes share their aligned words with the columns outside: up to three stores each, the
+// widest that fit (a row that happens to start on 16 bytes: its words as they are). A 2-byte store a lane an
+// element left each 64 bytes of a warp's store in 8 rows' sectors (softmax 4096x50257's apply pass, 1.77 ms of
+// its 2.31, H100 12-07). Every lane shuffles, whether its row is inside or not.
+template <bool ROWS, typename T, int R, int C, int NW, typename F>
+__device__ __forceinline__ void write_shifted(const gl<T>& dst, coord idx, F run_of) {
+    using tile = rt<float, R, C, NW>;
+    using order = runs_order<C>;
+    constexpr int W = run<T, order::E>::BYTES / 16, N = 16 / int(sizeof(T));   // words a run, elements a word
+    const int q = lane_id() % 4, from = q == 0 ? lane_id() + 3 : lane_id() - 1;   // from: the run before's lane
+#pragma unroll
+    for (int i = 0; i < tile::height; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = idx.r * R + tile::row_of(i, h);
+            const bool in = !ROWS || r < dst.rows();
+            T* row = (in ? dst.row_ptr(idx.b, idx.d, r) : dst.ptr) + idx.c * C;
+            const unsigned off = unsigned(reinterpret_cast<unsigned long long>(row)) & 15u;
+            uint4 last{};   // this lane's run k - 1's last word
+#pragma unroll
+            for (int k = 0; k < order::runs; ++k) {
+                const run<T, order::E> cur = run_of(i, h, k);
+                const uint4 send = q == 3 ? last : cur.v[W - 1];   // lane q = 0 takes run k - 1 of lane q = 3
+                const uint4 prev = make_uint4(__shfl_sync(~0u, send.x, from), __shfl_sync(~0u, send.y, from),
+                                              __shfl_sync(~0u, send.z, from), __shfl_sync(~0u, send.w, from));
+                last = cur.v[W - 1];
+                char* g = reinterpret_cast<char*>(row + (q + 4 * k) * order::E) - off;   // the run's aligned word
+                if (!in) continue;
+#pragma unroll
+                for (int b = 0; b < W; ++b) {
+                    const uint4 a = off ? shift16(b ? cur.v[b - 1] : prev, cur.v[b], 16u - off) : cur.v[b];
+                    if (k == 0 && q == 0 && b == 0 && off)   // the row's first word: columns before it share it
+                        write_suffix<sizeof(T)>(g, a, off);
+                    else
+                        __stwb(reinterpret_cast<uint4*>(g + 16 * b), a);
+                }
+                if (k == order::runs - 1 && q == 3 && off)   // the row's last bytes, in the aligned word after its last
+                    write_prefix<sizeof(T)>(g + 16 * W, shift16(cur.v[W - 1], cur.v[W - 1], 16u - off), off);
+            }
+        }
+}
 // The runs run_of(i, h, k) of a tile whose columns lie inside dst (ROWS: each_run's): whole, or where dst is aligned to
 // its elements only a run's elements one by one, untested (each behind its own bounds test and branch, they were
 // softmax 4096x50257's apply pass's stalls; ncu 12-07)
 template <bool ROWS, typename T, int R, int C, int NW, typename F>
 __device__ __forceinline__ void write_runs(const gl<T>& dst, coord idx, F run_of) {
-    if (dst.template aligned<run<T, runs_order<C>::E>::B>()) {
+    using order = runs_order<C>;
+    if (dst.template aligned<run<T, order::E>::B>()) {
         each_run<ROWS, T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write(g); });
-        return;
+    } else if constexpr (run<T, order::E>::B == 16) {
+        write_shifted<ROWS, T, R, C, NW>(dst, idx, run_of);
+    } else {
+        each_run<ROWS, T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write_elements(g); });
     }
-    each_run<ROWS, T, R, C, NW>(dst, idx, [&](int i, int h, int k, T* g) { run_of(i, h, k).write_elements(g); });
 }
 template <typename T, typename U, int R, int C, int NW>
 __device__ inline void store_runs(const gl<T>& dst, const rt<U, R, C, NW>& src, coord idx) {
