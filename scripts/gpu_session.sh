@@ -307,13 +307,16 @@ for s in "$@"; do
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
         bash "$0" store1238 ;;
     store1238)  # 12-07 16:05: runs stored to rows off 16-byte alignment as aligned 16-byte words, the quad's neighbour's
-                # bytes shifted in (memory.cuh write_shifted), where each element was a 2-byte store. Predicted (H100):
+                # bytes shifted in (memory.cuh write_shifted), where each element was a 2-byte store (carry build/old = 2c69a4e,
+                # the tree before, timed in the same call). Predicted (H100):
                 # softmax 4096x50257 2.31 -> 1.0-1.5 ms, rmsnorm 4096x50257 1.97 -> 0.9-1.3; 4096x50256 unchanged (556 us)
         timeout 120 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_ops.py -k "rows_off or masks" \
             tests/test_kernel_softmax.py tests/test_kernel_rmsnorm.py tests/test_kernel_layernorm.py >"$OUT/store_tests.log" 2>&1
         echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/store_tests.log" | tail -6
         for k in softmax rmsnorm layernorm; do timeout 60 python3 -m tiles compare $k --backends cuda --no-compile \
-            --shapes 4096x50257 4096x50256 2>&1 | r; done
+            --shapes 4096x50257 4096x50256 2>&1 | r
+            echo "== $k, 2c69a4e (carried build/old)"; (cd build/old && PYTHONPATH=$PWD timeout 40 python3 -m tiles compare \
+            $k --backends cuda --no-compile --no-libraries --shapes 4096x50257 2>&1 | r); done
         ncu_softmax shifted 4096x50257 2 ;;
     next1237)  # planned 12-07 14:30 for the next session: on an H200 issue 20's table (standing1206c; issue 18's grid,
                # grid1209, in a call of its own); else the row kernels after the day's changes (layernorm and the
