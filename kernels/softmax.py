@@ -248,7 +248,7 @@ def softmax_fwd(Y, X, M=None, L=None, *, BR, BC, SPLIT=1):
 # schedule: a TMA producer warpgroup would hold the SM for one block of few warps; and without wgmma (there is
 # no matrix product here) its block barriers need no async-proxy fence. Up to 16 warps: 32 (workers=8) ran
 # softmax 4096x32768 in 209 us against 162 us on the H200 (2026-11-30, docs/benchmarks.md). sm_90a's rows go
-# straight to registers since their runs are whole (column_order.rows_only, 16-byte stores): H100, 12-07, one
+# straight to registers since their runs are whole (a bounds mask leaves them in runs, 16-byte stores): H100, 12-07, one
 # process, staged / unstaged, softmax 16x4096 5.1 / 4.9 us, 4096x4096 27.5 / 27.0, 16384x4096 94.5 / 93.9, 4096x8192
 # 53.8 / 51.6, 4096x14336 96.3 / 94.6; layernorm (which takes these) 6.1 / 5.4, 53.7 / 52.6, 186.7 / 185.3,
 # 101.5 / 100.2, 179.2 / 171.2. rmsnorm stages past 8192 columns (its staged_past_8192).

@@ -303,6 +303,22 @@ for s in "$@"; do
         ncu_softmax odd 4096x50257 2
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    next1239)  # 12-07 16:40: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else mask1239
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
+        bash "$0" mask1239 ;;
+    mask1239)  # 12-07 16:40: a bounds mask no longer fixes its tiles' column order (the mask tests each element's
+               # column in the runs' order), so layernorm's two passes move in runs; a column vector's runs aligned by
+               # its own address (W, Bias of 50257 took the element path by the row stride). Against e92c099 (carry
+               # build/old). Predicted (H100): layernorm 4096x50257 3.40 -> 1.0-1.4 ms, 4096x50256 971 -> 800-900 us,
+               # rmsnorm 4096x50257 781 -> 700-760 us; softmax unchanged (869 / 568 us)
+        timeout 120 python3 -m pytest -q -p no:cacheprovider -n 14 --backends cuda tests/test_column_order.py \
+            tests/test_ops.py::test_rows_off_alignment tests/test_ops.py::test_stores_to_rows_off_alignment \
+            tests/test_kernel_layernorm.py tests/test_kernel_rmsnorm.py >"$OUT/mask_tests.log" 2>&1
+        echo "== tests rc=$?"; grep -E "FAILED|passed|failed" "$OUT/mask_tests.log" | tail -6
+        for k in layernorm rmsnorm; do timeout 60 python3 -m tiles compare $k --backends cuda --no-compile \
+            --shapes 4096x50257 4096x50256 2>&1 | r
+            echo "== $k, e92c099 (carried build/old)"; (cd build/old && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare \
+            $k --backends cuda --no-compile --no-libraries --shapes 4096x50257 4096x50256 2>&1 | r); done ;;
     next1238)  # 12-07 16:05: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else store1238
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
         bash "$0" store1238 ;;

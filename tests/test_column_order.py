@@ -136,7 +136,10 @@ def test_free_tiles():
     k = trace(rows_below, poisoned((5, 40), "bf16"), x, 3, BR=16, BC=64)
     assert column_order.free_tiles(k) == {"x"}   # the mask's column bound keeps all 64 columns
     k = trace(rows_below, poisoned((5, 40), "bf16"), x, 3, BR=16, BC=64, MASK_COLS=32)
-    assert column_order.free_tiles(k) == set()   # it keeps 32 of them: which ones depends on the order
+    assert column_order.free_tiles(k) == {"x"}   # it keeps 32 of them, each lane's tested in the runs' order
+    src = toolchains.emit(rows_below, [poisoned((5, 40), "bf16"), x, 3], "sm_80", "source", BR=16, BC=64,
+                          MASK_COLS=32)
+    assert "tc::bounds_mask<tc::runs_order>(x, x," in src and "tc::load_runs(" in src
 
 
 def test_runs_in_the_cuda_source():
@@ -211,10 +214,10 @@ def test_scaled_rows(backend, m, n, bc, xd, yd, offset):
 
 @settings(max_examples=6, deadline=None)
 @given(m=dims(1, 70), n=dims(1, 128), bc=st.sampled_from([16, 64, 128]), lim=st.integers(-1, 72),
-       mask_cols=st.sampled_from([0, 0, 8]), offset=st.sampled_from([0, 0, 1]))
+       mask_cols=st.sampled_from([0, 8, 8, 40]), offset=st.sampled_from([0, 0, 1]))
 def test_rows_masked(backend, m, n, bc, lim, mask_cols, offset):
-    """A bounds mask on rows only leaves the tile in runs (CUDA); one that cuts columns keeps the fragment order. The
-    rows from lim on are zero, every row below it X plus its sum over the kept columns."""
+    """A bounds mask leaves the tile in runs (CUDA), one that cuts columns testing each element's column in the
+    runs' order. The rows from lim on are zero, every row below it X plus its sum over the kept columns."""
     n = min(n, bc)
     x = random_array((m, n + offset), "bf16")[:, offset:]
     y = poisoned((m, n), "bf16")

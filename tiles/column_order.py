@@ -6,9 +6,10 @@ register holds which column of a row, so long as every tile that meets another e
 the same order. A backend may then give such tiles a layout of its own for their global loads and stores (CUDA:
 runs of contiguous columns a lane, `tc::load_runs`, for 16-byte accesses where the MMA fragment order takes 4-byte
 ones). What observes the order and so keeps a tile in the fragment order: a matrix product, a shared tile (the
-ldmatrix path), column vectors and column reductions, masks and dropout (they compute each element's column; a
-bounds mask that keeps every column does not),
-swapping pairs, atomics and split sums. (HIP's layouts are data that every op reads, so there only a matrix product
+ldmatrix path), column vectors and column reductions, causal masks and dropout (they compute each element's
+column), swapping pairs, atomics and split sums. A bounds mask does not: the backend tests each element's column in
+its class's order (CUDA: `tc::bounds_mask<tc::runs_order>`), so that a norm's last column block, masked past the
+row's end, keeps the runs. (HIP's layouts are data that every op reads, so there only a matrix product
 fixes a class: backends/hip/codegen.py, _row_runs, on Classes below.)
 """
 from __future__ import annotations
@@ -47,18 +48,12 @@ class Classes:
         return out
 
 
-def rows_only(op: ir.Op) -> bool:
-    """A bounds mask whose column bound is a constant no smaller than the tile's width: it keeps every column, so
-    it tests rows only (softmax's and layernorm's rows past the end of a row of tiles)."""
-    return op.name == "bounds_mask" and not ir.bounds_tested(op)[1]
-
-
 def free_tiles(k: ir.Kernel) -> set[str]:
-    """Names of the register tiles of k that may hold each row's columns in any order shared by their class
-    (tiles joined by elementwise ops, row-wise ops and column broadcasts), and that a load from or a store to a
-    global touches (where the order pays); and of the column vectors in such classes that a load from a global
-    fills (in the tiles' order). A column vector met otherwise (a column reduction, a shared vector, a store)
-    keeps its class in the fragment order."""
+    """Names of the register tiles and column vectors of k that may hold each row's columns in any order shared by
+    their class (tiles joined by elementwise ops, row-wise ops, bounds masks and column broadcasts), in the classes
+    that a load from or a store to a global touches (where the order pays; a column vector only by a load, in the
+    tiles' order). A column vector met otherwise (a column reduction, a shared vector, a store) keeps its class in
+    the fragment order."""
     classes = Classes()
     fixed, accessed = set(), set()
     for op, _ in k.walk():
@@ -73,7 +68,7 @@ def free_tiles(k: ir.Kernel) -> set[str]:
             fixed.update(names)
         elif op.name in ("load", "store") and to_global and len(names) == 1 and (tiles or op.name == "load"):
             accessed.update(names)
-        elif op.name in ELEMENTWISE or op.name in ROW_WISE or op.name in COL_BROADCAST or rows_only(op):
+        elif op.name in ELEMENTWISE or op.name in ROW_WISE or op.name in COL_BROADCAST or op.name == "bounds_mask":
             if (any((t.rows, t.cols) != (tiles[0].rows, tiles[0].cols) for t in tiles)
                     or tiles and any(c.length != tiles[0].cols for c in cols)):
                 fixed.update(names)
@@ -81,4 +76,5 @@ def free_tiles(k: ir.Kernel) -> set[str]:
         else:
             fixed.update(names)
     fixed_roots = {classes.find(n) for n in fixed}
-    return {n for n in accessed if classes.find(n) not in fixed_roots}
+    free = {classes.find(n) for n in accessed} - fixed_roots
+    return {n for n in list(classes.parent) if classes.find(n) in free}

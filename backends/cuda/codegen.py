@@ -703,7 +703,8 @@ class _Emitter:
         elif name == "fill":
             w(f"tc::fill({dst.name}, {expr(srcs[0])});")
         elif name in ("causal_mask", "bounds_mask"):
-            w(f"tc::{name}({dst.name}, {srcs[0].name}, {', '.join(expr(s) for s in srcs[1:])});")
+            order = "<tc::runs_order>" if name == "bounds_mask" and dst.name in self.s.runs else ""
+            w(f"tc::{name}{order}({dst.name}, {srcs[0].name}, {', '.join(expr(s) for s in srcs[1:])});")
         elif id(op) in self.scaled:   # rewrites.scaled_exp2: on the unscaled tile, the scale folded in
             role, c = self.scaled[id(op)]
             args = [dst.name, srcs[0].name, expr(c)] + [x.name for x in srcs[1:] if x is not None]

@@ -669,7 +669,8 @@ __device__ inline void load_runs(rv<T, N, axis::cols, NW>& dst, const gl<U>& src
     constexpr int E = order::E;
     const bool row_ok = idx.b < src.batch() && idx.d < src.depth() && idx.r < src.rows();
     const U* g = row_ok ? src.row_ptr(idx.b, idx.d, idx.r) + idx.c * N : src.ptr;
-    if (row_ok && (idx.c + 1) * N <= src.cols() && src.template aligned<run<U, E>::B>()) {
+    // one row: its own address, not the global's row stride, says whether its runs are aligned
+    if (row_ok && (idx.c + 1) * N <= src.cols() && reinterpret_cast<unsigned long long>(g) % run<U, E>::B == 0) {
 #pragma unroll
         for (int k = 0; k < order::runs; ++k) {
             run<U, E> r;

@@ -10,12 +10,13 @@
 namespace tc {
 
 // ---- visiting every element a lane holds ------------------------------------
-// f(value, block_row, block_col) -> new value, for dst and src of one shape.
-template <typename T, typename U, int R, int C, int NW, typename F>
-__device__ __forceinline__ void map_rc(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
+// f(value, block_row, block_col) -> new value, for dst and src of one shape; Order<C>::col_of says which column
+// a register holds (fragment_order, or runs_order for a tile in runs: tiles/column_order.py)
+template <template <int> class Order, typename T, typename U, int R, int C, int NW, typename F>
+__device__ __forceinline__ void map_rc_in(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
     using tile = rt<T, R, C, NW>;
     tile::each([&](int i, int j, int p) {
-        const int r = tile::row_of(i, p), c = tile::col_of(j, p);
+        const int r = tile::row_of(i, p), c = Order<C>::col_of(j, p);
         if constexpr (sizeof(U) == 2) {   // a 16-bit pair read whole (to_floats)
             const pair<float> x = to_floats(src.d[i][j][p]);
             dst.d[i][j][p] = make_pair<T>(f(x.x, r, c), f(x.y, r, c + 1));
@@ -24,6 +25,10 @@ __device__ __forceinline__ void map_rc(rt<T, R, C, NW>& dst, const rt<U, R, C, N
                                           f(to_float(src.d[i][j][p].y), r, c + 1));
         }
     });
+}
+template <typename T, typename U, int R, int C, int NW, typename F>
+__device__ __forceinline__ void map_rc(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
+    map_rc_in<fragment_order>(dst, src, f);
 }
 template <typename T, typename U, int R, int C, int NW, typename F>
 __device__ __forceinline__ void map(rt<T, R, C, NW>& dst, const rt<U, R, C, NW>& src, F f) {
@@ -561,11 +566,11 @@ __device__ inline void causal_mask(D& dst, const S& src, int row0, int col0, flo
                                                       off + 1 <= margin ? to_float(src.d[i][j][p].y) : fill);
     });
 }
-// Keep (i, j) where i < rows and j < cols, else fill.
-template <typename D, typename S>
+// Keep (i, j) where i < rows and j < cols, else fill (Order: the tiles' column order, as map_rc_in's).
+template <template <int> class Order = fragment_order, typename D, typename S>
 __device__ inline void bounds_mask(D& dst, const S& src, int rows, int cols, float fill) {
     if (in_place(dst, src) && rows >= S::rows && cols >= S::cols) return;
-    map_rc(dst, src, [=](float x, int r, int c) { return r < rows && c < cols ? x : fill; });
+    map_rc_in<Order>(dst, src, [=](float x, int r, int c) { return r < rows && c < cols ? x : fill; });
 }
 
 // ---- dropout ----------------------------------------------------------------------
