@@ -303,6 +303,11 @@ for s in "$@"; do
         ncu_softmax odd 4096x50257 2
         timeout 60 python3 -m tiles compare gemm --backends cuda --no-compile --shapes 1x4096x4096 16x4096x4096 \
             1x4096x14336 2>&1 | r ;;
+    rows1240)  # 12-07 16:15: the two-pass row kernels hold ~15 warps an SM (2048 warps of 16 rows over 132 SMs at
+               # SPLIT 8; 89-155 registers; latency-bound, ncu 15:52). More parts (SPLIT 16, 32) and narrower column
+               # blocks (BC 64: half the registers) at 50257 / 50256 columns. Predicted: SPLIT 16 10-30% faster
+        for k in softmax rmsnorm layernorm; do timeout 120 python3 -m tiles compare $k --backends cuda --no-compile \
+            --no-libraries --shapes 4096x50257 4096x50256 --set SPLIT=8,16,32 BC=64,128 2>&1 | r; done ;;
     next1239)  # 12-07 16:40: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else mask1239
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
         bash "$0" mask1239 ;;
