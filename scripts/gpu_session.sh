@@ -97,6 +97,7 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
+#   next1240   planned 12-07 16:30: on an H200 issue 20's table, else why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
 #   next1216   plain1216, then issue 20's table on an H200
 #   given1218a 12-07 03:50: whole-word pairs and launch facts (TC_ASSUME): row kernels against ee436c1 and b6a4f9c
@@ -308,6 +309,24 @@ for s in "$@"; do
                # blocks (BC 64: half the registers) at 50257 / 50256 columns. Predicted: SPLIT 16 10-30% faster
         for k in softmax rmsnorm layernorm; do timeout 120 python3 -m tiles compare $k --backends cuda --no-compile \
             --no-libraries --shapes 4096x50257 4096x50256 --set SPLIT=8,16,32 BC=64,128 2>&1 | r; done ;;
+    next1240)  # planned 12-07 16:30 for the next session: on an H200 issue 20's table (standing1206c; grid1209 in a call
+               # of its own); else why1240
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
+        bash "$0" why1240 ;;
+    why1240)  # 12-07 16:30: why more warps in flight did not speed softmax 4096x50257's two passes (rows1240: SPLIT 8 /
+              # 32 at 863 / 840 us), ncu memory and warp-state figures of both launches at SPLIT 8 and 32; then where
+              # layernorm's decode step (1x128256: 32.0 us against torch.compile's 11.4) spends its time
+        for sp in 8 32; do timeout 150 ncu --clock-control none --kernel-name regex:"softmax_(fwd|apply)" --launch-skip 2 \
+            --launch-count 2 $SECT -f -o "$OUT/why_s$sp" python3 -m tiles compare softmax --backends cuda --no-compile \
+            --no-libraries --shapes 4096x50257 --set SPLIT=$sp >"$OUT/why_s${sp}_ncu.log" 2>&1
+            ncu --import "$OUT/why_s$sp.ncu-rep" --page details >"$OUT/why_s${sp}.txt" 2>&1
+            echo "== SPLIT $sp"; grep -E "softmax_|Duration|DRAM Throughput|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Mem Pipes|Issued Warp|Achieved Occ|Registers Per" \
+            "$OUT/why_s${sp}.txt" | head -30; done
+        timeout 120 ncu --clock-control none --kernel-name regex:"layernorm_(fwd|apply)" --launch-skip 2 --launch-count 2 \
+            $SECT --section SourceCounters -f -o "$OUT/ln_decode" python3 -m tiles compare layernorm --backends cuda \
+            --no-compile --no-libraries --shapes 1x128256 >"$OUT/ln_decode_ncu.log" 2>&1
+        ncu --import "$OUT/ln_decode.ncu-rep" --page details 2>&1 | grep -E "layernorm_|Duration|Issued Warp|Stall|Achieved Occ" | head -20
+        ncu --import "$OUT/ln_decode.ncu-rep" --page source --csv --print-source sass >"$OUT/ln_decode_sass.csv" 2>&1 ;;
     next1239)  # 12-07 16:40: on an H200 issue 20's table (standing1206c; grid1209 in a call of its own), else mask1239
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
         bash "$0" mask1239 ;;
