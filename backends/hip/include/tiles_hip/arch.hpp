@@ -305,6 +305,14 @@ TILES_DEV buffer make_buffer(const void* p, uint32_t bytes) {
                 {(int)(uint32_t)a, (int)(uint32_t)(a >> 32) & 0xFFFF, n, 0x00020000}};
 #endif
 }
+// The 32 bits of hi:lo from bit `shift` (< 32) up: v_alignbit_b32.
+TILES_DEV uint32_t alignbit(uint32_t hi, uint32_t lo, uint32_t shift) {
+#if defined(TILES_EMU)
+  return (uint32_t)((((uint64_t)hi << 32) | lo) >> (shift & 31u));
+#else
+  return __builtin_amdgcn_alignbit(hi, lo, shift);
+#endif
+}
 // N bytes (4, 8 or 16) at byte offset `off`; 0 where off + N is past the buffer.
 template <int N> struct bytes_t { uint32_t w[N / 4]; };
 // `soff`: a wave-uniform part of the offset (SGPR), as for buffer_load_lds.
@@ -331,7 +339,7 @@ TILES_DEV void buffer_store_u32(buffer b, uint32_t off, uint32_t v, uint32_t sof
   __builtin_amdgcn_raw_buffer_store_b32(v, b.rsrc, off, soff, 0);
 #endif
 }
-// N bytes (4, 8 or 16): dropped where off + N is past the buffer. `soff`: as for buffer_load.
+// N bytes (4, 8, 12 or 16): dropped where off + N is past the buffer. `soff`: as for buffer_load.
 template <int N> TILES_DEV void buffer_store(buffer b, uint32_t off, const bytes_t<N>& v, uint32_t soff = 0) {
 #if defined(TILES_EMU)
   for (int i = 0; i < N / 4; ++i) hip_emu::store_u32(b.base, b.bytes, off == OOB ? OOB : off + soff + 4 * i, v.w[i]);
@@ -342,6 +350,11 @@ template <int N> TILES_DEV void buffer_store(buffer b, uint32_t off, const bytes
     word x;
     __builtin_memcpy(&x, &v, 8);
     __builtin_amdgcn_raw_buffer_store_b64(x, b.rsrc, off, soff, 0);
+  } else if constexpr (N == 12) {
+    typedef uint32_t word __attribute__((ext_vector_type(3)));
+    word x;
+    __builtin_memcpy(&x, &v, 12);
+    __builtin_amdgcn_raw_buffer_store_b96(x, b.rsrc, off, soff, 0);
   } else {
     typedef uint32_t word __attribute__((ext_vector_type(4)));
     word x;

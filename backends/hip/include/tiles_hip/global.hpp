@@ -103,6 +103,39 @@ template <int N, class G, class T> TILES_DEV void store_run(arch::buffer buf, ui
 // multiple of N columns, so a dword-aligned row keeps them dword-aligned). N = 1 where no longer run is whole
 // dwords (a 16-bit element of the accumulator layout, alone in its dword: a GEMM's bf16 C): element by element,
 // still at unchecked offsets. N = 0: the layout's steps differ by lane; every offset computed and checked.
+// A run of N 16-bit elements at a byte offset that keeps 2-byte alignment only: `odd` 2 where the run's address is 2
+// mod 4, else 0; off OOB for a run past the array's rows. Read as the 2N bytes from its dword boundary and the dword
+// after, shifted by v_alignbit; written as its first and last element (16-bit stores) and the dwords between (one
+// store of 2N - 4 bytes), or whole where it starts on a dword. Element by element, each took a dword load and a
+// shift, and a 16-bit store.
+template <int N, class T, class G> TILES_DEV void load_run_halves(T* dst, arch::buffer buf, uint32_t off, uint32_t odd) {
+  const uint32_t at = off == arch::OOB ? off : off - odd;
+  const auto lo = arch::buffer_load<2 * N>(buf, at);
+  const uint32_t hi = arch::buffer_load<4>(buf, at == arch::OOB ? at : at + 2 * N).w[0];
+  uint32_t w[N / 2];
+  TILES_UNROLL for (int i = 0; i < N / 2; ++i) w[i] = arch::alignbit(i + 1 < N / 2 ? lo.w[i + 1] : hi, lo.w[i], odd * 8);
+  G g[N];
+  __builtin_memcpy(g, w, sizeof g);
+  TILES_UNROLL for (int i = 0; i < N; ++i) dst[i] = convert<T>(g[i]);
+}
+template <int N, class G, class T> TILES_DEV void store_run_halves(arch::buffer buf, uint32_t off, uint32_t odd, const T* src) {
+  G g[N];
+  TILES_UNROLL for (int i = 0; i < N; ++i) g[i] = convert<G>(src[i]);
+  arch::bytes_t<2 * N> x;
+  __builtin_memcpy(&x, g, sizeof g);
+  if (!odd) {
+    arch::buffer_store(buf, off, x);
+    return;
+  }
+  arch::buffer_store_u16(buf, off, (uint16_t)x.w[0]);
+  if constexpr (N > 2) {
+    arch::bytes_t<2 * N - 4> mid;
+    TILES_UNROLL for (int i = 0; i < N / 2 - 1; ++i) mid.w[i] = arch::alignbit(x.w[i + 1], x.w[i], 16);
+    arch::buffer_store(buf, off == arch::OOB ? off : off + 2, mid);
+  }
+  arch::buffer_store_u16(buf, off == arch::OOB ? off : off + 2 * N - 2, (uint16_t)(x.w[N / 2 - 1] >> 16));
+}
+
 template <class L, class G> struct runs {
   static constexpr int length() {
     if (!lane_steps<L>::UNIFORM) return 0;
@@ -131,6 +164,11 @@ template <class L, class G> struct runs {
   // whether the run of element e in fragment row m of such a tile, at (r0, c0), lies inside the array's rows
   TILES_DEV static bool row_inside(const gl<G>& g, int r0, int m, int e, int lane) {
     return r0 + m * L::FR + L::row(lane, e) < g.rows;
+  }
+  // a row kernel's tile (streams_rows) inside the array's columns whose rows keep 2-byte alignment only (16-bit
+  // elements; rows of 50257 bf16): its runs move as the dword accesses around them (load_run_halves)
+  template <int C> TILES_DEV static bool fit_halves(const gl<G>& g, int c0) {
+    return sizeof(G) == 2 && N % 2 == 0 && c0 + C <= g.cols;
   }
   // f(m, n, e, off, soff) for each run of such a tile (FM x FN fragments): its first element v[m][n][e] and its
   // byte offset, the lane's part with the column folded in (a VGPR plus an immediate) and the row's (an SGPR)
@@ -169,6 +207,14 @@ TILES_DEV void load(rt<T, R, C, L, WC>& dst, const gl<G>& src, int b, int d, int
     });
     return;
   }
+  if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_halves<C>(src, c0)) {
+    const uint32_t base = (uint32_t)(uintptr_t)src.ptr;
+    A::template each<R / L::FR, C / L::FC>(src, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
+      load_run_halves<A::N, T, G>(&dst.v[m][n][e], buf, A::row_inside(src, r0, m, e, lane) ? off + soff : arch::OOB,
+                                  (base + off + soff) & 2u);
+    });
+    return;
+  }
   TILES_UNROLL for (int m = 0; m < dst.FM; ++m) TILES_UNROLL for (int n = 0; n < dst.FN; ++n)
     TILES_UNROLL for (int e = 0; e < dst.E; ++e) {
       const uint32_t off = src.offset(b, d, r0 + m * L::FR + L::row(lane, e), c0 + n * L::FC + L::col(lane, e));
@@ -192,6 +238,14 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
   if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_cols<C>(dst, c0)) {
     A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
       store_run<A::N, G>(buf, A::row_inside(dst, r0, m, e, lane) ? off + soff : arch::OOB, 0u, &src.v[m][n][e]);
+    });
+    return;
+  }
+  if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_halves<C>(dst, c0)) {
+    const uint32_t base = (uint32_t)(uintptr_t)dst.ptr;
+    A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
+      store_run_halves<A::N, G>(buf, A::row_inside(dst, r0, m, e, lane) ? off + soff : arch::OOB, (base + off + soff) & 2u,
+                                &src.v[m][n][e]);
     });
     return;
   }
