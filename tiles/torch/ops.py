@@ -27,14 +27,15 @@ ATTENTION_HEAD_DIMS = (64, 128)   # the head dims attention's configurations are
 ALIGN = 16                        # bytes: where a GPU kernel's arrays must start (16-byte vector loads)
 
 
-def _require(ok: bool, message: str):
+def _require(ok: bool, message):
+    """message: a string, or a function that makes it (an f-string built on every call cost each op ~1 us a check)."""
     if not ok:
-        raise TileError(message)
+        raise TileError(message() if callable(message) else message)
 
 
 def _dtype(name: str, t: Tensor, allowed):
-    _require(t.dtype in allowed, f"{name}: dtype {t.dtype} is not supported; expected one of "
-                                 f"{', '.join(str(d).removeprefix('torch.') for d in allowed)}")
+    _require(t.dtype in allowed, lambda: f"{name}: dtype {t.dtype} is not supported; expected one of "
+                                         f"{', '.join(str(d).removeprefix('torch.') for d in allowed)}")
 
 
 def _operand(t: Tensor) -> Tensor:
@@ -55,21 +56,23 @@ def _empty(shape, like: Tensor, dtype=None) -> Tensor:
 
 def _check_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool):
     _require(q.dim() == 4 and k.dim() == 4 and v.dim() == 4,
-             f"attention: expected q (B, H, N, D), k and v (B, H_kv, N_kv, D); got ranks "
-             f"{q.dim()}, {k.dim()}, {v.dim()}")
+             lambda: f"attention: expected q (B, H, N, D), k and v (B, H_kv, N_kv, D); got ranks "
+                     f"{q.dim()}, {k.dim()}, {v.dim()}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         _dtype(f"attention {name}", t, HALF)
     _require(q.dtype == k.dtype == v.dtype,
-             f"attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+             lambda: f"attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     b, h, n, d = q.shape
-    _require(k.shape == v.shape, f"attention: k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    _require(k.shape == v.shape,
+             lambda: f"attention: k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
     _require(k.shape[0] == b and k.shape[3] == d and h % k.shape[1] == 0,
-             f"attention: k and v (B, H_kv, N_kv, D) with B and D of q and H a multiple of H_kv; q {tuple(q.shape)}, "
-             f"k {tuple(k.shape)}")
+             lambda: f"attention: k and v (B, H_kv, N_kv, D) with B and D of q and H a multiple of H_kv; "
+                     f"q {tuple(q.shape)}, "
+                     f"k {tuple(k.shape)}")
     _require(d in ATTENTION_HEAD_DIMS,
-             f"attention: head dim {d} is not supported; expected one of {ATTENTION_HEAD_DIMS}")
+             lambda: f"attention: head dim {d} is not supported; expected one of {ATTENTION_HEAD_DIMS}")
     _require(not causal or k.shape[2] == n,
-             f"attention: causal needs as many keys as queries, got N {n}, N_kv {k.shape[2]}")
+             lambda: f"attention: causal needs as many keys as queries, got N {n}, N_kv {k.shape[2]}")
 
 
 @torch.library.custom_op("tiles::attention_fwd", mutates_args=())
@@ -137,15 +140,15 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: O
 
 def _check_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, p: float, seed: int, offset: int):
     _dtype("layernorm x", x, FLOAT)
-    _require(residual.dtype == x.dtype, f"layernorm: residual dtype {residual.dtype} is not x's {x.dtype}")
+    _require(residual.dtype == x.dtype, lambda: f"layernorm: residual dtype {residual.dtype} is not x's {x.dtype}")
     _require(x.dim() >= 1 and residual.shape == x.shape and weight.shape == (x.shape[-1],) == bias.shape,
-             f"layernorm: expected x and residual (..., C), weight and bias (C,); got {tuple(x.shape)}, "
-             f"{tuple(residual.shape)}, {tuple(weight.shape)}, {tuple(bias.shape)}")
+             lambda: f"layernorm: expected x and residual (..., C), weight and bias (C,); got {tuple(x.shape)}, "
+                     f"{tuple(residual.shape)}, {tuple(weight.shape)}, {tuple(bias.shape)}")
     _dtype("layernorm weight", weight, FLOAT)
     _dtype("layernorm bias", bias, FLOAT)
-    _require(0.0 <= p < 1.0, f"layernorm: dropout probability must be in [0, 1), got {p}")
+    _require(0.0 <= p < 1.0, lambda: f"layernorm: dropout probability must be in [0, 1), got {p}")
     _require(0 <= seed < 2**31 and 0 <= offset < 2**31,
-             f"layernorm: seed and offset must be in [0, 2**31), got {seed}, {offset}")
+             lambda: f"layernorm: seed and offset must be in [0, 2**31), got {seed}, {offset}")
 
 
 def _rows(t: Tensor) -> Tensor:
@@ -226,7 +229,7 @@ def _check_rmsnorm(x: Tensor, weight: Tensor):
     _dtype("rmsnorm x", x, FLOAT)
     _dtype("rmsnorm weight", weight, FLOAT)
     _require(x.dim() >= 1 and weight.shape == (x.shape[-1],),
-             f"rmsnorm: expected x (..., C) and weight (C,), got {tuple(x.shape)} and {tuple(weight.shape)}")
+             lambda: f"rmsnorm: expected x (..., C) and weight (C,), got {tuple(x.shape)} and {tuple(weight.shape)}")
 
 
 @torch.library.custom_op("tiles::rmsnorm", mutates_args=())
@@ -281,16 +284,18 @@ def rmsnorm(x: Tensor, weight: Tensor, *, eps: float = 1e-6, backend: str = "") 
 
 def _check_rotary(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool):
     _require(q.dim() == 4 and k.dim() == 4 and q.shape[0] == k.shape[0] and q.shape[2:] == k.shape[2:],
-             f"rotary: expected q (B, H, N, D) and k (B, H_kv, N, D), got {tuple(q.shape)} and {tuple(k.shape)}")
+             lambda: f"rotary: expected q (B, H, N, D) and k (B, H_kv, N, D), got {tuple(q.shape)} and "
+                     f"{tuple(k.shape)}")
     n, d = q.shape[2:]
     _require(cos.shape == (n, d // 2) == sin.shape,
-             f"rotary: expected cos and sin of shape {(n, d // 2)}, got {tuple(cos.shape)} and {tuple(sin.shape)}")
+             lambda: f"rotary: expected cos and sin of shape {(n, d // 2)}, got {tuple(cos.shape)} and "
+                     f"{tuple(sin.shape)}")
     _dtype("rotary q", q, HALF)
     _require(q.dtype == k.dtype == cos.dtype == sin.dtype,
-             f"rotary: q, k, cos, sin must share a dtype, got {q.dtype}, {k.dtype}, {cos.dtype}, {sin.dtype}")
+             lambda: f"rotary: q, k, cos, sin must share a dtype, got {q.dtype}, {k.dtype}, {cos.dtype}, {sin.dtype}")
     unit = 2 * _rot.PAIRS if interleaved else 32
-    _require(d % unit == 0, f"rotary: head dim {d} must be a multiple of {unit} "
-                            f"({'interleaved' if interleaved else 'half-split'})")
+    _require(d % unit == 0, lambda: f"rotary: head dim {d} must be a multiple of {unit} "
+                                    f"({'interleaved' if interleaved else 'half-split'})")
 
 
 _SPREADS: dict = {}
@@ -397,13 +402,14 @@ def softmax(x: Tensor, *, backend: str = "") -> Tensor:
 # ---- matmul -------------------------------------------------------------------------------------------------
 
 def _check_matmul(a: Tensor, b: Tensor, trans_b: bool, out_dtype, trans_a: bool = False):
-    _require(a.dim() == 2 and b.dim() == 2, f"matmul: expected 2-D a and b, got {tuple(a.shape)} and {tuple(b.shape)}")
+    _require(a.dim() == 2 and b.dim() == 2,
+             lambda: f"matmul: expected 2-D a and b, got {tuple(a.shape)} and {tuple(b.shape)}")
     _dtype("matmul a", a, HALF)
-    _require(b.dtype == a.dtype, f"matmul: a and b must share a dtype, got {a.dtype} and {b.dtype}")
+    _require(b.dtype == a.dtype, lambda: f"matmul: a and b must share a dtype, got {a.dtype} and {b.dtype}")
     _require((b.shape[1] if trans_b else b.shape[0]) == (a.shape[0] if trans_a else a.shape[1]),
-             f"matmul: a {tuple(a.shape)}{' (transposed)' if trans_a else ''} and b {tuple(b.shape)}"
-             f"{' (transposed)' if trans_b else ''} do not chain")
-    _require(out_dtype is None or out_dtype in FLOAT, f"matmul: out_dtype {out_dtype} is not supported")
+             lambda: f"matmul: a {tuple(a.shape)}{' (transposed)' if trans_a else ''} and b {tuple(b.shape)}"
+                     f"{' (transposed)' if trans_b else ''} do not chain")
+    _require(out_dtype is None or out_dtype in FLOAT, lambda: f"matmul: out_dtype {out_dtype} is not supported")
 
 
 def _matmul_shape(a: Tensor, b: Tensor, trans_b: bool, trans_a: bool = False):
@@ -458,7 +464,7 @@ def matmul(a: Tensor, b: Tensor, *, trans_a: bool = False, trans_b: bool = False
 
 def _check_matmul_fp8(a: Tensor, b: Tensor):
     _require(a.dim() == 2 and b.dim() == 2 and a.shape[1] == b.shape[1],
-             f"matmul_fp8: expected a (M, K) and b (N, K), got {tuple(a.shape)} and {tuple(b.shape)}")
+             lambda: f"matmul_fp8: expected a (M, K) and b (N, K), got {tuple(a.shape)} and {tuple(b.shape)}")
     for name, t in (("a", a), ("b", b)):
         _dtype(f"matmul_fp8 {name}", t, (torch.float8_e4m3fn,))
 
