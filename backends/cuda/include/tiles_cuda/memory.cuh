@@ -586,8 +586,8 @@ template <int E> __device__ __forceinline__ void write_prefix(char* g, uint4 a, 
 // the word before it (the run's own, or the last of the run before, from the quad's neighbour lane) shifted in.
 // A row's first and last bytes share their aligned words with the columns outside: up to three stores each, the
 // widest that fit (a row that happens to start on 16 bytes: its words as they are). A 2-byte store a lane an
-// element left each 64 bytes of a warp's store in 8 rows' sectors (softmax 4096x50257's apply pass, 1.77 ms of
-// its 2.31, H100 12-07). Every lane shuffles, whether its row is inside or not.
+// element left each 64 bytes of a warp's store in 8 rows' sectors: softmax 4096x50257's apply pass 1.77 -> 0.56 ms
+// (H100, 12-07 15:52). Every lane shuffles, whether its row is inside or not.
 template <bool ROWS, typename T, int R, int C, int NW, typename F>
 __device__ __forceinline__ void write_shifted(const gl<T>& dst, coord idx, F run_of) {
     using tile = rt<float, R, C, NW>;
@@ -626,8 +626,8 @@ __device__ __forceinline__ void write_shifted(const gl<T>& dst, coord idx, F run
         }
 }
 // The runs run_of(i, h, k) of a tile whose columns lie inside dst (ROWS: each_run's): whole, or where dst is aligned to
-// its elements only a run's elements one by one, untested (each behind its own bounds test and branch, they were
-// softmax 4096x50257's apply pass's stalls; ncu 12-07)
+// its elements only as aligned words (16-byte runs: write_shifted), else a run's elements one by one, untested (each
+// behind its own bounds test and branch, they were softmax 4096x50257's apply pass's stalls; ncu 12-07)
 template <bool ROWS, typename T, int R, int C, int NW, typename F>
 __device__ __forceinline__ void write_runs(const gl<T>& dst, coord idx, F run_of) {
     using order = runs_order<C>;

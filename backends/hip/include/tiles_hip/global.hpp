@@ -98,27 +98,25 @@ template <int N, class G, class T> TILES_DEV void store_run(arch::buffer buf, ui
   }
 }
 
-// How a lane's elements of a tile of layout L move to and from a G array as runs: N consecutive columns of one row
-// at a time, one buffer access of N sizeof(G) bytes (whole dwords, at most 16; every lane's runs start on a
-// multiple of N columns, so a dword-aligned row keeps them dword-aligned). N = 1 where no longer run is whole
-// dwords (a 16-bit element of the accumulator layout, alone in its dword: a GEMM's bf16 C): element by element,
-// still at unchecked offsets. N = 0: the layout's steps differ by lane; every offset computed and checked.
 // A run of N 16-bit elements at a byte offset that keeps 2-byte alignment only: `odd` 2 where the run's address is 2
 // mod 4, else 0; off OOB for a run past the array's rows. Read as the 2N bytes from its dword boundary and the dword
 // after, shifted by v_alignbit; written as its first and last element (16-bit stores) and the dwords between (one
 // store of 2N - 4 bytes), or whole where it starts on a dword. Element by element, each took a dword load and a
 // shift, and a 16-bit store.
-template <int N, class T, class G> TILES_DEV void load_run_halves(T* dst, arch::buffer buf, uint32_t off, uint32_t odd) {
+template <int N, class T, class G>
+TILES_DEV void load_run_halves(T* dst, arch::buffer buf, uint32_t off, uint32_t odd) {
   const uint32_t at = off == arch::OOB ? off : off - odd;
   const auto lo = arch::buffer_load<2 * N>(buf, at);
   const uint32_t hi = arch::buffer_load<4>(buf, at == arch::OOB ? at : at + 2 * N).w[0];
   uint32_t w[N / 2];
-  TILES_UNROLL for (int i = 0; i < N / 2; ++i) w[i] = arch::alignbit(i + 1 < N / 2 ? lo.w[i + 1] : hi, lo.w[i], odd * 8);
+  TILES_UNROLL for (int i = 0; i < N / 2; ++i)
+    w[i] = arch::alignbit(i + 1 < N / 2 ? lo.w[i + 1] : hi, lo.w[i], odd * 8);
   G g[N];
   __builtin_memcpy(g, w, sizeof g);
   TILES_UNROLL for (int i = 0; i < N; ++i) dst[i] = convert<T>(g[i]);
 }
-template <int N, class G, class T> TILES_DEV void store_run_halves(arch::buffer buf, uint32_t off, uint32_t odd, const T* src) {
+template <int N, class G, class T>
+TILES_DEV void store_run_halves(arch::buffer buf, uint32_t off, uint32_t odd, const T* src) {
   G g[N];
   TILES_UNROLL for (int i = 0; i < N; ++i) g[i] = convert<G>(src[i]);
   arch::bytes_t<2 * N> x;
@@ -136,6 +134,11 @@ template <int N, class G, class T> TILES_DEV void store_run_halves(arch::buffer 
   arch::buffer_store_u16(buf, off == arch::OOB ? off : off + 2 * N - 2, (uint16_t)(x.w[N / 2 - 1] >> 16));
 }
 
+// How a lane's elements of a tile of layout L move to and from a G array as runs: N consecutive columns of one row
+// at a time, one buffer access of N sizeof(G) bytes (whole dwords, at most 16; every lane's runs start on a
+// multiple of N columns, so a dword-aligned row keeps them dword-aligned). N = 1 where no longer run is whole
+// dwords (a 16-bit element of the accumulator layout, alone in its dword: a GEMM's bf16 C): element by element,
+// still at unchecked offsets. N = 0: the layout's steps differ by lane; every offset computed and checked.
 template <class L, class G> struct runs {
   static constexpr int length() {
     if (!lane_steps<L>::UNIFORM) return 0;
@@ -244,8 +247,8 @@ TILES_DEV void store(const gl<G>& dst, const rt<T, R, C, L, WC>& src, int b, int
   if constexpr (A::N > 0 && streams_rows<L>) if (A::template fit_halves<C>(dst, c0)) {
     const uint32_t base = (uint32_t)(uintptr_t)dst.ptr;
     A::template each<R / L::FR, C / L::FC>(dst, b, d, r0, c0, [&](int m, int n, int e, uint32_t off, uint32_t soff) {
-      store_run_halves<A::N, G>(buf, A::row_inside(dst, r0, m, e, lane) ? off + soff : arch::OOB, (base + off + soff) & 2u,
-                                &src.v[m][n][e]);
+      store_run_halves<A::N, G>(buf, A::row_inside(dst, r0, m, e, lane) ? off + soff : arch::OOB,
+                                (base + off + soff) & 2u, &src.v[m][n][e]);
     });
     return;
   }
