@@ -97,7 +97,8 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
-#   next1240   planned 12-07 16:30: on an H200 issue 20's table, else why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
+#   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var)
+#              and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
 #   next1216   plain1216, then issue 20's table on an H200
 #   given1218a 12-07 03:50: whole-word pairs and launch facts (TC_ASSUME): row kernels against ee436c1 and b6a4f9c
@@ -312,7 +313,18 @@ for s in "$@"; do
     next1240)  # planned 12-07 16:30 for the next session: on an H200 issue 20's table (standing1206c; grid1209 in a call
                # of its own); else why1240
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
-        bash "$0" why1240 ;;
+        bash "$0" merge1241 why1240 ;;
+    merge1241)  # 12-07 17:00: a split row's merge loads up to 32 parts' statistics at once, where 8 made 16 round trips
+                # to L2 at 128 parts (scripts/patches/part_chunk32.patch on build/var, carried: `bash scripts/old_tree.sh
+                # HEAD build/var && (cd build/var && patch -p1 < ../../scripts/patches/part_chunk32.patch)`). sm_90a
+                # registers at 16x128256: softmax_apply 127 -> 151, rmsnorm_apply 96 -> 168, no spills; one warp a
+                # block, one block an SM there. Predicted: softmax 1x128256 26.5 -> 20-23 us, rmsnorm 16.5 -> 12-14,
+                # layernorm 32.0 -> 25-28; 4096-row shapes unchanged (SPLIT 8)
+        for k in softmax rmsnorm layernorm; do
+            echo "== $k, HEAD"; timeout 50 python3 -m tiles compare $k --backends cuda --no-compile --no-libraries \
+                --shapes 1x128256 16x128256 2>&1 | r
+            echo "== $k, part_chunk32"; (cd build/var && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare $k \
+                --backends cuda --no-compile --no-libraries --shapes 1x128256 16x128256 2>&1 | r); done ;;
     why1240)  # 12-07 16:30: why more warps in flight did not speed softmax 4096x50257's two passes (rows1240: SPLIT 8 /
               # 32 at 863 / 840 us), ncu memory and warp-state figures of both launches at SPLIT 8 and 32; then where
               # layernorm's decode step (1x128256: 32.0 us against torch.compile's 11.4) spends its time
