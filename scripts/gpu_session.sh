@@ -97,8 +97,8 @@
 #   standing1206  12-06: issue 20's table, forward and backward, every default of the day; grid1206 first on an H200
 #   bwd-grp    12-06: the causal backward longest first in groups of heads (tl.grid(group=...)); grid1206 on an H200
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
-#   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var)
-#              and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
+#   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
+#              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
 #   next1216   plain1216, then issue 20's table on an H200
 #   given1218a 12-07 03:50: whole-word pairs and launch facts (TC_ASSUME): row kernels against ee436c1 and b6a4f9c
@@ -313,7 +313,16 @@ for s in "$@"; do
     next1240)  # planned 12-07 16:30 for the next session: on an H200 issue 20's table (standing1206c; grid1209 in a call
                # of its own); else why1240
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
-        bash "$0" merge1241 why1240 ;;
+        bash "$0" merge1241 fill1241 why1240 ;;
+    fill1241)  # 12-07 17:05: the synchronous fill of a shared tile from rows off 16-byte alignment (load_shifted) reads a
+               # thread's 8 chunks in one batch, where batches of 4 made two round trips a tile (softmax_fwd at 4096x50257:
+               # 60% of its samples on the selects after each batch, ncu 15:52). scripts/patches/shifted_batch8.patch on
+               # build/var2, carried (as merge1241's build/var). softmax_fwd 89 -> 95 registers, 5 blocks an SM either way.
+               # Predicted: softmax_fwd 306 -> 200-240 us, softmax 4096x50257 869 -> 770-810 us; aligned rows unchanged
+        echo "== HEAD"; timeout 50 python3 -m tiles compare softmax --backends cuda --no-compile --no-libraries \
+            --shapes 4096x50257 4096x50256 2>&1 | r
+        echo "== shifted_batch8"; (cd build/var2 && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare softmax \
+            --backends cuda --no-compile --no-libraries --shapes 4096x50257 4096x50256 2>&1 | r) ;;
     merge1241)  # 12-07 17:00: a split row's merge loads up to 32 parts' statistics at once, where 8 made 16 round trips
                 # to L2 at 128 parts (scripts/patches/part_chunk32.patch on build/var, carried: `bash scripts/old_tree.sh
                 # HEAD build/var && (cd build/var && patch -p1 < ../../scripts/patches/part_chunk32.patch)`). sm_90a
