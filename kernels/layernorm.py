@@ -28,8 +28,8 @@ import numpy as np
 import tiles as tl
 
 from . import softmax
-from .softmax import (ROW_TUNE, SPLIT_TUNE, load_parts, part_chunk, planned_rpb, row_bucket, row_plan, rows_fit,
-                      split_columns, split_fits, split_walk)
+from .softmax import (ROW_TUNE, SPLIT_TUNE, alike, load_parts, part_chunk, planned_rpb, row_bucket, row_plan,
+                      rows_fit, split_columns, split_fits, split_walk)
 
 # BR rows per block (split over the workers), BC columns per step of the loop over a row.
 CONFIGS = {
@@ -58,9 +58,8 @@ def split_plan(cfg, Y, H, X, R, W, Bias, eps, p, seed, offset, MEAN=None, M2=Non
     if cfg["SPLIT"] == 1 or MEAN is not None:
         return None
     mean, m2 = (tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32) for _ in range(2))
-    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
     return [(layernorm_fwd, [Y, H, X, R, W, Bias, eps, p, seed, offset, mean, m2], {}),
-            (layernorm_apply, [Y, H, W, Bias, eps, mean, m2], same)]
+            (layernorm_apply, [Y, H, W, Bias, eps, mean, m2], alike(cfg))]
 
 
 @tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=row_bucket, plan=split_plan,

@@ -27,8 +27,8 @@ import tiles as tl
 
 from . import softmax
 from .layernorm import CONFIGS, rstd_of_sum
-from .softmax import (ROW_TUNE, SPLIT_TUNE, load_parts, part_chunk, planned_rpb, row_bucket, row_plan, rows_fit,
-                      split_columns, split_fits, split_walk)
+from .softmax import (ROW_TUNE, SPLIT_TUNE, alike, load_parts, part_chunk, planned_rpb, row_bucket, row_plan,
+                      rows_fit, split_columns, split_fits, split_walk)
 
 # sm_90a: rows three deep through shared memory where staged (past 8192 columns, staged_past_8192). H200 (12-04,
 # 4096 and 16384 rows of 4096): 25.2 / 79.2 us against 27.9 / 87.8 at two stages (+10%); the same at 8192 and 14336
@@ -57,8 +57,7 @@ def split_plan(cfg, Y, RSTD, X, W, eps, S=None, *, target=None):
     if cfg["SPLIT"] == 1 or S is not None:
         return None
     s = tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32)
-    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
-    return [(rmsnorm_fwd, [Y, RSTD, X, W, eps, s], {}), (rmsnorm_apply, [Y, RSTD, X, W, eps, s], same)]
+    return [(rmsnorm_fwd, [Y, RSTD, X, W, eps, s], {}), (rmsnorm_apply, [Y, RSTD, X, W, eps, s], alike(cfg))]
 
 
 @tl.kernel(configs=CONFIGS, tune=SPLIT_TUNE, tune_key=lambda Y, RSTD, X, *rest: row_bucket(Y, X), plan=split_plan,

@@ -102,8 +102,12 @@ def split_plan(cfg, Y, X, M=None, L=None, *, target=None):
     if cfg["SPLIT"] == 1 or M is not None:
         return None
     m, l = (tl.tune.Shaped((cfg["SPLIT"], X.shape[0]), tl.f32) for _ in range(2))
-    same = {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}   # the two launches tile alike
-    return [(softmax_fwd, [Y, X, m, l], {}), (softmax_apply, [Y, X, m, l], same)]
+    return [(softmax_fwd, [Y, X, m, l], {}), (softmax_apply, [Y, X, m, l], alike(cfg))]
+
+
+def alike(cfg) -> dict:
+    """A split plan's second launch's configuration: it tiles as the first."""
+    return {k: cfg[k] for k in ("BR", "BC", "SPLIT", "workers") if k in cfg}
 
 
 def _part(X, BC, SPLIT, part):
