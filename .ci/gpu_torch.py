@@ -15,9 +15,12 @@ failed. Budget: --budget seconds in all (default 450); a section that would star
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import math
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -370,9 +373,19 @@ def profile_steps(out: Path, n: int = 3):
                 train_step(model, opt, tok)
             torch.cuda.synchronize()
         avg = prof.key_averages()
+        # the host's Python by function (torch.profiler sees ops, not the Python inside a custom op)
+        py = cProfile.Profile()
+        py.enable()
+        for tok in batches[4:4 + n]:
+            train_step(model, opt, tok)
+        torch.cuda.synchronize()
+        py.disable()
+        calls = io.StringIO()
+        pstats.Stats(py, stream=calls).sort_stats("tottime").print_stats(30)
         report += [f"# {name}: {n} steps; launch memo entries {memo} -> {len(rt.launches)}",
                    avg.table(sort_by="self_cpu_time_total", row_limit=20),
-                   avg.table(sort_by="self_cuda_time_total", row_limit=20)]
+                   avg.table(sort_by="self_cuda_time_total", row_limit=20),
+                   f"# {name}: the host's Python over {n} steps (cProfile, by own time)", calls.getvalue()]
     text = "\n".join(report)
     (out / "profile.txt").write_text(text)
     print(text[-6000:], flush=True)

@@ -99,6 +99,7 @@
 #   bwd-lf     12-06: the causal backward's longest kv walks first, its tests, then the causal rows; grid1206 on an H200
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
+#   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
 #   next1216   plain1216, then issue 20's table on an H200
 #   given1218a 12-07 03:50: whole-word pairs and launch facts (TC_ASSUME): row kernels against ee436c1 and b6a4f9c
@@ -314,6 +315,10 @@ for s in "$@"; do
                # of its own); else why1240
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
         bash "$0" merge1241 fill1241 why1240 ;;
+    host1242)  # 12-07 17:40: where the tiles model's compiled step spends its host time (0.67x stock compiled on the H100,
+               # 12-07 16:14): torch.profiler and cProfile of the host's Python over 3 steps (.ci/gpu_torch.py --profile)
+        timeout 240 python3 .ci/gpu_torch.py --profile --out "$OUT/host" 2>&1 | tail -150 > "$OUT/host1242.log"
+        echo "== host rc=$?"; grep -E "step times|memo" "$OUT/host1242.log" ;;
     fill1241)  # 12-07 17:05: the synchronous fill of a shared tile from rows off 16-byte alignment (load_shifted) reads a
                # thread's 8 chunks in one batch, where batches of 4 made two round trips a tile (softmax_fwd at 4096x50257:
                # 60% of its samples on the selects after each batch, ncu 15:52). scripts/patches/shifted_batch8.patch on
