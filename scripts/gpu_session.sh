@@ -312,9 +312,9 @@ for s in "$@"; do
         for k in softmax rmsnorm layernorm; do timeout 120 python3 -m tiles compare $k --backends cuda --no-compile \
             --no-libraries --shapes 4096x50257 4096x50256 --set SPLIT=8,16,32 BC=64,128 2>&1 | r; done ;;
     next1240)  # planned 12-07 16:30 for the next session: on an H200 issue 20's table (standing1206c; grid1209 in a call
-               # of its own); else why1240
+               # of its own); else merge1241, fill1241 and host1242
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
-        bash "$0" merge1241 fill1241 why1240 ;;
+        bash "$0" merge1241 fill1241 host1242 ;;   # why1240 in a call of its own
     host1242)  # 12-07 17:40: where the tiles model's compiled step spends its host time (0.67x stock compiled on the H100,
                # 12-07 16:14): torch.profiler and cProfile of the host's Python over 3 steps (.ci/gpu_torch.py --profile)
         timeout 240 python3 .ci/gpu_torch.py --profile --out "$OUT/host" 2>&1 | tail -150 > "$OUT/host1242.log"
