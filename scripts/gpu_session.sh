@@ -317,6 +317,11 @@ for s in "$@"; do
         bash "$0" merge1241 fill1241 host1242 ;;   # why1240 in a call of its own
     host1242)  # 12-07 17:40: where the tiles model's compiled step spends its host time (0.67x stock compiled on the H100,
                # 12-07 16:14): torch.profiler and cProfile of the host's Python over 3 steps (.ci/gpu_torch.py --profile)
+        # Predicted: the compiled step host-bound (~12 ms against ~7 of GPU work), each tiles op 30-50 us of host time
+        # (this VM, launch stubbed: rmsnorm's op layer ~40 us, custom_op's own dispatch ~8, the backend above the
+        # runtime ~19), the launch memo hit on every steady step; if cProfile shows traces or check_launch in steady
+        # steps, misses are the cause
+        timeout 60 python3 scripts/op_host_time.py 2>&1 | tee "$OUT/op_host_time.log"
         timeout 240 python3 .ci/gpu_torch.py --profile --out "$OUT/host" 2>&1 | tail -150 > "$OUT/host1242.log"
         echo "== host rc=$?"; grep -E "step times|memo" "$OUT/host1242.log" ;;
     fill1241)  # 12-07 17:05: the synchronous fill of a shared tile from rows off 16-byte alignment (load_shifted) reads a

@@ -1,0 +1,73 @@
+"""Host time per call of the tiles.torch ops at tiny shapes (the GPU never the limit), beside torch's own op for
+the same job, and the layers of one rmsnorm call apart: the whole op, the backend's launch (tune.resolve, the
+plan's steps, the runtime), the runtime's launch alone. Median of 7 rounds of 500 calls, one sync at each round's
+end; on a GPU the queue never fills (500 launches)."""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import tiles.torch as tt
+from tiles import backend as backends
+from tiles.kernels import rmsnorm as R
+from tiles.torch import dispatch
+
+DEV = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+bf = torch.bfloat16
+
+
+def per_call_us(f, n=500 if DEV == "cuda" else 3, rounds=7) -> float:
+    for _ in range(50 if DEV == "cuda" else 1):
+        f()
+    out = []
+    for _ in range(rounds):
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        out.append((time.perf_counter() - t0) / n)
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+    return statistics.median(out) * 1e6
+
+
+def main():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 1024, generator=g).to(DEV, bf)
+    w = torch.randn(1024, generator=g).to(DEV, bf)
+    q = torch.randn(1, 4, 128, 64, generator=g).to(DEV, bf)
+    k = torch.randn(1, 2, 128, 64, generator=g).to(DEV, bf)
+    cos, sin = torch.randn(128, 32, generator=g).to(DEV, bf), torch.randn(128, 32, generator=g).to(DEV, bf)
+    rows = [
+        ("rmsnorm", lambda: tt.rmsnorm(x, w), "F.rms_norm", lambda: F.rms_norm(x, (1024,), w, 1e-6)),
+        ("softmax", lambda: tt.softmax(x), "torch.softmax", lambda: torch.softmax(x, -1)),
+        ("attention", lambda: tt.attention(q, k, k, causal=True), "F.scaled_dot_product_attention",
+         lambda: F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)),
+        ("rotary", lambda: tt.rotary(q, k, cos, sin), "torch (4 muls, 2 adds, cat)",
+         lambda: (torch.cat((q[..., :32] * cos - q[..., 32:] * sin, q[..., 32:] * cos + q[..., :32] * sin), -1))),
+    ]
+    print(f"host us per call, {DEV}, torch {torch.__version__}")
+    for name, f, tname, tf in rows:
+        print(f"  tiles.torch.{name:<10} {per_call_us(f):8.1f}    {tname:<32} {per_call_us(tf):8.1f}")
+    if DEV != "cuda":   # the reference interpreter takes numpy views (dispatch.launch): its layers are not these
+        return
+    # one rmsnorm call's layers
+    b = backends.get(dispatch.backend_name(x.device))
+    y, rstd = torch.empty_like(x), torch.empty(16, 1, dtype=torch.float32, device=DEV)
+    plan = R.launch_plan(16, 1024)
+    kk = plan["K"]
+    v = lambda t: t.view(t.shape[0], -1, kk)  # noqa: E731
+    args = [v(y), rstd, v(x), w.reshape(-1, kk), 1e-6]
+    print(f"  rmsnorm's layers: the op {per_call_us(lambda: tt.rmsnorm(x, w)):.1f}, "
+          f"dispatch.launch {per_call_us(lambda: dispatch.launch(R.rmsnorm_rows, args, **plan)):.1f}, "
+          f"Backend.launch {per_call_us(lambda: b.launch(R.rmsnorm_rows, args, **plan)):.1f}, "
+          f"runtime.launch {per_call_us(lambda: b.runtime.launch(R.rmsnorm_rows, args, dict(plan))):.1f}")
+
+
+if __name__ == "__main__":
+    main()
