@@ -6,7 +6,7 @@ import pytest
 
 import tiles as tl
 from tiles import targets
-from tiles.backends.hip import codegen, launch, swizzle, toolchain
+from tiles.backends.hip import codegen, launch, runtime, swizzle, toolchain
 from tiles.dsl import ArgSpec
 from tiles.kernels.attention import attention_fwd
 from tiles.kernels.attention_bwd import attention_bwd, attention_bwd_dq, attention_bwd_pre
@@ -80,6 +80,12 @@ def test_compiles_within_budget(target, kernel):
     assert r.registers <= 512 // g.plan.waves_per_simd, r   # ping-pong / 8 waves: 2 waves per SIMD
     assert r.waves_per_simd >= g.plan.waves_per_simd, r
     assert r.scratch == 0 and r.spills == 0, str(r)   # SGPR spills go to VGPR lanes, not memory
+    # the argument buffer the runtime packs is the one the code object declares: offsets, sizes, pointers as
+    # global buffers, and nothing (no hidden argument) past it for the runtime to fill
+    declared, segment = toolchain.kernel_args(r.assembly)
+    kinds = ["global_buffer" if kind == "data" else "by_value" for _, _, kind, _ in g.params]
+    assert [(o, n, k) for (o, n), k in zip(runtime.kernarg_layout(g), kinds)] == declared
+    assert segment == declared[-1][0] + declared[-1][1]
 
 
 def test_interleave_spreads_work_under_the_mfmas():

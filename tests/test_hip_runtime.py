@@ -1,6 +1,7 @@
 """The hip device runtime without an AMD GPU: the kernel-argument buffer, the stream a launch goes on (torch's
 current one, never a device synchronize), the on-disk code-object cache, and hiprtc in a child process (a crash is
 an exception). The device itself is a fake here: what runs on one is named in docs/backends/hip.md."""
+import ctypes
 import sys
 
 import numpy as np
@@ -111,6 +112,44 @@ def test_a_launch_goes_on_torchs_stream_without_synchronizing(monkeypatch, tmp_p
     args = dict(hip.calls)["hipModuleLaunchKernel"]
     grid, block, lds, stream = args[1:4], args[4:7], args[7], args[8]
     assert grid == (-(-70 // 64), 1, 1) and block == (256, 1, 1) and stream == 0x5000 and lds >= 0
+
+
+def test_hip_python_takes_the_launch_as_the_pointers_it_is(monkeypatch, tmp_path):
+    """What the runtime hands hipModuleLaunchKernel, through hip-python's own argument conversions (they run
+    without ROCm; only the call itself needs libamdhip64): the raw stream handle is that stream, and `extra` is
+    the address of HIP_LAUNCH_PARAM_BUFFER_POINTER, the packed arguments, HIP_LAUNCH_PARAM_BUFFER_SIZE, their
+    size, HIP_LAUNCH_PARAM_END."""
+    torch = pytest.importorskip("torch")
+    real = pytest.importorskip("hip").hip
+    try:
+        from rocm.bindings._hip_helpers import HipModuleLaunchKernel_extra as Extra
+    except ImportError:
+        from hip._hip_helpers import HipModuleLaunchKernel_extra as Extra
+    hip = FakeHip()
+    monkeypatch.setattr(runtime, "_hip", lambda: ((hip, FakeHip()), None))
+    monkeypatch.setattr(runtime, "torch_stream", lambda: 0x7F005000)
+    code = tmp_path / "k.hsaco"
+    code.write_bytes(b"\x7fELF")
+    monkeypatch.setattr(runtime, "cached_code_object", lambda src, tgt, ver: code)
+    x, w = torch.zeros(70, 100, dtype=torch.bfloat16), torch.zeros(100, dtype=torch.bfloat16)
+    y, rstd = torch.empty_like(x), torch.empty(70)
+    seen = []
+
+    def launch_kernel(*a):   # read through hip-python's conversions while the runtime's buffers are alive
+        extra = int(Extra.fromObj(a[10]))
+        words = [int(p or 0) for p in ctypes.cast(extra, ctypes.POINTER(ctypes.c_void_p))[:5]]
+        size = ctypes.c_size_t.from_address(words[3]).value
+        seen.append((int(real.ihipStream_t.fromObj(a[8])), a[9], words, ctypes.string_at(words[1], size)))
+        return (0,)
+    monkeypatch.setattr(hip, "hipModuleLaunchKernel", launch_kernel, raising=False)
+    runtime.Hip().launch(rmsnorm_fwd, [y, rstd, x, w, 1e-6])
+    (stream, params, words, packed), = seen
+    assert stream == 0x7F005000 and params is None
+    assert words[0::2] == [1, 2, 3]   # BUFFER_POINTER, BUFFER_SIZE, END (hip_runtime_api.h)
+    # the packed arguments: each global's pointer where the layout puts it, the scalar last
+    pointers = [int.from_bytes(packed[o:o + 8], "little") for o in (0, 40, 80, 120)]
+    assert pointers == [t.data_ptr() for t in (y, rstd, x, w)]
+    assert len(packed) == 160 and np.frombuffer(packed[-4:], np.float32)[0] == np.float32(1e-6)
 
 
 class EventHip(FakeHip):

@@ -61,12 +61,29 @@ class _ShapeOnly:
         self.nbytes = a.numel() * self.itemsize
 
 
+ARG_BYTES = {"data": 8, "dims": launch.GL_DIMS.itemsize, "scalar": 4}   # a pointer, the int32 gl_dims, an int/float
+
+
+def kernarg_layout(g) -> list[tuple[int, int]]:
+    """(offset, size) of each kernel argument in the buffer, each at its natural alignment (8 for pointers, 4 for
+    ints, floats and the int32 dims struct): what the code object's metadata declares (`.args`; checked against
+    clang's for every kernel in tests/test_hip_compile.py)."""
+    out, end = [], 0
+    for _, _, kind, _ in g.params:
+        align = 8 if kind == "data" else 4
+        offset = -(-end // align) * align
+        out.append((offset, ARG_BYTES[kind]))
+        end = offset + ARG_BYTES[kind]
+    return out
+
+
 def kernargs(g, args) -> bytes:
-    """The kernel's argument buffer: for each global its pointer and then its gl_dims, then the scalars, each at
-    its natural alignment (8 for pointers, 4 for ints, floats and the int32 dims struct)."""
+    """The kernel's argument buffer (kernarg_layout): for each global its pointer and then its gl_dims, then the
+    scalars."""
     by_param = dict(zip(map(id, g.kernel.params), args))
-    buf = bytearray()
-    for ctype, _, kind, p in g.params:
+    layout = kernarg_layout(g)
+    buf = bytearray(layout[-1][0] + layout[-1][1] if layout else 0)
+    for (ctype, _, kind, p), (offset, size) in zip(g.params, layout):
         a = by_param[id(p)]
         if kind == "data":
             blob = pointer(a).to_bytes(8, "little")
@@ -74,7 +91,7 @@ def kernargs(g, args) -> bytes:
             blob = launch.dims_of(p, _ShapeOnly(a)).tobytes()
         else:
             blob = (np.float32(a) if ctype == "float" else np.int32(a)).tobytes()
-        buf += bytes(-len(buf) % (8 if len(blob) == 8 else 4)) + blob
+        buf[offset:offset + size] = blob
     return bytes(buf)
 
 

@@ -95,6 +95,18 @@ def _meta(asm: str, key: str) -> int:
     return int(m.group(1) or m.group(2)) if m else 0
 
 
+def kernel_args(asm: str) -> tuple[list[tuple[int, int, str]], int]:
+    """The kernel arguments the code object declares, (offset, size, value kind) each, and the kernarg segment's
+    size: what the HIP runtime copies out of the launch's argument buffer."""
+    meta = asm[asm.index(".amdgpu_metadata"):asm.index(".end_amdgpu_metadata")]
+    block = meta[meta.index(".args:"):meta.index(".group_segment_fixed_size")]
+    args = []
+    for entry in re.split(r"^\s*- ", block, flags=re.M)[1:]:
+        field = dict(re.findall(r"\.(\w+):\s+(\S+)", entry))
+        args.append((int(field["offset"]), int(field["size"]), field["value_kind"]))
+    return args, _meta(meta, "kernarg_segment_size")
+
+
 def report(asm: str, target: str, threads: int, dynamic_lds: int) -> Report:
     vgpr, agpr = _meta(asm, "num_vgpr"), _meta(asm, "num_agpr")
     lds = _meta(asm, "group_segment_fixed_size") + dynamic_lds
