@@ -321,7 +321,11 @@ for s in "$@"; do
         # (this VM, launch stubbed: rmsnorm's op layer ~40 us, custom_op's own dispatch ~8, the backend above the
         # runtime ~19), the launch memo hit on every steady step; if cProfile shows traces or check_launch in steady
         # steps, misses are the cause
+        # and tune.resolve remembered per launch signature (the working tree) against without (build/var's tree, HEAD
+        # 5869f54 + a row-kernel patch that rmsnorm 16x1024 does not take): predicted Backend.launch -5 to -10 us
         timeout 60 python3 scripts/op_host_time.py 2>&1 | tee "$OUT/op_host_time.log"
+        (cd build/var && PYTHONPATH=$PWD timeout 60 python3 ../../scripts/op_host_time.py 2>&1 | sed 's/^/before: /' | \
+            tee -a "$OUT/op_host_time.log")
         timeout 240 python3 .ci/gpu_torch.py --profile --out "$OUT/host" 2>&1 | tail -150 > "$OUT/host1242.log"
         echo "== host rc=$?"; grep -E "step times|memo" "$OUT/host1242.log" ;;
     fill1241)  # 12-07 17:05: the synchronous fill of a shared tile from rows off 16-byte alignment (load_shifted) reads a

@@ -313,6 +313,32 @@ def test_heuristic_sets_the_default_for_a_shape_below_the_cache_and_the_caller()
     assert_close(y, 2.0 * x.astype(np.float64), "f32")
 
 
+def test_a_launch_resolves_its_keywords_once_per_signature():
+    """A model's repeated launches (the same shapes, dtypes, scalars and keywords) take what the first one
+    resolved: the heuristic runs once; a new shape or other keywords resolve again, and so does every launch
+    after the cache changes, which then takes the new winner."""
+    ref = registry.get("reference")
+    seen = []
+    counted = tl.kernel(scale.fn, configs={"default": dict(BR=16, BC=16)},
+                        tune={"default": dict(BR=[16, 32], BC=[16, 32])},
+                        tune_key=lambda Y, X: (tune.pow2(X.shape[0]), X.shape[1]),
+                        heuristic=lambda target, Y, X, **kw: seen.append(X.shape) or (
+                            dict(BR=32) if X.shape[0] <= 8 else {}))
+    few = args(5, 48)
+    for _ in range(3):
+        assert tune.resolve(counted, ref, few, {}) == {"BR": 32}
+    assert len(seen) == 1
+    assert tune.resolve(counted, ref, args(6, 48), {}) == {"BR": 32} and len(seen) == 2
+    assert tune.resolve(counted, ref, few, {"BC": 32}) == {"BR": 32, "BC": 32} and len(seen) == 3
+    target, device, tk = tune.identity(ref)
+    key = tune.key_of(counted, ref, few, {})
+    tune.store(counted, tune.Entry("scale", tune.source_hash(counted), target, device, tk, list(key[3]),
+                                   [list(x) if isinstance(x, tuple) else x for x in key[4]], [],
+                                   {"BR": 16, "BC": 32}, 1e-3))
+    assert tune.resolve(counted, ref, few, {}) == {"BR": 16, "BC": 32}
+    assert tune.resolve(counted, ref, few, {"tune": False}) == {"BR": 32}   # the default, asked for
+
+
 def test_heuristic_naming_no_constant_is_refused():
     bad = tl.kernel(few_rows.fn, configs={"default": dict(BR=16, BC=16)}, heuristic=lambda t, Y, X, **kw: dict(BQ=8))
     with pytest.raises(TypeError, match="'BQ' is neither a constant"):

@@ -35,11 +35,41 @@ __all__ = ["Candidate", "Entry", "Result", "Shaped", "Space", "cache_dir", "cand
 _MISS = object()
 
 
+RESOLVED_MEMO = 4096   # launches' resolved keywords remembered (the memo starts over past this)
+_RESOLVED: dict = {}
+
+
 def resolve(kfn, b, args, overrides: dict) -> dict:
     """The keywords a launch of kfn on backend b runs with: the cache's winner for these arguments under the
     caller's keywords; else the kernel's heuristic for these shapes (defaults); else the caller's alone. Pops the
-    call's `tune` switch."""
+    call's `tune` switch.
+
+    What it depends on (the arguments' shapes and dtypes, the scalars, the keywords, the backend and its target,
+    the cache's entries as this process holds them) is remembered per launch, so that a model's repeated launches
+    do not pay the lookup: a kernel's tune_key and heuristic see shapes, dtypes and scalar values, never addresses
+    or strides. A launch that may search (tune=True, TILES_AUTOTUNE=1) is never remembered."""
     mode = overrides.pop("tune", None)
+    if mode or os.environ.get("TILES_AUTOTUNE") == "1":
+        return _resolve(kfn, b, args, overrides, mode)
+    table = entries(kfn) if kfn.tune is not None else None   # a new dict whenever the cache changes
+    try:
+        key = (kfn, b.name, b.target, mode, tuple(overrides.items()), tuple(map(_signature, args)))
+        hit = _RESOLVED.get(key)
+    except TypeError:   # an unhashable keyword: nothing to remember it by
+        return _resolve(kfn, b, args, overrides, mode)
+    if hit is None or hit[0] is not table:
+        if len(_RESOLVED) >= RESOLVED_MEMO:
+            _RESOLVED.clear()
+        hit = _RESOLVED[key] = (table, _resolve(kfn, b, args, overrides, mode))
+    return dict(hit[1])
+
+
+def _signature(a):
+    shape = getattr(a, "shape", None)
+    return (type(a), a) if shape is None else (tuple(shape), a.dtype)
+
+
+def _resolve(kfn, b, args, overrides: dict, mode) -> dict:
     space = kfn.tune
     target = b.target
     if space is not None and mode is not False and not space.chosen(target, args, overrides):
@@ -50,4 +80,3 @@ def resolve(kfn, b, args, overrides: dict) -> dict:
             # a tuned name among the caller's keywords is one of tune_defaults (else it was chosen): the winner's goes
             return {**overrides, **cfg}
     return defaults(kfn, target, args, overrides)
-
