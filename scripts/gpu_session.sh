@@ -314,7 +314,7 @@ for s in "$@"; do
     next1240)  # planned 12-07 16:30 for the next session: on an H200 issue 20's table (standing1206c; grid1209 in a call
                # of its own); else merge1241, fill1241 and host1242
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
-        bash "$0" merge1241 fill1241 host1242 ;;   # why1240 in a call of its own
+        bash "$0" host1242 merge1241 fill1241 ;;   # why1240 in a call of its own
     host1242)  # 12-07 17:40: where the tiles model's compiled step spends its host time (0.67x stock compiled on the H100,
                # 12-07 16:14): torch.profiler and cProfile of the host's Python over 3 steps (.ci/gpu_torch.py --profile)
         # Predicted: the compiled step host-bound (~12 ms against ~7 of GPU work), each tiles op 30-50 us of host time
