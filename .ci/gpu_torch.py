@@ -352,7 +352,7 @@ def compiled_and_timed(budget, out: Path, n: int):
     run()
 
 
-def profile_steps(out: Path, n: int = 3):
+def profile_steps(out: Path, n: int = 3, graphs: bool = True):
     """Where a step's time goes: torch.profiler over n steps of the tiles model, eager and compiled (host time and
     device time per op, top 20 each), and how often the cuda runtime's launch memo missed (a miss traces, checks
     and packs the launch again)."""
@@ -389,6 +389,8 @@ def profile_steps(out: Path, n: int = 3):
     text = "\n".join(report)
     (out / "profile.txt").write_text(text)
     print(text[-6000:], flush=True)
+    if not graphs:
+        return
     # the same steps with the host out of the way: compiled with CUDA graphs (torch.compile's "reduce-overhead")
     times = {}
     for name, model in zip(("stock", "tiles"), make_models(4)):
@@ -452,6 +454,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--timed-steps", type=int, default=20)
     ap.add_argument("--profile", action="store_true", help="only profile_steps: where a step's time goes")
+    ap.add_argument("--no-graphs", action="store_true", help="--profile without the CUDA-graph step times")
     ap.add_argument("--device", default="cuda",
                     help="cpu: only the op checks, on the reference interpreter (a dry run)")
     a = ap.parse_args()
@@ -463,7 +466,7 @@ def main():
                    backend=tt.backend_name(torch.device(DEV)))
     print(json.dumps({k: results[k] for k in ("device", "torch", "backend")}), flush=True)
     if a.profile:
-        return profile_steps(out)
+        return profile_steps(out, graphs=not a.no_graphs)
     b = a.budget   # each section starts only before its share of the budget has gone
     opcheck_all(b * 0.2)
     numerics(b * 0.35)

@@ -100,6 +100,7 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
+#   next1243   12-07 18:35: on an H200 standing1206c, else host1242 (no graphs), merge1241 (1x128256) and fill1241
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
 #   next1216   plain1216, then issue 20's table on an H200
 #   given1218a 12-07 03:50: whole-word pairs and launch facts (TC_ASSUME): row kernels against ee436c1 and b6a4f9c
@@ -311,6 +312,11 @@ for s in "$@"; do
                # blocks (BC 64: half the registers) at 50257 / 50256 columns. Predicted: SPLIT 16 10-30% faster
         for k in softmax rmsnorm layernorm; do timeout 120 python3 -m tiles compare $k --backends cuda --no-compile \
             --no-libraries --shapes 4096x50257 4096x50256 --set SPLIT=8,16,32 BC=64,128 2>&1 | r; done ;;
+    next1243)  # 12-07 18:35, with ~700 s of device time left: on an H200 issue 20's table (standing1206c); else the host
+               # time (host1242, its profile without the CUDA-graph part), the decode rows' merge (merge1241 at 1x128256
+               # only) and the shifted fill (fill1241)
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
+        NO_GRAPHS=1 DECODE_ONLY=1 bash "$0" host1242 merge1241 fill1241 ;;
     next1240)  # planned 12-07 16:30 for the next session: on an H200 issue 20's table (standing1206c; grid1209 in a call
                # of its own); else merge1241, fill1241 and host1242
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
@@ -326,7 +332,7 @@ for s in "$@"; do
         timeout 60 python3 scripts/op_host_time.py 2>&1 | tee "$OUT/op_host_time.log"
         (cd build/var && PYTHONPATH=$PWD timeout 60 python3 ../../scripts/op_host_time.py 2>&1 | sed 's/^/before: /' | \
             tee -a "$OUT/op_host_time.log")
-        timeout 240 python3 .ci/gpu_torch.py --profile --out "$OUT/host" 2>&1 | tail -150 > "$OUT/host1242.log"
+        timeout 240 python3 .ci/gpu_torch.py --profile ${NO_GRAPHS:+--no-graphs} --out "$OUT/host" 2>&1 | tail -150 > "$OUT/host1242.log"
         echo "== host rc=$?"; grep -E "step times|memo" "$OUT/host1242.log" ;;
     fill1241)  # 12-07 17:05: the synchronous fill of a shared tile from rows off 16-byte alignment (load_shifted) reads a
                # thread's 8 chunks in one batch, where batches of 4 made two round trips a tile (softmax_fwd at 4096x50257:
@@ -344,10 +350,11 @@ for s in "$@"; do
                 # block, one block an SM there. Predicted: softmax 1x128256 26.5 -> 20-23 us, rmsnorm 16.5 -> 12-14,
                 # layernorm 32.0 -> 25-28; 4096-row shapes unchanged (SPLIT 8)
         for k in softmax rmsnorm layernorm; do
+            shapes="1x128256"; [ -n "${DECODE_ONLY:-}" ] || shapes="$shapes 16x128256"
             echo "== $k, HEAD"; timeout 50 python3 -m tiles compare $k --backends cuda --no-compile --no-libraries \
-                --shapes 1x128256 16x128256 2>&1 | r
+                --shapes $shapes 2>&1 | r
             echo "== $k, part_chunk32"; (cd build/var && PYTHONPATH=$PWD timeout 50 python3 -m tiles compare $k \
-                --backends cuda --no-compile --no-libraries --shapes 1x128256 16x128256 2>&1 | r); done ;;
+                --backends cuda --no-compile --no-libraries --shapes $shapes 2>&1 | r); done ;;
     why1240)  # 12-07 16:30: why more warps in flight did not speed softmax 4096x50257's two passes (rows1240: SPLIT 8 /
               # 32 at 863 / 840 us), ncu memory and warp-state figures of both launches at SPLIT 8 and 32; then where
               # layernorm's decode step (1x128256: 32.0 us against torch.compile's 11.4) spends its time
