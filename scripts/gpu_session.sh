@@ -101,6 +101,7 @@
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
 #   next1243   12-07 18:35: on an H200 standing1206c, else host1242 (no graphs), merge1241 (1x128256) and fill1241
+#   next1244   12-07 19:00: on an H200 issue 20's forward rows, else host1242 (no graphs)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
 #   next1216   plain1216, then issue 20's table on an H200
 #   given1218a 12-07 03:50: whole-word pairs and launch facts (TC_ASSUME): row kernels against ee436c1 and b6a4f9c
@@ -312,6 +313,14 @@ for s in "$@"; do
                # blocks (BC 64: half the registers) at 50257 / 50256 columns. Predicted: SPLIT 16 10-30% faster
         for k in softmax rmsnorm layernorm; do timeout 120 python3 -m tiles compare $k --backends cuda --no-compile \
             --no-libraries --shapes 4096x50257 4096x50256 --set SPLIT=8,16,32 BC=64,128 2>&1 | r; done ;;
+    next1244)  # 12-07 19:00, ~300 s of device time left: on an H200 issue 20's forward rows (standing1206c's first half);
+               # else host1242 without the CUDA-graph part
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            rows="4x32x8192x128 4x32x8192x128,causal 4x32/8x8192x128,causal 2x32/8x16384x128,causal 8x16x2048x128,causal \
+                16x16x4096x64 16x16x4096x64,causal"
+            echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
+                --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
+        NO_GRAPHS=1 bash "$0" host1242 ;;
     next1243)  # 12-07 18:35, with ~700 s of device time left: on an H200 issue 20's table (standing1206c); else the host
                # time (host1242, its profile without the CUDA-graph part), the decode rows' merge (merge1241 at 1x128256
                # only) and the shifted fill (fill1241)
