@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import os
 
-from .cache import Entry, cache_dir, entries, forget, identity, judge, key_of, read_file, source_hash, store, summary
+import numpy as np
+
+from .cache import (Entry, cache_dir, entries, forget, generation, identity, judge, key_of, read_file, source_hash,
+                    store, summary)
 from .model import model, model_device, work
 from .search import Candidate, Result, candidates, defaults, prune, rank, search
 from .space import Shaped, Space, pow2, shapes_of
@@ -45,27 +48,29 @@ def resolve(kfn, b, args, overrides: dict) -> dict:
     call's `tune` switch.
 
     What it depends on (the arguments' shapes and dtypes, the scalars, the keywords, the backend and its target,
-    the cache's entries as this process holds them) is remembered per launch, so that a model's repeated launches
-    do not pay the lookup: a kernel's tune_key and heuristic see shapes, dtypes and scalar values, never addresses
-    or strides. A launch that may search (tune=True, TILES_AUTOTUNE=1) is never remembered."""
+    the cache's folder and the entries this process holds) is remembered per launch, so that a model's repeated
+    launches do not pay the lookup: a kernel's tune_key and heuristic see shapes, dtypes and scalar values, never
+    addresses or strides. A launch that may search (tune=True, TILES_AUTOTUNE=1) is never remembered."""
     mode = overrides.pop("tune", None)
     if mode or os.environ.get("TILES_AUTOTUNE") == "1":
         return _resolve(kfn, b, args, overrides, mode)
-    table = entries(kfn) if kfn.tune is not None else None   # a new dict whenever the cache changes
     try:
-        key = (kfn, b.name, b.target, mode, tuple(overrides.items()), tuple(map(_signature, args)))
+        key = (kfn, b.name, b.target, mode, tuple(overrides.items()), tuple(map(_signature, args)),
+               os.environ.get("TILES_CACHE"), generation())
         hit = _RESOLVED.get(key)
     except TypeError:   # an unhashable keyword: nothing to remember it by
         return _resolve(kfn, b, args, overrides, mode)
-    if hit is None or hit[0] is not table:
+    if hit is None:
         if len(_RESOLVED) >= RESOLVED_MEMO:
             _RESOLVED.clear()
-        hit = _RESOLVED[key] = (table, _resolve(kfn, b, args, overrides, mode))
-    return dict(hit[1])
+        hit = _RESOLVED[key] = _resolve(kfn, b, args, overrides, mode)
+    return dict(hit)
 
 
 def _signature(a):
-    shape = getattr(a, "shape", None)
+    """An argument as a configuration may depend on it: an array's shape and dtype, a scalar's value (numpy's
+    scalars have a shape too)."""
+    shape = None if isinstance(a, np.generic) else getattr(a, "shape", None)
     return (type(a), a) if shape is None else (tuple(shape), a.dtype)
 
 

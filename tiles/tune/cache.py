@@ -184,6 +184,13 @@ def judge(raw, kfn=None) -> tuple[Entry | None, str]:
 
 
 _MEMORY: dict = {}   # (kernel, $TILES_CACHE) -> {key: config} of the valid entries: launches read this, not the disk
+_GENERATION = [0]    # counts the changes to what this process holds of the cache (store, forget)
+
+
+def generation() -> int:
+    """A number that changes whenever an entry this process holds may have changed: what a launch resolved
+    before is stale then (tune.resolve)."""
+    return _GENERATION[0]
 
 
 def entries(kfn) -> dict:
@@ -218,12 +225,14 @@ def store(kfn, entry: Entry) -> Path:
     tmp.write_text(json.dumps({"entries": keep}, indent=1))
     tmp.replace(path)   # atomic: a concurrent reader sees the old file or the new one
     _MEMORY.pop((kfn, os.environ.get("TILES_CACHE")), None)
+    _GENERATION[0] += 1
     return path
 
 
 def forget() -> None:
     """Drop what this process read from the cache (after another process wrote it, or `tiles cache clear`)."""
     _MEMORY.clear()
+    _GENERATION[0] += 1
 
 
 def key_of(kfn, b, args, overrides: dict) -> tuple:
