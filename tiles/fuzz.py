@@ -268,6 +268,10 @@ class Generator:
         elif op in ("exp", "exp2"):                 # a bounded argument
             ch.emit(f"tl.tanh({u}, {t})")
             ch.emit(f"tl.{op}({u}, {u})")
+        elif op in ("sin", "cos"):                  # inside |x| <= 10, where their bounds hold (docs/design.md)
+            ch.emit(f"tl.tanh({u}, {t})")
+            ch.emit(f"tl.mul({u}, {u}, 8.0)")
+            ch.emit(f"tl.{op}({u}, {u})")
         else:
             ch.emit(f"tl.{op}({u}, {t})")
         return u
@@ -276,9 +280,10 @@ class Generator:
         rng = self.rng
         op = rng.choice(("add", "sub", "mul", "max", "min", "div", "pow"))
         u = ch.tile()
-        if op == "pow":
+        if op == "pow":   # a base in [0.25, 8]: |p log2 x| <= 10 for every p drawn, where pow's bound holds
             ch.emit(f"tl.abs({u}, {t})")
             ch.emit(f"tl.add({u}, {u}, 0.25)")
+            ch.emit(f"tl.min({u}, {u}, 8.0)")
             ch.emit(f"tl.pow({u}, {u}, {rng.choice(('2.0', '0.5', '3', '-1.5', 's'))})")
             return u
         other = rng.choice(("scalar", "const", "tile"))
@@ -372,6 +377,10 @@ class Generator:
     def _vec_unary(self, ch, v, axis):
         u = ch.vec(axis)
         op = self.rng.choice(("abs", "neg", "tanh", "sigmoid", "silu", "gelu", "relu", "erf", "sin"))
+        if op == "sin":   # inside |x| <= 10, as the tiles' sin
+            ch.emit(f"tl.tanh({u}, {v})")
+            ch.emit(f"tl.mul({u}, {u}, 8.0)")
+            v = u
         ch.emit(f"tl.{op}({u}, {v})")
         return u
 
