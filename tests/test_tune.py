@@ -283,6 +283,14 @@ def test_cache_hit_and_miss():
     assert_close(y, 2.0 * x.astype(np.float64), "f32")
 
 
+def store_winner(kfn, b, a, config):
+    """A tuned entry for kfn's launch on backend b with arguments a."""
+    target, device, tk = tune.identity(b)
+    key = tune.key_of(kfn, b, a, {})
+    tune.store(kfn, tune.Entry("scale", tune.source_hash(kfn), target, device, tk, list(key[3]),
+                               [list(x) if isinstance(x, tuple) else x for x in key[4]], [], config, 1e-3))
+
+
 # scale's body, with a heuristic: 32 rows a block for arrays of 8 rows or fewer
 few_rows = tl.kernel(scale.fn, configs={"default": dict(BR=16, BC=16)},
                      tune={"default": dict(BR=[16, 32], BC=[16, 32])},
@@ -302,11 +310,7 @@ def test_heuristic_sets_the_default_for_a_shape_below_the_cache_and_the_caller()
     assert tune.resolve(few_rows, ref, few, {"BR": 16}) == {"BR": 16}
     assert tune.resolve(few_rows, ref, few, {"BC": 32}) == {"BR": 32, "BC": 32}   # BC: not one the heuristic sets
     assert tune.candidates(few_rows, None, few, {})[0].config == {"BR": 32, "BC": 16}
-    target, device, tk = tune.identity(ref)
-    key = tune.key_of(few_rows, ref, few, {})
-    tune.store(few_rows, tune.Entry("scale", tune.source_hash(few_rows), target, device, tk, list(key[3]),
-                                    [list(x) if isinstance(x, tuple) else x for x in key[4]], [],
-                                    {"BR": 16, "BC": 32}, 1e-3))
+    store_winner(few_rows, ref, few, {"BR": 16, "BC": 32})
     assert tune.resolve(few_rows, ref, few, {}) == {"BR": 16, "BC": 32}
     y, x = few
     assert few_rows(y, x, backend="reference", tune=False).consts == {"BR": 32, "BC": 16}
@@ -330,11 +334,7 @@ def test_a_launch_resolves_its_keywords_once_per_signature():
     assert len(seen) == 1
     assert tune.resolve(counted, ref, args(6, 48), {}) == {"BR": 32} and len(seen) == 2
     assert tune.resolve(counted, ref, few, {"BC": 32}) == {"BR": 32, "BC": 32} and len(seen) == 3
-    target, device, tk = tune.identity(ref)
-    key = tune.key_of(counted, ref, few, {})
-    tune.store(counted, tune.Entry("scale", tune.source_hash(counted), target, device, tk, list(key[3]),
-                                   [list(x) if isinstance(x, tuple) else x for x in key[4]], [],
-                                   {"BR": 16, "BC": 32}, 1e-3))
+    store_winner(counted, ref, few, {"BR": 16, "BC": 32})
     assert tune.resolve(counted, ref, few, {}) == {"BR": 16, "BC": 32}
     assert tune.resolve(counted, ref, few, {"tune": False}) == {"BR": 32}   # the default, asked for
 
