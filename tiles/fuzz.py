@@ -268,13 +268,18 @@ class Generator:
         elif op in ("exp", "exp2"):                 # a bounded argument
             ch.emit(f"tl.tanh({u}, {t})")
             ch.emit(f"tl.{op}({u}, {u})")
-        elif op in ("sin", "cos"):                  # inside |x| <= 10, where their bounds hold (docs/design.md)
-            ch.emit(f"tl.tanh({u}, {t})")
-            ch.emit(f"tl.mul({u}, {u}, 8.0)")
+        elif op in ("sin", "cos"):
+            self._trig_argument(ch, u, t)
             ch.emit(f"tl.{op}({u}, {u})")
         else:
             ch.emit(f"tl.{op}({u}, {t})")
         return u
+
+    @staticmethod
+    def _trig_argument(ch, u, t):
+        """u = 8 tanh(t): inside |x| <= 10, where sin's and cos's bounds hold (docs/design.md)."""
+        ch.emit(f"tl.tanh({u}, {t})")
+        ch.emit(f"tl.mul({u}, {u}, 8.0)")
 
     def step_binary(self, ch, t):
         rng = self.rng
@@ -377,9 +382,8 @@ class Generator:
     def _vec_unary(self, ch, v, axis):
         u = ch.vec(axis)
         op = self.rng.choice(("abs", "neg", "tanh", "sigmoid", "silu", "gelu", "relu", "erf", "sin"))
-        if op == "sin":   # inside |x| <= 10, as the tiles' sin
-            ch.emit(f"tl.tanh({u}, {v})")
-            ch.emit(f"tl.mul({u}, {u}, 8.0)")
+        if op == "sin":
+            self._trig_argument(ch, u, v)
             v = u
         ch.emit(f"tl.{op}({u}, {v})")
         return u
