@@ -455,6 +455,8 @@ def main():
     ap.add_argument("--timed-steps", type=int, default=20)
     ap.add_argument("--profile", action="store_true", help="only profile_steps: where a step's time goes")
     ap.add_argument("--no-graphs", action="store_true", help="--profile without the CUDA-graph step times")
+    ap.add_argument("--only", default="", help="comma-separated sections to run (opcheck, numerics, graphs, "
+                                               "training, compiled); default: all")
     ap.add_argument("--device", default="cuda",
                     help="cpu: only the op checks, on the reference interpreter (a dry run)")
     a = ap.parse_args()
@@ -468,12 +470,18 @@ def main():
     if a.profile:
         return profile_steps(out, graphs=not a.no_graphs)
     b = a.budget   # each section starts only before its share of the budget has gone
-    opcheck_all(b * 0.2)
-    numerics(b * 0.35)
+    run = set(a.only.split(",")) if a.only else {"opcheck", "numerics", "graphs", "training", "compiled"}
+    if "opcheck" in run:
+        opcheck_all(b * 0.2)
+    if "numerics" in run:
+        numerics(b * 0.35)
     if DEV == "cuda":
-        graphs(b * 0.45)
-        training(b * 0.55, out, a.steps)
-        compiled_and_timed(b * 0.7, out, a.timed_steps)
+        if "graphs" in run:
+            graphs(b * 0.45)
+        if "training" in run:
+            training(b * 0.55, out, a.steps)
+        if "compiled" in run:
+            compiled_and_timed(b * 0.7, out, a.timed_steps)
     save()
     failed = results["failed"]
     print(f"{len(results['checks']) - len(failed)} passed, {len(failed)} failed" +

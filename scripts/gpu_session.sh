@@ -100,6 +100,9 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
+#   replay1250 12-07 20:50: tiles.torch's replayed ops on the GPU: tests, numerics, host time per op against 4edcadd
+#              (carry build/old), the model's steps
+#   next1250   replay1250, then issue 20's table on an H200
 #   next1243   12-07 18:35: on an H200 standing1206c, else host1242 (no graphs), merge1241 (1x128256) and fill1241
 #   next1244   12-07 19:00: on an H200 issue 20's forward rows, else host1242 (no graphs)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
@@ -321,6 +324,23 @@ for s in "$@"; do
             echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
                 --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
         NO_GRAPHS=1 bash "$0" host1242 ;;
+    replay1250)  # 12-07 20:50: tiles.torch's ops replayed per signature (tiles/torch/replay.py; the CUDA runtime's Prepared:
+                 # addresses written into the packed parameters, one driver call a kernel). First what must hold: the
+                 # replay tests on CUDA tensors, every op against float64 and the CUDA graph of the model (gpu_torch);
+                 # then the host time per op against the tree before it (build/old = 4edcadd, carried), and the
+                 # model's steps. Predicted (H100 host 12-07 19:13: rmsnorm 165, softmax 124, attention 155, rotary
+                 # 210 us a call): rmsnorm 45-60, softmax 40-50, attention 50-65, rotary 50-60; the compiled model's
+                 # host time a step 6.3 -> ~2 ms, its step 11.9 -> 8-9 ms (stock compiled 7.95)
+        timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_torch_replay.py 2>&1 | tail -4
+        timeout 200 python3 .ci/gpu_torch.py --only opcheck,numerics,graphs --out "$OUT/replay" 2>&1 | \
+            grep -E "FAIL|passed|failed" | tail -12
+        timeout 60 python3 scripts/op_host_time.py 2>&1 | tee "$OUT/op_host_time.log"
+        (cd build/old && PYTHONPATH=$PWD timeout 60 python3 ../../scripts/op_host_time.py 2>&1 | sed 's/^/before: /' | \
+            tee -a "$OUT/op_host_time.log")
+        timeout 240 python3 .ci/gpu_torch.py --profile --no-graphs --out "$OUT/host" 2>&1 | tail -150 > "$OUT/replay1250.log"
+        echo "== host rc=$?"; grep -E "step times|memo" "$OUT/replay1250.log" ;;
+    next1250)  # 12-07 20:50: replay1250 on whatever card comes; then issue 20's table on an H200
+        then_table replay1250 ;;
     next1243)  # 12-07 18:35, with ~700 s of device time left: on an H200 issue 20's table (standing1206c); else the host
                # time (host1242, its profile without the CUDA-graph part), the decode rows' merge (merge1241 at 1x128256
                # only) and the shifted fill (fill1241)

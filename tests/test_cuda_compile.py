@@ -564,11 +564,94 @@ def test_a_launch_is_programmatic_where_its_code_waits(target, monkeypatch):
     as PTX the driver compiles) has no griddepcontrol.wait, and launches as an ordinary launch."""
     rt = object.__new__(runtime.Runtime)
     rt.target, rt.max_smem, rt.sms, rt.tensor_maps, rt.programmatic = target, 227 * 1024, 132, {}, True
-    rt.prepare = lambda k, device, schedule=None: (rt.generate(k, schedule), 0xF00)
+    rt.compiled = lambda k, device, schedule=None: (rt.generate(k, schedule), 0xF00)
     rt.tensor_map = lambda spec, address: np.zeros(1, runtime.TENSOR_MAP)
     args = gemm_args()
     launch = rt.plan_launch(gemm.trace(args, target), args, device=0)
     assert launch.programmatic == (target == "sm_90a")
+
+
+class FakeWorkspaces:
+    """A backend's temporaries (Backend.workspace) without a GPU: one fake array per (shape, dtype, fill, nth),
+    kept, at addresses of their own."""
+
+    def __init__(self):
+        self.arrays: dict = {}
+
+    def workspace(self, spec, like, nth=0):
+        key = (spec.shape, spec.dtype, spec.fill, nth)
+        if key not in self.arrays:
+            self.arrays[key] = FakeDeviceArray(spec.shape, tl.dtypes.of(spec.dtype).name, ptr=(3 + len(self.arrays)) << 32)
+        return self.arrays[key]
+
+
+def fake_runtime(target: str) -> runtime.Runtime:
+    """A Runtime that plans and packs as on a Hopper GPU: no cubins (a fake function), tensor maps whose bytes
+    are their address and a digest of their spec, launches kept (`issued`: function, grid, block and the
+    parameter bytes as the driver would read them)."""
+    import types
+    rt = object.__new__(runtime.Runtime)
+    rt.target, rt.max_smem, rt.sms, rt.tensor_maps, rt.programmatic = target, 227 * 1024, 132, {}, True
+    rt.compiled = lambda k, device, schedule=None: (rt.generate(k, schedule), 0xF00)
+    rt.tensor_map = lambda spec, address: np.array([address, hash(spec) & (2**63 - 1)] + [0] * 14, "<u8").view(
+        runtime.TENSOR_MAP)
+    rt.cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0),
+                                                               get_current_stream=lambda: types.SimpleNamespace(ptr=7)))
+    rt.issued = []
+    rt.issue = lambda launch, stream: rt.issued.append((launch.args, bytes(launch.buffer)))
+    return rt
+
+
+def moved(args, by: int):
+    """The arguments again, each array at an address `by` further on (the same shapes, strides and dtypes)."""
+    return [FakeDeviceArray(a.shape, a.dtype, ptr=a.__cuda_array_interface__["data"][0] + by, strides=a.strides)
+            if isinstance(a, FakeDeviceArray) else a for a in args]
+
+
+def prepared_cases():
+    from tiles.kernels import attention, rmsnorm, softmax
+    q, lse = FakeDeviceArray((2, 4, 256, 128), "bf16", ptr=1 << 24), FakeDeviceArray((2, 4, 256), "f32", ptr=2 << 24)
+    kv = [FakeDeviceArray((2, 2, 256, 128), "bf16", ptr=(3 + i) << 24) for i in range(2)]
+    rows = [FakeDeviceArray((16, 128, 64), "bf16", ptr=(5 + i) << 24) for i in range(2)]   # (rows, C/K, K)
+    wide = [FakeDeviceArray((16, 8192), "bf16", ptr=(7 + i) << 24) for i in range(2)]
+    def distinct(m, n, k):   # gemm_args puts every array at one address
+        return [FakeDeviceArray(a.shape, a.dtype, ptr=(11 + i) << 24) for i, a in enumerate(gemm_args(m, n, k))]
+    yield "gemm", gemm, distinct(256, 512, 1024), {}, True
+    yield "gemm, K split", gemm, distinct(64, 256, 4096), dict(SPLIT=4, BM=64, BN=128), True
+    yield "attention", attention.attention_fwd, [q, lse, q, *kv, 0.125], dict(D=128, causal=True), True
+    yield "softmax, split in two steps", softmax.softmax_fwd, wide, dict(SPLIT=4), False
+    yield "rmsnorm rows", rmsnorm.rmsnorm_rows, [rows[0], FakeDeviceArray((16, 1), "f32", ptr=9 << 24), rows[1],
+                                                 FakeDeviceArray((128, 64), "bf16", ptr=10 << 24), 1e-6], \
+        rmsnorm.launch_plan(16, 8192), False
+
+
+@pytest.mark.parametrize("name,kfn,args,kw,maps", list(prepared_cases()), ids=[c[0] for c in prepared_cases()])
+def test_a_prepared_launch_packs_what_a_fresh_plan_packs_for_the_new_addresses(name, kfn, args, kw, maps):
+    """Backend.prepare on the GPU (runtime.Prepared): called with every array 16 MB further on, each step's
+    parameter bytes (addresses, shapes, strides, scalars, tensor maps re-made for the new addresses) are those a
+    fresh plan of the moved arrays packs; the temporaries keep theirs (kept workspaces)."""
+    rt, ws = fake_runtime("sm_90a"), FakeWorkspaces()
+    prepared = rt.prepare(ws, kfn, args, dict(kw))
+    assert prepared is not None
+    new = moved(args, 1 << 24)
+    prepared([a.__cuda_array_interface__["data"][0] if isinstance(a, FakeDeviceArray) else 0 for a in new])
+    from tiles.backend import placed, temporaries
+    steps = kfn.steps(new, "sm_90a", **kw)
+    fresh = [rt.plan_launch(f.trace(a, "sm_90a", **k), a, 0) for f, a, k in
+             placed(steps, {t: ws.workspace(t, None, nth) for t, nth in temporaries(steps)})]
+    assert len(rt.issued) == len(fresh) >= 1
+    for (launch_args, got), want in zip(rt.issued, fresh):
+        assert launch_args == want.args and got == bytes(want.buffer)
+    assert any(spec is not None for _, slots in prepared.launches for _, _, spec in slots) == maps
+
+
+def test_a_prepared_launch_refuses_an_address_off_alignment_before_any_step():
+    rt = fake_runtime("sm_90a")
+    args = gemm_args(64, 256, 4096)
+    prepared = rt.prepare(FakeWorkspaces(), gemm, args, dict(SPLIT=4, BM=64, BN=128))
+    with pytest.raises(TileError, match="argument A: data must start on a 16-byte boundary"):
+        prepared([1 << 30, (1 << 30) + 8, 1 << 31])
+    assert rt.issued == []
 
 
 def test_launch_errors_name_the_driver_error(monkeypatch):

@@ -6,6 +6,7 @@ cheaply: heavy imports (cupy, hip-python, PyObjC) happen in `available()` or at 
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
 import os
@@ -89,23 +90,23 @@ class Backend:
             main = main or (k if f is kfn else None)
         return main
 
+    def prepare(self, kfn, args, **overrides):
+        """The launch of kfn on these arguments as a callable that launches it again on arrays of the same
+        signature (shapes, strides, dtypes, devices, 16-byte alignment, which of them share an address; the scalars'
+        values) at other addresses: prepared(addresses), one per argument (a scalar's is ignored). None where this
+        backend cannot (a device backend without its own). The caller keys what it prepares by that signature
+        (tiles/torch/replay.py). Host backends rebuild the arrays at the new addresses and launch as before; a
+        device backend's plans, checks and packs once (the CUDA runtime's Prepared)."""
+        return HostPrepared(self, kfn, args, overrides) if self.kind in ("reference", "emulator") else None
+
     def steps(self, kfn, args, overrides: dict) -> list[tuple]:
         """kfn's launches for these arguments (KernelFn.steps), its temporaries allocated here."""
         steps = kfn.steps(args, self.target, **overrides)
-        if not any(isinstance(a, tune.Shaped) for _, a_, _ in steps for a in a_):
+        temps = temporaries(steps)
+        if not temps:
             return steps
         like = next((a for a in args if hasattr(a, "shape")), None)
-        temps: dict = {}   # one array per temporary, however many steps view it
-
-        def place(a):
-            if not isinstance(a, tune.Shaped):
-                return a
-            base = a.base or a
-            if base not in temps:   # nth: two temporaries alike (softmax's maxes and sums) get two arrays
-                nth = sum(_alike(base, b) for b in temps)
-                temps[base] = self.workspace(base, like, nth)
-            return temps[base] if base is a else temps[base].reshape(a.shape)
-        return [(f, [place(a) for a in a_], kw) for f, a_, kw in steps]
+        return placed(steps, {base: self.workspace(base, like, nth) for base, nth in temps})
 
     def workspace(self, spec, like, nth: int = 0):
         """A temporary array of spec's shape and dtype where `like` lives, reused by later launches of its shape
@@ -161,6 +162,50 @@ class Emulator(Backend):
             if isinstance(a, np.ndarray) and h is not a:
                 np.copyto(a, h)
         return k
+
+
+def temporaries(steps) -> list[tuple]:
+    """(temporary, nth) for each temporary (tune.Shaped) that steps allocate, in the order they first appear: one
+    array each, however many steps view it; nth counts the temporaries alike before it (softmax's maxes and sums
+    get two arrays)."""
+    out: list = []
+    for _, args, _ in steps:
+        for a in args:
+            if isinstance(a, tune.Shaped) and (a.base or a) not in [t for t, _ in out]:
+                base = a.base or a
+                out.append((base, sum(_alike(base, t) for t, _ in out)))
+    return out
+
+
+def placed(steps, arrays: dict) -> list[tuple]:
+    """steps with each temporary replaced by its array (arrays: temporary -> array), a view where a step sees it
+    in another shape."""
+    def place(a):
+        if not isinstance(a, tune.Shaped):
+            return a
+        return arrays[a] if a.base is None else arrays[a.base].reshape(a.shape)
+    return [(f, [place(a) for a in a_], kw) for f, a_, kw in steps]
+
+
+class HostPrepared:
+    """Backend.prepare on host memory: each call views the memory at the new addresses as the arrays the launch
+    was prepared with (numpy, the same shapes, strides and dtypes) and launches them."""
+
+    def __init__(self, backend: Backend, kfn, args, overrides: dict):
+        self.backend, self.kfn, self.overrides = backend, kfn, overrides
+        self.args = [(a.shape, a.strides, a.dtype) if isinstance(a, np.ndarray) else a for a in args]
+
+    def __call__(self, addresses) -> None:
+        args = [host_array(addr, *a) if isinstance(a, tuple) else a for addr, a in zip(addresses, self.args)]
+        self.backend.launch(self.kfn, args, **self.overrides)
+
+
+def host_array(address: int, shape, strides, dtype) -> np.ndarray:
+    """The host memory at `address` as an array of this shape, byte strides (non-negative) and dtype: a view,
+    which the memory's owner must outlive."""
+    span = dtype.itemsize + sum((n - 1) * s for n, s in zip(shape, strides)) if all(shape) else 0
+    memory = (ctypes.c_char * span).from_address(address) if span else b""
+    return np.ndarray(shape, dtype, buffer=memory, strides=strides)
 
 
 _REGISTRY: dict[str, Backend] = {}

@@ -94,20 +94,29 @@ class CudaBackend(Backend):
             main = main or (k if f is kfn else None)
         return main
 
+    def prepare(self, kfn, args, **overrides):
+        if any(isinstance(a, np.ndarray) for a in args):   # host arrays: a launch copies them (call)
+            return None
+        return self.runtime.prepare(self, kfn, args, tune.resolve(kfn, self, args, overrides))
+
     def workspace(self, spec, like, nth: int = 0):
         if type(like).__module__.startswith("torch"):
-            import torch
-            dtype = getattr(torch, spec.dtype.name)
-            if spec.fill is None:   # torch's caching allocator, which orders reuse by stream
-                return torch.empty(spec.shape, dtype=dtype, device=like.device)
-            # kept from launch to launch (what each leaves behind is the fill), one per stream: launches on two
-            # streams may run at once
-            key = (spec.shape, spec.dtype, spec.fill, str(like.device), torch.cuda.current_stream(like.device).cuda_stream,
-                   nth)
-            if key not in self._workspaces:
-                self._workspaces[key] = torch.full(spec.shape, spec.fill, dtype=dtype, device=like.device)
-            return self._workspaces[key]
+            return self.torch_workspace(spec, like.device, nth)
         return super().workspace(spec, like, nth)
+
+    def torch_workspace(self, spec, device, nth: int = 0):
+        """A temporary for launches on torch tensors on `device`: from torch's caching allocator, which orders reuse
+        by stream; one with a fill is kept from launch to launch (what each leaves behind is the fill), one per
+        stream: launches on two streams may run at once."""
+        import torch
+        from .runtime import torch_stream
+        dtype = getattr(torch, spec.dtype.name)
+        if spec.fill is None:
+            return torch.empty(spec.shape, dtype=dtype, device=device)
+        key = (spec.shape, spec.dtype, spec.fill, device, torch_stream(device.index), nth)
+        if key not in self._workspaces:
+            self._workspaces[key] = torch.full(spec.shape, spec.fill, dtype=dtype, device=device)
+        return self._workspaces[key]
 
 
 register(CudaBackend())

@@ -15,6 +15,7 @@ share their memory, so the outputs the op allocated are written in place.
 from __future__ import annotations
 
 import os
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -68,9 +69,34 @@ def numpy_view(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
-def launch(kfn, args, name: str = "", **consts):
-    """Launch a tiles kernel on torch tensors (and Python numbers) where they live."""
+# the op body being recorded on this thread (replay.Recording), if any: what it allocates and launches
+_recording = threading.local()
+
+
+def recording():
+    return getattr(_recording, "current", None)
+
+
+def empty(shape, like: torch.Tensor, dtype=None) -> torch.Tensor:
+    """An op's new tensor (an output or a temporary) on like's device, in dtype (default like's)."""
+    t = torch.empty(shape, dtype=dtype or like.dtype, device=like.device)
+    rec = recording()
+    if rec is not None:
+        rec.allocations.append(t)
+    return t
+
+
+def launch(kfn, args, name: str = "", **consts) -> None:
+    """Launch a tiles kernel on torch tensors (and Python numbers) where they live. While an op's body is being
+    recorded, the launch is prepared (Backend.prepare) and run as prepared, so that the first call runs what a
+    replay will."""
     b = resolve([a for a in args if isinstance(a, torch.Tensor)], name)
-    if b.kind in HOST_KINDS:
-        args = [numpy_view(a) if isinstance(a, torch.Tensor) else a for a in args]
-    return b.launch(kfn, list(args), **consts)
+    arrays = [numpy_view(a) if isinstance(a, torch.Tensor) else a for a in args] if b.kind in HOST_KINDS else list(args)
+    rec = recording()
+    prepared = None if rec is None else b.prepare(kfn, arrays, **consts)
+    if rec is not None:
+        rec.launches.append((prepared, args))
+    if prepared is None:
+        b.launch(kfn, arrays, **consts)
+    else:
+        prepared([a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args])

@@ -16,15 +16,16 @@ import torch
 from torch import Tensor
 
 from tiles.dsl import TileError
+from tiles.types import ALIGN
 from tiles.kernels import attention as _attn, attention_bwd as _attn_bwd, gemm as _gemm, gemm_fp8 as _gemm_fp8
 from tiles.kernels import layernorm as _ln, rmsnorm as _rms, rotary as _rot, softmax as _sm
 
-from .dispatch import launch
+from .dispatch import empty, launch
+from .replay import keep, replayed
 
 HALF = (torch.bfloat16, torch.float16)
 FLOAT = (torch.bfloat16, torch.float16, torch.float32)
 ATTENTION_HEAD_DIMS = (64, 128)   # the head dims attention's configurations are tuned and tested for
-ALIGN = 16                        # bytes: where a GPU kernel's arrays must start (16-byte vector loads)
 
 
 def _require(ok: bool, message):
@@ -46,10 +47,6 @@ def _operand(t: Tensor) -> Tensor:
     if t.device.type != "cpu" and t.data_ptr() % ALIGN:
         return t.clone(memory_format=torch.contiguous_format)
     return t
-
-
-def _empty(shape, like: Tensor, dtype=None) -> Tensor:
-    return torch.empty(shape, dtype=dtype or like.dtype, device=like.device)
 
 
 # ---- attention -----------------------------------------------------------------------------------------------
@@ -76,12 +73,13 @@ def _check_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool):
 
 
 @torch.library.custom_op("tiles::attention_fwd", mutates_args=())
+@replayed
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, backend: str) -> tuple[Tensor, Tensor]:
     """(O, LSE): O = softmax(q k^T * scale) v per head (GQA: query head h reads kv head h // (H / H_kv)), LSE the
     natural-log log-sum-exp of each row of scores, float32 (B, H, N)."""
     _check_attention(q, k, v, causal)
     q, k, v = map(_operand, (q, k, v))
-    o, lse = _empty(q.shape, q), _empty(q.shape[:3], q, torch.float32)
+    o, lse = empty(q.shape, q), empty(q.shape[:3], q, torch.float32)
     launch(_attn.attention_fwd, (o, lse, q, k, v, float(scale)), backend, D=q.shape[3], causal=causal)
     return o, lse
 
@@ -89,10 +87,11 @@ def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, b
 @attention_fwd.register_fake
 def _(q, k, v, causal, scale, backend):
     _check_attention(q, k, v, causal)
-    return _empty(q.shape, q), _empty(q.shape[:3], q, torch.float32)
+    return empty(q.shape, q), empty(q.shape[:3], q, torch.float32)
 
 
 @torch.library.custom_op("tiles::attention_bwd", mutates_args=())
+@replayed
 def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool, scale: float,
                   backend: str) -> tuple[Tensor, Tensor, Tensor]:
     """(dQ, dK, dV) through the shipped backward: Delta = rowsum(dO * O) scale and LSE in log2 units, then dK, dV
@@ -100,8 +99,8 @@ def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: T
     _check_attention(q, k, v, causal)
     do, q, k, v, o, lse = map(_operand, (do, q, k, v, o, lse))
     d = q.shape[3]
-    delta, lse2, dq_acc = _empty(lse.shape, lse), _empty(lse.shape, lse), _empty(q.shape, q, torch.float32)
-    dq, dk, dv = _empty(q.shape, q), _empty(k.shape, k), _empty(v.shape, v)
+    delta, lse2, dq_acc = empty(lse.shape, lse), empty(lse.shape, lse), empty(q.shape, q, torch.float32)
+    dq, dk, dv = empty(q.shape, q), empty(k.shape, k), empty(v.shape, v)
     launch(_attn_bwd.attention_bwd_pre, (delta, lse2, dq_acc, o, do, lse, float(scale)), backend, D=d)
     launch(_attn_bwd.attention_bwd, (dk, dv, dq_acc, q, k, v, do, lse2, delta, float(scale)), backend, D=d,
            causal=causal)
@@ -111,7 +110,7 @@ def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: T
 
 @attention_bwd.register_fake
 def _(do, q, k, v, o, lse, causal, scale, backend):
-    return _empty(q.shape, q), _empty(k.shape, k), _empty(v.shape, v)
+    return empty(q.shape, q), empty(k.shape, k), empty(v.shape, v)
 
 
 def _attention_setup(ctx, inputs, output):
@@ -157,29 +156,30 @@ def _rows(t: Tensor) -> Tensor:
 
 
 @torch.library.custom_op("tiles::layernorm", mutates_args=())
+@replayed
 def layernorm_fwd(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
                   offset: int, backend: str) -> tuple[Tensor, Tensor]:
     """(Y, H): H = residual + dropout(x, p), Y = layernorm(H) * weight + bias, both in x's dtype."""
     _check_layernorm(x, residual, weight, bias, p, seed, offset)
     xr, rr = _rows(x), _rows(residual)
     weight, bias = _operand(weight), _operand(bias)
-    y, h = _empty(xr.shape, x), _empty(xr.shape, x)
+    y, h = empty(x.shape, x), empty(x.shape, x)
     plan = _ln.launch_plan(*xr.shape, p)
     if plan is None:
-        launch(_ln.layernorm_fwd, (y, h, xr, rr, weight, bias, float(eps), float(p), int(seed), int(offset)), backend,
-               dropout=p > 0)
+        launch(_ln.layernorm_fwd, (y.view(xr.shape), h.view(xr.shape), xr, rr, weight, bias, float(eps), float(p),
+                                   int(seed), int(offset)), backend, dropout=p > 0)
     else:   # the one-pass kernel: (rows, C/K, K) views (the rows of xr and rr are contiguous: _operand)
         k = plan["K"]
-        view = lambda t: t.view(t.shape[0], -1, k)  # noqa: E731 - splits the contiguous last dim
+        view = lambda t: t.view(xr.shape[0], -1, k)  # noqa: E731 - splits the contiguous last dim
         launch(_ln.layernorm_rows, (view(y), view(h), view(xr), view(rr), weight.reshape(-1, k), bias.reshape(-1, k),
                                     float(eps)), backend, **plan)
-    return y.view(x.shape), h.view(x.shape)
+    return y, h
 
 
 @layernorm_fwd.register_fake
 def _(x, residual, weight, bias, eps, p, seed, offset, backend):
     _check_layernorm(x, residual, weight, bias, p, seed, offset)
-    return _empty(x.shape, x), _empty(x.shape, x)
+    return empty(x.shape, x), empty(x.shape, x)
 
 
 def _layernorm_setup(ctx, inputs, output):
@@ -233,26 +233,27 @@ def _check_rmsnorm(x: Tensor, weight: Tensor):
 
 
 @torch.library.custom_op("tiles::rmsnorm", mutates_args=())
+@replayed
 def rmsnorm_fwd(x: Tensor, weight: Tensor, eps: float, backend: str) -> tuple[Tensor, Tensor]:
     """(Y, RSTD): Y = x / sqrt(mean(x^2) + eps) * weight in x's dtype; RSTD float32, one per row of x."""
     _check_rmsnorm(x, weight)
     xr, weight = _rows(x), _operand(weight)
-    y, rstd = _empty(xr.shape, x), _empty(xr.shape[:1], x, torch.float32)
+    y, rstd = empty(x.shape, x), empty(x.shape[:-1], x, torch.float32)
     plan = _rms.launch_plan(*xr.shape)
     if plan is None:
-        launch(_rms.rmsnorm_fwd, (y, rstd, xr, weight, float(eps)), backend)
+        launch(_rms.rmsnorm_fwd, (y.view(xr.shape), rstd.view(-1), xr, weight, float(eps)), backend)
     else:   # the one-pass kernel: (rows, C/K, K) views as layernorm's, RSTD a (rows, 1) column
         k = plan["K"]
-        view = lambda t: t.view(t.shape[0], -1, k)  # noqa: E731 - splits the contiguous last dim
+        view = lambda t: t.view(xr.shape[0], -1, k)  # noqa: E731 - splits the contiguous last dim
         launch(_rms.rmsnorm_rows, (view(y), rstd.view(-1, 1), view(xr), weight.reshape(-1, k), float(eps)), backend,
                **plan)
-    return y.view(x.shape), rstd.view(x.shape[:-1])
+    return y, rstd
 
 
 @rmsnorm_fwd.register_fake
 def _(x, weight, eps, backend):
     _check_rmsnorm(x, weight)
-    return _empty(x.shape, x), _empty(x.shape[:-1], x, torch.float32)
+    return empty(x.shape, x), empty(x.shape[:-1], x, torch.float32)
 
 
 def _rmsnorm_setup(ctx, inputs, output):
@@ -305,16 +306,17 @@ def _spread(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """The interleaved kernel's two 32x32 constants, made once per device and dtype (no host-to-device copy in
     a launch after the first, so none under CUDA graph capture)."""
     if (device, dtype) not in _SPREADS:
-        _SPREADS[device, dtype] = tuple(torch.from_numpy(c).to(device, dtype) for c in _rot._constants("float32"))
+        _SPREADS[device, dtype] = tuple(keep(torch.from_numpy(c).to(device, dtype)) for c in _rot._constants("float32"))
     return _SPREADS[device, dtype]
 
 
 @torch.library.custom_op("tiles::rotary", mutates_args=())
+@replayed
 def rotary_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool,
                backend: str) -> tuple[Tensor, Tensor]:
     """(q', k'): every pair of q and k rotated by its position's angle (cos, sin: (N, D/2))."""
     _check_rotary(q, k, cos, sin, interleaved)
-    qo, ko = _empty(q.shape, q), _empty(k.shape, k)
+    qo, ko = empty(q.shape, q), empty(k.shape, k)
     n, d = q.shape[2:]
     if interleaved:   # (B, H, N*D/32, 32) views: each head's (N, D) block contiguous
         rows = n * d // (2 * _rot.PAIRS)
@@ -330,7 +332,7 @@ def rotary_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool
 @rotary_fwd.register_fake
 def _(q, k, cos, sin, interleaved, backend):
     _check_rotary(q, k, cos, sin, interleaved)
-    return _empty(q.shape, q), _empty(k.shape, k)
+    return empty(q.shape, q), empty(k.shape, k)
 
 
 def _rotary_setup(ctx, inputs, output):
@@ -360,25 +362,26 @@ def rotary(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool 
 # ---- softmax ------------------------------------------------------------------------------------------------
 
 @torch.library.custom_op("tiles::softmax", mutates_args=())
+@replayed
 def softmax_fwd(x: Tensor, backend: str) -> Tensor:
     """softmax over the last dim, in x's dtype."""
     _dtype("softmax x", x, FLOAT)
     _require(x.dim() >= 1, "softmax: x must have at least one dim")
     xr = _rows(x)
-    y = _empty(xr.shape, x)
+    y = empty(x.shape, x)
     plan = _sm.row_plan(*xr.shape)
     if plan is None:
-        launch(_sm.softmax_fwd, (y, xr), backend)
+        launch(_sm.softmax_fwd, (y.view(xr.shape), xr), backend)
     else:
         view = (xr.shape[0], xr.shape[1] // plan["K"], plan["K"])
         launch(_sm.softmax_rows, (y.view(view), xr.view(view)), backend, **plan)   # splits the contiguous last dim
-    return y.view(x.shape)
+    return y
 
 
 @softmax_fwd.register_fake
 def _(x, backend):
     _dtype("softmax x", x, FLOAT)
-    return _empty(x.shape, x)
+    return empty(x.shape, x)
 
 
 def _softmax_setup(ctx, inputs, output):
@@ -417,12 +420,13 @@ def _matmul_shape(a: Tensor, b: Tensor, trans_b: bool, trans_a: bool = False):
 
 
 @torch.library.custom_op("tiles::matmul", mutates_args=())
+@replayed
 def matmul_fwd(a: Tensor, b: Tensor, trans_b: bool, out_dtype: Optional[torch.dtype], backend: str,
                trans_a: bool = False) -> Tensor:
     """a @ b (a.T given a (K, M) where trans_a, b.T given b (N, K) where trans_b), float32 accumulation, in
     out_dtype (default a's)."""
     _check_matmul(a, b, trans_b, out_dtype, trans_a)
-    c = _empty(_matmul_shape(a, b, trans_b, trans_a), a, out_dtype)
+    c = empty(_matmul_shape(a, b, trans_b, trans_a), a, out_dtype)
     launch(_gemm.gemm, (c, _operand(a), _operand(b)), backend, trans_a=trans_a, trans_b=trans_b)
     return c
 
@@ -430,7 +434,7 @@ def matmul_fwd(a: Tensor, b: Tensor, trans_b: bool, out_dtype: Optional[torch.dt
 @matmul_fwd.register_fake
 def _(a, b, trans_b, out_dtype, backend, trans_a=False):
     _check_matmul(a, b, trans_b, out_dtype, trans_a)
-    return _empty(_matmul_shape(a, b, trans_b, trans_a), a, out_dtype)
+    return empty(_matmul_shape(a, b, trans_b, trans_a), a, out_dtype)
 
 
 def _matmul_setup(ctx, inputs, output):
@@ -470,11 +474,12 @@ def _check_matmul_fp8(a: Tensor, b: Tensor):
 
 
 @torch.library.custom_op("tiles::matmul_fp8", mutates_args=())
+@replayed
 def matmul_fp8(a: Tensor, b: Tensor, scale_a: float, scale_b: float, backend: str = "") -> Tensor:
     """bf16 (a @ b.T) * scale_a * scale_b for e4m3 a (M, K) and b (N, K), K contiguous (per-tensor scales).
     Runs where the target has fp8 MMAs (sm_90a, gfx942, gfx950) and on the CPU; no autograd."""
     _check_matmul_fp8(a, b)
-    c = _empty((a.shape[0], b.shape[0]), a, torch.bfloat16)
+    c = empty((a.shape[0], b.shape[0]), a, torch.bfloat16)
     launch(_gemm_fp8.gemm_fp8, (c, _operand(a), _operand(b), float(scale_a), float(scale_b)), backend)
     return c
 
@@ -482,4 +487,4 @@ def matmul_fp8(a: Tensor, b: Tensor, scale_a: float, scale_b: float, backend: st
 @matmul_fp8.register_fake
 def _(a, b, scale_a, scale_b, backend=""):
     _check_matmul_fp8(a, b)
-    return _empty((a.shape[0], b.shape[0]), a, torch.bfloat16)
+    return empty((a.shape[0], b.shape[0]), a, torch.bfloat16)
