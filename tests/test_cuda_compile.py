@@ -14,7 +14,8 @@ import pytest
 
 import tiles as tl
 from tiles import bench, targets
-from tiles.backends.cuda import codegen, runtime, schedules, toolchain
+from tiles.backend import DevicePrepared
+from tiles.backends.cuda import CudaBackend, codegen, runtime, schedules, toolchain
 from tiles.dsl import TileError
 from tiles.kernels.gemm import gemm
 from tiles.testing import random_array
@@ -571,12 +572,17 @@ def test_a_launch_is_programmatic_where_its_code_waits(target, monkeypatch):
     assert launch.programmatic == (target == "sm_90a")
 
 
-class FakeWorkspaces:
-    """A backend's temporaries (Backend.workspace) without a GPU: one fake array per (shape, dtype, fill, nth),
-    kept, at addresses of their own."""
+class FakeGpu(CudaBackend):
+    """The cuda backend on fake_runtime, its temporaries (Backend.workspace) fake arrays, one per (shape, dtype,
+    fill, nth), kept, at addresses of their own."""
 
-    def __init__(self):
-        self.arrays: dict = {}
+    def __init__(self, target="sm_90a"):
+        super().__init__()
+        self._runtime, self.arrays = fake_runtime(target), {}
+
+    @property
+    def target(self):
+        return self._runtime.target
 
     def workspace(self, spec, like, nth=0):
         key = (spec.shape, spec.dtype, spec.fill, nth)
@@ -630,8 +636,9 @@ def test_a_prepared_launch_packs_what_a_fresh_plan_packs_for_the_new_addresses(n
     """Backend.prepare on the GPU (runtime.Prepared): called with every array 16 MB further on, each step's
     parameter bytes (addresses, shapes, strides, scalars, tensor maps re-made for the new addresses) are those a
     fresh plan of the moved arrays packs; the temporaries keep theirs (kept workspaces)."""
-    rt, ws = fake_runtime("sm_90a"), FakeWorkspaces()
-    prepared = rt.prepare(ws, kfn, args, dict(kw))
+    ws = FakeGpu()
+    rt = ws.runtime
+    prepared = DevicePrepared.of(ws, kfn, args, dict(kw))
     assert prepared is not None
     new = moved(args, 1 << 24)
     prepared([a.__cuda_array_interface__["data"][0] if isinstance(a, FakeDeviceArray) else 0 for a in new])
@@ -642,13 +649,14 @@ def test_a_prepared_launch_packs_what_a_fresh_plan_packs_for_the_new_addresses(n
     assert len(rt.issued) == len(fresh) >= 1
     for (launch_args, got), want in zip(rt.issued, fresh):
         assert launch_args == want.args and got == bytes(want.buffer)
-    assert any(spec is not None for _, slots in prepared.launches for _, _, spec in slots) == maps
+    assert any(spec is not None for _, slots in prepared.steps for _, _, spec in slots) == maps
 
 
 def test_a_prepared_launch_refuses_an_address_off_alignment_before_any_step():
-    rt = fake_runtime("sm_90a")
+    gpu = FakeGpu()
+    rt = gpu.runtime
     args = gemm_args(64, 256, 4096)
-    prepared = rt.prepare(FakeWorkspaces(), gemm, args, dict(SPLIT=4, BM=64, BN=128))
+    prepared = DevicePrepared.of(gpu, gemm, args, dict(SPLIT=4, BM=64, BN=128))
     with pytest.raises(TileError, match="argument A: data must start on a 16-byte boundary"):
         prepared([1 << 30, (1 << 30) + 8, 1 << 31])
     assert rt.issued == []

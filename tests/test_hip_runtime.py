@@ -152,6 +152,45 @@ def test_hip_python_takes_the_launch_as_the_pointers_it_is(monkeypatch, tmp_path
     assert len(packed) == 160 and np.frombuffer(packed[-4:], np.float32)[0] == np.float32(1e-6)
 
 
+def test_a_prepared_launch_packs_what_kernargs_packs_for_the_new_tensors(monkeypatch, tmp_path):
+    """Backend.prepare on the hip backend (tiles.backend.DevicePrepared, HipLaunch): called with other tensors'
+    addresses, each step hands hipModuleLaunchKernel the buffer kernargs packs for those tensors (their addresses,
+    the plan's temporaries' of that call), one or two steps (rmsnorm split 4 ways: a temporary of the parts)."""
+    torch = pytest.importorskip("torch")
+    from tiles.backend import placed, temporaries
+    hip = FakeHip()
+    monkeypatch.setattr(runtime, "_hip", lambda: ((hip, FakeHip()), None))
+    monkeypatch.setattr(runtime, "torch_stream", lambda: 0x5000)
+    code = tmp_path / "k.hsaco"
+    code.write_bytes(b"\x7fELF")
+    monkeypatch.setattr(runtime, "cached_code_object", lambda src, tgt, ver: code)
+    seen = []
+
+    def launch_kernel(*a):
+        words = [int(p or 0) for p in ctypes.cast(a[10], ctypes.POINTER(ctypes.c_void_p))[:5]]
+        seen.append((a[8], ctypes.string_at(words[1], ctypes.c_size_t.from_address(words[3]).value)))
+        return (0,)
+    monkeypatch.setattr(hip, "hipModuleLaunchKernel", launch_kernel, raising=False)
+    b = runtime.Hip()
+    temps = []
+    workspace = b.torch_workspace
+    monkeypatch.setattr(b, "torch_workspace", lambda *a: temps.append(workspace(*a)) or temps[-1])
+
+    def tensors():
+        x, w = torch.randn(70, 4096, dtype=torch.bfloat16), torch.randn(4096, dtype=torch.bfloat16)
+        return [torch.empty_like(x), torch.empty(70), x, w, 1e-6]
+    for split in (1, 4):
+        prepared = b.prepare(rmsnorm_fwd, tensors(), SPLIT=split)
+        new = tensors()
+        seen.clear(), temps.clear()
+        prepared([t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in new])
+        steps = rmsnorm_fwd.steps(new, "gfx942", SPLIT=split)
+        fresh = placed(steps, dict(zip((t for t, _ in temporaries(steps)), temps)))
+        want = [runtime.kernargs(launch.generated(f.trace(a, "gfx942", **kw), "gfx942"), a) for f, a, kw in fresh]
+        assert [packed for _, packed in seen] == want and len(want) == (2 if split > 1 else 1)
+        assert {stream for stream, _ in seen} == {0x5000}
+
+
 class EventHip(FakeHip):
     """hipEventQuery answers `answers` in turn, then its last one forever (600: not ready, 0: done)."""
     hipEventDisableTiming = 2

@@ -12,6 +12,7 @@ import importlib
 import os
 import shutil
 import sys
+import threading
 import time
 import weakref
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from . import dtypes, interp, ir, tune
 from .dsl import TileError
-from .types import GL
+from .types import ALIGN, GL
 
 
 HUNG_S = 60.0   # a launch with host arrays still running after this long is taken as hung (the largest take ~1 s)
@@ -97,7 +98,11 @@ class Backend:
         backend cannot (a device backend without its own). The caller keys what it prepares by that signature
         (tiles/torch/replay.py). Host backends rebuild the arrays at the new addresses and launch as before; a
         device backend's plans, checks and packs once (the CUDA runtime's Prepared)."""
-        return HostPrepared(self, kfn, args, overrides) if self.kind in ("reference", "emulator") else None
+        if self.kind in ("reference", "emulator"):
+            return HostPrepared(self, kfn, args, overrides)
+        if not hasattr(self, "plan_step") or any(isinstance(a, np.ndarray) for a in args):   # host arrays: call()
+            return None
+        return DevicePrepared.of(self, kfn, args, tune.resolve(kfn, self, args, overrides))
 
     def steps(self, kfn, args, overrides: dict) -> list[tuple]:
         """kfn's launches for these arguments (KernelFn.steps), its temporaries allocated here."""
@@ -112,10 +117,25 @@ class Backend:
         """A temporary array of spec's shape and dtype where `like` lives, reused by later launches of its shape
         (launches on one backend run in order; one launch's steps see it alone); nth: which of a launch's
         temporaries of that shape, dtype and fill it is."""
+        if self.kind == "device" and is_torch(like):
+            return self.torch_workspace(spec, like.device, nth)
         key = (spec.shape, spec.dtype, spec.fill, str(getattr(like, "device", "")), nth)
         if key not in self._workspaces:   # poisoned: a step that reads what no step wrote fails its checks
             fill = np.nan if spec.fill is None else spec.fill
             self._workspaces[key] = self.asarray(np.full(spec.shape, fill, spec.dtype))
+        return self._workspaces[key]
+
+    def torch_workspace(self, spec, device, nth: int = 0):
+        """A temporary for launches on torch tensors on `device` (a GPU backend's): from torch's caching allocator,
+        which orders reuse by stream; one with a fill is kept from launch to launch (what each leaves behind is
+        the fill), one per stream (torch_stream): launches on two streams may run at once."""
+        import torch
+        dtype = getattr(torch, spec.dtype.name)
+        if spec.fill is None:
+            return torch.empty(spec.shape, dtype=dtype, device=device)
+        key = (spec.shape, spec.dtype, spec.fill, device, self.torch_stream(device), nth)
+        if key not in self._workspaces:
+            self._workspaces[key] = torch.full(spec.shape, spec.fill, dtype=dtype, device=device)
         return self._workspaces[key]
 
     @functools.cached_property
@@ -185,6 +205,97 @@ def placed(steps, arrays: dict) -> list[tuple]:
             return a
         return arrays[a] if a.base is None else arrays[a.base].reshape(a.shape)
     return [(f, [place(a) for a in a_], kw) for f, a_, kw in steps]
+
+
+class DevicePrepared:
+    """Backend.prepare on a GPU: each step of the launch traced, checked, planned and packed once, on these
+    arguments (the backend's plan_step: an object whose `slots` say where each array's address, or a tensor map
+    made for it, sits in its packed parameters). A call takes the arrays' new addresses, checks their alignment
+    and the current device, allocates the plan's temporaries (torch's allocator, as a launch would), writes each
+    address (or its map, made once per address: the backend's tensor_map) in and issues each step on the stream
+    a launch would take. Locked, so that two threads calling one DevicePrepared do not issue each other's
+    addresses. The backend provides: current_device(), plan_step(kernel, args, device), issue(step, stream),
+    launch_stream(args_are_torch, device), torch_stream(device); tensor_map(spec, address) where a step has maps."""
+
+    def __init__(self, backend, device, steps, names, temporaries, on_torch: bool, aligned):
+        """aligned: the sources that were on a 16-byte boundary when the steps were traced (ArgSpec.aligned), and
+        must be at every call."""
+        self.backend, self.device, self.steps, self.names = backend, device, steps, names
+        self.temporaries, self.torch, self.aligned = temporaries, on_torch, sorted(aligned)
+        self.arrays = sorted({src for _, slots in steps for _, src, spec in slots if spec is None})
+        self.maps: dict = {}   # (id(spec), address) -> the map's bytes
+        self.lock = threading.Lock()
+
+    @classmethod
+    def of(cls, backend, kfn, args, overrides: dict) -> DevicePrepared | None:
+        """None where a step takes an array that is neither an argument (nor a view of one from its start) nor a
+        temporary of the plan."""
+        device = backend.current_device()
+        steps = kfn.steps(args, backend.target, **overrides)
+        temps = temporaries(steps)
+        like = next((a for a in args if hasattr(a, "shape")), None)
+        arrays = {t: backend.workspace(t, like, nth) for t, nth in temps}
+        starts = {_address(a): i for i, a in reversed(list(enumerate(args))) if hasattr(a, "shape")}
+        bases = [t for t, _ in temps]
+
+        def source(a) -> int | None:   # the argument a step's array is (or views from its start), or its temporary
+            if isinstance(a, tune.Shaped):
+                return len(args) + bases.index(a.base or a)
+            if not hasattr(a, "shape"):
+                return None
+            return next((i for i, b in enumerate(args) if b is a), starts.get(_address(a)))
+
+        planned = []
+        for (f, shaped, kw), (_, a, _) in zip(steps, placed(steps, arrays)):
+            step = backend.plan_step(f.trace(a, backend.target, **kw), a, device)
+            where = [source(x) for x in shaped]
+            if any(where[arg] is None for _, arg, _ in step.slots):
+                return None
+            planned.append((step, [(offset, where[arg], spec) for offset, arg, spec in step.slots]))
+        names = [*kfn.arg_names[:len(args)], *(f"temporary {i}" for i in range(len(temps)))]
+        kept = [arrays[t] for t in bases]
+        where = [_address(a) if hasattr(a, "shape") else 1 for a in args] + [_address(a) for a in kept]
+        aligned = {src for _, slots in planned for _, src, _ in slots if where[src] % ALIGN == 0}
+        if any(map(is_torch, args)):   # torch's allocator gives each call its own, as a launch does
+            dev = like.device
+            return cls(backend, device, planned, names,
+                       lambda: [backend.torch_workspace(t, dev, nth) for t, nth in temps], True, aligned)
+        return cls(backend, device, planned, names, lambda: kept, False, aligned)
+
+    def __call__(self, addresses) -> None:
+        b = self.backend
+        device = b.current_device()
+        if device != self.device:
+            raise TileError(f"argument {self.names[self.arrays[0]]} is on device {self.device}, the kernel runs on "
+                            f"device {device}")
+        temps = self.temporaries()   # alive until every step is issued
+        where = [*addresses, *map(_address, temps)]
+        for i in self.aligned:
+            if where[i] % ALIGN:
+                raise TileError(f"argument {self.names[i]}: data must start on a {ALIGN}-byte boundary (as it did when "
+                                f"the launch was prepared), its address is {where[i]:#x} ({where[i] % ALIGN} bytes "
+                                f"past one); pass a copy")
+        stream = b.launch_stream(self.torch, device)
+        with self.lock:
+            for step, slots in self.steps:
+                for offset, src, spec in slots:
+                    step.set(offset, where[src] if spec is None else self.tensor_map(spec, where[src]))
+                b.issue(step, stream)
+
+    def tensor_map(self, spec, address: int) -> np.ndarray:
+        m = self.maps.get((id(spec), address))
+        if m is None:
+            if len(self.maps) >= 4096:   # a model's allocations move: start over
+                self.maps.clear()
+            m = self.maps[id(spec), address] = self.backend.tensor_map(spec, address)
+        return m
+
+
+def _address(a) -> int:
+    """A device array's address: torch's data_ptr() first (its __cuda_array_interface__ is built anew each time)."""
+    if callable(getattr(a, "data_ptr", None)):
+        return int(a.data_ptr())
+    return int(a.__cuda_array_interface__["data"][0])
 
 
 class HostPrepared:

@@ -94,29 +94,26 @@ class CudaBackend(Backend):
             main = main or (k if f is kfn else None)
         return main
 
-    def prepare(self, kfn, args, **overrides):
-        if any(isinstance(a, np.ndarray) for a in args):   # host arrays: a launch copies them (call)
-            return None
-        return self.runtime.prepare(self, kfn, args, tune.resolve(kfn, self, args, overrides))
+    # what tiles.backend.DevicePrepared asks of a device backend
+    def current_device(self) -> int:
+        return self.runtime.cupy.cuda.runtime.getDevice()
 
-    def workspace(self, spec, like, nth: int = 0):
-        if type(like).__module__.startswith("torch"):
-            return self.torch_workspace(spec, like.device, nth)
-        return super().workspace(spec, like, nth)
+    def plan_step(self, k: ir.Kernel, args, device: int):
+        return self.runtime.plan_launch(k, args, device)
 
-    def torch_workspace(self, spec, device, nth: int = 0):
-        """A temporary for launches on torch tensors on `device`: from torch's caching allocator, which orders reuse
-        by stream; one with a fill is kept from launch to launch (what each leaves behind is the fill), one per
-        stream: launches on two streams may run at once."""
-        import torch
+    def issue(self, step, stream: int) -> None:
+        self.runtime.issue(step, stream)
+
+    def launch_stream(self, on_torch: bool, device: int) -> int:
         from .runtime import torch_stream
-        dtype = getattr(torch, spec.dtype.name)
-        if spec.fill is None:
-            return torch.empty(spec.shape, dtype=dtype, device=device)
-        key = (spec.shape, spec.dtype, spec.fill, device, torch_stream(device.index), nth)
-        if key not in self._workspaces:
-            self._workspaces[key] = torch.full(spec.shape, spec.fill, dtype=dtype, device=device)
-        return self._workspaces[key]
+        return torch_stream(device) if on_torch else self.runtime.cupy.cuda.get_current_stream().ptr
+
+    def torch_stream(self, device) -> int:
+        from .runtime import torch_stream
+        return torch_stream(device.index)
+
+    def tensor_map(self, spec, address: int) -> np.ndarray:
+        return self.runtime.tensor_map(spec, address).view(np.uint8)
 
 
 register(CudaBackend())

@@ -15,14 +15,13 @@ import ctypes
 import functools
 import os
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from tiles import diskcache, dtypes, ir, targets, tune
-from tiles.backend import _strides, check_args, is_cuda_array, is_torch, placed, temporaries
+from tiles import diskcache, dtypes, ir, targets
+from tiles.backend import _strides, check_args, is_cuda_array
 from tiles.dsl import TileError
 from tiles.types import GL
 
@@ -226,19 +225,29 @@ class Launch:
 
     def __init__(self, function: int, grid, block, smem: int, params: list, programmatic: bool = False, slots=()):
         """slots: (index in params, argument position, TensorMapSpec or None) of each parameter that holds an
-        array's address (None) or its tensor map: what Prepared rewrites for arrays at other addresses."""
+        array's address (None) or its tensor map: what a prepared launch rewrites for arrays at other addresses."""
         values = [np.ascontiguousarray(p).view(np.uint8).reshape(-1) for p in params]
         offsets = np.cumsum([0] + [-(-v.size // 8) * 8 for v in values])   # each value 8-byte aligned
         self.buffer = np.zeros(int(offsets[-1]), np.uint8)
         for v, o in zip(values, offsets):
             self.buffer[o:o + v.size] = v
-        self.words = self.buffer.view(np.uint64)
         self.slots = [(int(offsets[i]), arg, spec) for i, arg, spec in slots]
         self.pointers = (self.buffer.ctypes.data + offsets[:-1]).astype(np.uint64)
         grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
         self.args = (function, *grid, *block, smem)
         self.programmatic = programmatic
         self.configs: dict = {}   # stream -> its LaunchConfig, never changed once made (threads share a Launch)
+
+    def set(self, offset: int, value) -> None:
+        """Writes an address (an int) or a tensor map's bytes at a slot's offset (tiles.backend.DevicePrepared)."""
+        if isinstance(value, int):
+            self.words[offset >> 3] = value
+        else:
+            self.buffer[offset:offset + value.size] = value
+
+    @functools.cached_property
+    def words(self) -> np.ndarray:
+        return self.buffer.view(np.uint64)
 
     def __call__(self, stream: int) -> int:
         """Queues the launch on `stream`; returns the driver's status (0: queued)."""
@@ -248,55 +257,6 @@ class Launch:
         if config is None:
             config = self.configs[stream] = LaunchConfig(*self.args[1:], stream, ctypes.pointer(PROGRAMMATIC), 1)
         return driver().cuLaunchKernelEx(ctypes.byref(config), self.args[0], self.pointers.ctypes.data, None)
-
-
-class Prepared:
-    """A launch prepared for one signature of its arguments (Backend.prepare): each step traced, checked, planned
-    and packed once. A call takes the arrays' new addresses, checks their alignment, allocates the plan's
-    temporaries (torch's allocator, as a launch would), writes each address (and the tensor map made for it,
-    encoded once per address) into the steps' parameters, and makes one driver call a step. Locked, so that two
-    threads calling one Prepared do not launch each other's addresses."""
-
-    def __init__(self, runtime: Runtime, device: int, launches: list, names: list, on_torch: bool, temporaries):
-        """launches: (Launch, [(byte offset, source, TensorMapSpec or None)]) a step, source indexing the arguments
-        and then the temporaries; names: theirs; on_torch: launch on torch's current stream (else cupy's);
-        temporaries(): the plan's temporaries for one call."""
-        self.runtime, self.device, self.launches, self.names = runtime, device, launches, names
-        self.torch, self.temporaries = on_torch, temporaries
-        self.arrays = sorted({src for _, slots in launches for _, src, spec in slots if spec is None})
-        self.maps: dict = {}   # (spec, address) -> the map's bytes, as the runtime's tensor_map makes them
-        self.lock = threading.Lock()
-
-    def __call__(self, addresses) -> None:
-        rt = self.runtime
-        device = rt.cupy.cuda.runtime.getDevice()
-        if device != self.device:
-            raise TileError(f"argument {self.names[self.arrays[0]]} is on device {self.device}, the kernel runs on "
-                            f"device {device}")
-        temps = self.temporaries()   # alive until every step is queued
-        where = [*addresses, *map(pointer, temps)]
-        for i in self.arrays:
-            if where[i] % ALIGN:
-                raise TileError(f"argument {self.names[i]}: data must start on a {ALIGN}-byte boundary, its address "
-                                f"is {where[i]:#x} ({where[i] % ALIGN} bytes past one); pass a copy")
-        stream = torch_stream(device) if self.torch else rt.cupy.cuda.get_current_stream().ptr
-        with self.lock:
-            for launch, slots in self.launches:
-                for offset, src, spec in slots:
-                    if spec is None:
-                        launch.words[offset >> 3] = where[src]
-                    else:
-                        launch.buffer[offset:offset + 128] = self.tensor_map(spec, where[src])
-                rt.issue(launch, stream)
-
-    def tensor_map(self, spec: TensorMapSpec, address: int) -> np.ndarray:
-        """The map's 128 bytes (Runtime.tensor_map), kept here too: the runtime's key hashes the whole spec."""
-        m = self.maps.get((id(spec), address))
-        if m is None:
-            if len(self.maps) >= LAUNCH_MEMO:
-                self.maps.clear()
-            m = self.maps[id(spec), address] = self.runtime.tensor_map(spec, address).view(np.uint8)
-        return m
 
 
 # ---- TMA tensor maps (the warp-specialized schedule) ---------------------------------------------------------
@@ -543,40 +503,6 @@ class Runtime:
             err = launch(stream)
         check(err, "cuLaunchKernelEx (programmatic; TILES_PDL=0 launches without)" if launch.programmatic
               else "cuLaunchKernel")
-
-    def prepare(self, backend, kfn, args, overrides: dict) -> Prepared | None:
-        """Backend.prepare: each of the launch's steps traced, checked and planned now, on these arguments and
-        temporaries; None where a step takes an array that is neither an argument (or a view of one from its
-        start) nor a temporary of the plan."""
-        device = self.cupy.cuda.runtime.getDevice()
-        steps = kfn.steps(args, self.target, **overrides)
-        temps = temporaries(steps)
-        like = next((a for a in args if hasattr(a, "shape")), None)
-        arrays = {t: backend.workspace(t, like, nth) for t, nth in temps}
-        starts = {pointer(a): i for i, a in reversed(list(enumerate(args))) if hasattr(a, "shape")}
-        bases = [t for t, _ in temps]
-
-        def source(a) -> int | None:   # the argument a step's array is (or views from its start), or its temporary
-            if isinstance(a, tune.Shaped):
-                return len(args) + bases.index(a.base or a)
-            if not hasattr(a, "shape"):
-                return None
-            return next((i for i, b in enumerate(args) if b is a), starts.get(pointer(a)))
-
-        launches = []
-        for (f, shaped, kw), (_, a, _) in zip(steps, placed(steps, arrays)):
-            launch = self.plan_launch(f.trace(a, self.target, **kw), a, device)
-            where = [source(x) for x in shaped]
-            if any(where[arg] is None for _, arg, _ in launch.slots):
-                return None
-            launches.append((launch, [(offset, where[arg], spec) for offset, arg, spec in launch.slots]))
-        names = [*kfn.arg_names[:len(args)], *(f"temporary {i}" for i in range(len(temps)))]
-        if any(map(is_torch, args)):   # torch's allocator gives each call its own, as a launch does
-            dev = like.device
-            return Prepared(self, device, launches, names, True,
-                            lambda: [backend.torch_workspace(t, dev, nth) for t, nth in temps])
-        kept = [arrays[t] for t in bases]
-        return Prepared(self, device, launches, names, False, lambda: kept)
 
     def plan_launch(self, k: ir.Kernel, args, device: int) -> Launch:
         """The launch of k on these arguments, after every check before it."""

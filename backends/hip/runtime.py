@@ -12,6 +12,7 @@ cache are unit-tested with fakes (tests/test_hip_runtime.py).
 from __future__ import annotations
 
 import ctypes
+import struct
 
 import numpy as np
 
@@ -95,6 +96,29 @@ def kernargs(g, args) -> bytes:
     return bytes(buf)
 
 
+class HipLaunch:
+    """A planned launch: the function, grid, block and LDS bytes, and the kernel arguments packed once (kernargs)
+    into memory HIP reads when it enqueues; slots: (byte offset, argument position, None) of each array's
+    address, which a prepared launch rewrites (tiles.backend.DevicePrepared)."""
+
+    def __init__(self, function, grid: tuple, threads: int, lds_bytes: int, packed: bytes, slots):
+        self.function, self.grid, self.threads, self.lds_bytes, self.slots = function, grid, threads, lds_bytes, slots
+        self.raw = ctypes.create_string_buffer(packed, len(packed))
+        self.size = ctypes.c_size_t(len(packed))
+        # HIP_LAUNCH_PARAM_BUFFER_POINTER, the packed arguments, HIP_LAUNCH_PARAM_BUFFER_SIZE, its size, END
+        self.extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(self.raw), 2, ctypes.addressof(self.size), 3)
+
+    def set(self, offset: int, address: int) -> None:
+        struct.pack_into("<Q", self.raw, offset, address)
+
+
+def address_slots(g) -> list[tuple[int, int, None]]:
+    """(byte offset, argument position, None) of each array's address in the kernel argument buffer."""
+    position = {id(p): i for i, p in enumerate(g.kernel.params)}
+    return [(offset, position[id(p)], None) for (_, _, kind, p), (offset, _) in zip(g.params, kernarg_layout(g))
+            if kind == "data"]
+
+
 def torch_stream() -> int:
     """torch's current stream on its current device, a raw hipStream_t (torch for ROCm keeps the CUDA names)."""
     import torch
@@ -148,19 +172,36 @@ class Hip(backend.Backend):
         return self._mods[key]
 
     def run(self, k: ir.Kernel, args) -> None:
-        hip = _hip()[0][0]
+        self.issue(self._plan(k, args), stream_for(args))
+
+    def _plan(self, k: ir.Kernel, args) -> HipLaunch:
         g = launch.generated(k, self.target)
         grid = launch.grid(g, launch.bind(g, args))
-        if not grid:
+        return HipLaunch(self._function(g) if grid else None, grid, g.threads, g.lds_bytes, kernargs(g, args),
+                         address_slots(g))
+
+    # what tiles.backend.DevicePrepared asks of a device backend
+    def current_device(self) -> int:
+        return _check(_hip()[0][0].hipGetDevice())
+
+    def plan_step(self, k: ir.Kernel, args, device: int) -> HipLaunch:
+        backend.check_args(k, args)   # what Backend.launch checks before run
+        return self._plan(k, args)
+
+    def issue(self, step: HipLaunch, stream: int) -> None:
+        """HIP copies the kernel arguments when it enqueues: the buffer may be rewritten after."""
+        if not step.grid:
             return
-        fn = self._function(g)
-        packed = kernargs(g, args)
-        raw = ctypes.create_string_buffer(packed, len(packed))   # HIP copies the kernargs when it enqueues
-        size = ctypes.c_size_t(len(packed))
-        # HIP_LAUNCH_PARAM_BUFFER_POINTER, the packed arguments, HIP_LAUNCH_PARAM_BUFFER_SIZE, its size, END
-        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(raw), 2, ctypes.addressof(size), 3)
-        stream = self._stream = stream_for(args)
-        _check(hip.hipModuleLaunchKernel(fn, *grid, g.threads, 1, 1, g.lds_bytes, stream or None, None, extra))
+        self._stream = stream
+        _check(_hip()[0][0].hipModuleLaunchKernel(step.function, *step.grid, step.threads, 1, 1, step.lds_bytes,
+                                                 stream or None, None, step.extra))
+
+    def launch_stream(self, on_torch: bool, device: int) -> int:
+        return torch_stream() if on_torch else 0
+
+    def torch_stream(self, device) -> int:
+        import torch
+        return torch.cuda.current_stream(device).cuda_stream
 
     def finished(self, timeout_s: float) -> bool:
         """An event recorded behind the last launch on its stream, polled (hipEventQuery: hipErrorNotReady while
