@@ -354,11 +354,17 @@ def compiled_and_timed(budget, out: Path, n: int):
 
 def profile_steps(out: Path, n: int = 3, graphs: bool = True):
     """Where a step's time goes: torch.profiler over n steps of the tiles model, eager and compiled (host time and
-    device time per op, top 20 each), and how often the cuda runtime's launch memo missed (a miss traces, checks
-    and packs the launch again)."""
+    device time per op, top 20 each), and how often an op's body ran again in steady steps (a signature not seen
+    before records anew: tiles/torch/replay.py) or the cuda runtime's launch memo missed (a miss traces, checks and
+    packs the launch again)."""
     from torch.profiler import ProfilerActivity, profile
     from tiles import backend as backends
+    from tiles.torch import replay
     rt = backends.get("cuda").runtime
+
+    def signatures():   # (replayed, not replayable) signatures over every op
+        kinds = [type(r).__name__ for m in replay.MEMOS.values() for r in m.values()]
+        return kinds.count("Replay"), kinds.count("NoneType")
     batches = Markov(CONFIG.vocab, seed=9).batches(n + 8, BATCH, SEQ)
     _, tiles = make_models(3)
     report = []
@@ -367,7 +373,7 @@ def profile_steps(out: Path, n: int = 3, graphs: bool = True):
         for tok in batches[:4]:
             train_step(model, opt, tok)
         torch.cuda.synchronize()
-        memo = len(rt.launches)
+        memo, recorded = len(rt.launches), signatures()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for tok in batches[4:4 + n]:
                 train_step(model, opt, tok)
@@ -382,7 +388,8 @@ def profile_steps(out: Path, n: int = 3, graphs: bool = True):
         py.disable()
         calls = io.StringIO()
         pstats.Stats(py, stream=calls).sort_stats("tottime").print_stats(30)
-        report += [f"# {name}: {n} steps; launch memo entries {memo} -> {len(rt.launches)}",
+        report += [f"# {name}: {n} steps; launch memo entries {memo} -> {len(rt.launches)}; op signatures (replayed, "
+                   f"not replayable) {recorded} -> {signatures()}",
                    avg.table(sort_by="self_cpu_time_total", row_limit=20),
                    avg.table(sort_by="self_cuda_time_total", row_limit=20),
                    f"# {name}: the host's Python over {n} steps (cProfile, by own time)", calls.getvalue()]
