@@ -1,6 +1,7 @@
 """Host time per call of the tiles.torch ops at tiny shapes (the GPU never the limit), beside torch's own op for
-the same job, and the layers of one rmsnorm call apart: the whole op, the backend's launch (tune.resolve, the
-plan's steps, the runtime), the runtime's launch alone. Median of 7 rounds of 500 calls, one sync at each round's
+the same job, and the layers of one rmsnorm call apart: the whole op (replayed, where the tree has replay.py),
+the backend's launch (tune.resolve, the plan's steps, the runtime), the runtime's launch alone, and the launch
+prepared once (Backend.prepare: what a replay calls). Median of 7 rounds of 500 calls, one sync at each round's
 end; on a GPU the queue never fills (500 launches)."""
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ def main():
           f"dispatch.launch {per_call_us(lambda: dispatch.launch(R.rmsnorm_rows, args, **plan)):.1f}, "
           f"Backend.launch {per_call_us(lambda: b.launch(R.rmsnorm_rows, args, **plan)):.1f}, "
           f"runtime.launch {per_call_us(lambda: b.runtime.launch(R.rmsnorm_rows, args, dict(plan))):.1f}")
+    if hasattr(b, "prepare"):
+        prepared = b.prepare(R.rmsnorm_rows, args, **plan)
+        addresses = [a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args]
+        print(f"  the prepared launch {per_call_us(lambda: prepared(addresses)):.1f}, torch.empty x2 "
+              f"{per_call_us(lambda: (torch.empty_like(x), torch.empty(16, device=DEV))):.1f}")
 
 
 if __name__ == "__main__":
