@@ -92,15 +92,24 @@ class FakeHip:
         return call
 
 
-def test_a_launch_goes_on_torchs_stream_without_synchronizing(monkeypatch, tmp_path):
-    torch = pytest.importorskip("torch")
-    hip, hiprtc = FakeHip(), FakeHip()
-    monkeypatch.setattr(runtime, "_hip", lambda: ((hip, hiprtc), None))
-    monkeypatch.setattr(runtime, "torch_stream", lambda: 0x5000)
+def fake_device(monkeypatch, tmp_path, stream: int) -> FakeHip:
+    """hip-python faked (its calls recorded), torch's current stream `stream`, one code object on disk for every
+    kernel."""
+    hip = FakeHip()
+    monkeypatch.setattr(runtime, "_hip", lambda: ((hip, FakeHip()), None))
+    monkeypatch.setattr(runtime, "torch_stream", lambda: stream)
     code = tmp_path / "k.hsaco"
     code.write_bytes(b"\x7fELF")
+    monkeypatch.setattr(runtime, "cached_code_object", lambda src, tgt, ver: code)
+    return hip
+
+
+def test_a_launch_goes_on_torchs_stream_without_synchronizing(monkeypatch, tmp_path):
+    torch = pytest.importorskip("torch")
+    hip = fake_device(monkeypatch, tmp_path, 0x5000)
     versions = []
-    monkeypatch.setattr(runtime, "cached_code_object", lambda src, tgt, ver: versions.append((tgt, ver)) or code)
+    monkeypatch.setattr(runtime, "cached_code_object",
+                        lambda src, tgt, ver: versions.append((tgt, ver)) or tmp_path / "k.hsaco")
     x, w = torch.zeros(70, 100, dtype=torch.bfloat16), torch.zeros(100, dtype=torch.bfloat16)
     y, rstd = torch.empty_like(x), torch.empty(70)
     b = runtime.Hip()
@@ -125,12 +134,7 @@ def test_hip_python_takes_the_launch_as_the_pointers_it_is(monkeypatch, tmp_path
         from rocm.bindings._hip_helpers import HipModuleLaunchKernel_extra as Extra
     except ImportError:
         from hip._hip_helpers import HipModuleLaunchKernel_extra as Extra
-    hip = FakeHip()
-    monkeypatch.setattr(runtime, "_hip", lambda: ((hip, FakeHip()), None))
-    monkeypatch.setattr(runtime, "torch_stream", lambda: 0x7F005000)
-    code = tmp_path / "k.hsaco"
-    code.write_bytes(b"\x7fELF")
-    monkeypatch.setattr(runtime, "cached_code_object", lambda src, tgt, ver: code)
+    hip = fake_device(monkeypatch, tmp_path, 0x7F005000)
     x, w = torch.zeros(70, 100, dtype=torch.bfloat16), torch.zeros(100, dtype=torch.bfloat16)
     y, rstd = torch.empty_like(x), torch.empty(70)
     seen = []
@@ -158,12 +162,7 @@ def test_a_prepared_launch_packs_what_kernargs_packs_for_the_new_tensors(monkeyp
     the plan's temporaries' of that call), one or two steps (rmsnorm split 4 ways: a temporary of the parts)."""
     torch = pytest.importorskip("torch")
     from tiles.backend import placed, temporaries
-    hip = FakeHip()
-    monkeypatch.setattr(runtime, "_hip", lambda: ((hip, FakeHip()), None))
-    monkeypatch.setattr(runtime, "torch_stream", lambda: 0x5000)
-    code = tmp_path / "k.hsaco"
-    code.write_bytes(b"\x7fELF")
-    monkeypatch.setattr(runtime, "cached_code_object", lambda src, tgt, ver: code)
+    hip = fake_device(monkeypatch, tmp_path, 0x5000)
     seen = []
 
     def launch_kernel(*a):
