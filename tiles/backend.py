@@ -96,8 +96,8 @@ class Backend:
         signature (shapes, strides, dtypes, devices, 16-byte alignment, which of them share an address; the scalars'
         values) at other addresses: prepared(addresses), one per argument (a scalar's is ignored). None where this
         backend cannot (a device backend without its own). The caller keys what it prepares by that signature
-        (tiles/torch/replay.py). Host backends rebuild the arrays at the new addresses and launch as before; a
-        device backend's plans, checks and packs once (the CUDA runtime's Prepared)."""
+        (tiles/torch/replay.py). Host backends rebuild the arrays at the new addresses and launch as before
+        (HostPrepared); a GPU backend with plan_step plans, checks and packs once (DevicePrepared)."""
         if self.kind in ("reference", "emulator"):
             return HostPrepared(self, kfn, args, overrides)
         if not hasattr(self, "plan_step") or any(isinstance(a, np.ndarray) for a in args):   # host arrays: call()
@@ -190,9 +190,8 @@ def temporaries(steps) -> list[tuple]:
     get two arrays)."""
     out: list = []
     for _, args, _ in steps:
-        for a in args:
-            if isinstance(a, tune.Shaped) and (a.base or a) not in [t for t, _ in out]:
-                base = a.base or a
+        for base in (a.base or a for a in args if isinstance(a, tune.Shaped)):
+            if all(base is not t for t, _ in out):
                 out.append((base, sum(_alike(base, t) for t, _ in out)))
     return out
 
