@@ -587,7 +587,8 @@ class FakeGpu(CudaBackend):
     def workspace(self, spec, like, nth=0):
         key = (spec.shape, spec.dtype, spec.fill, nth)
         if key not in self.arrays:
-            self.arrays[key] = FakeDeviceArray(spec.shape, tl.dtypes.of(spec.dtype).name, ptr=(3 + len(self.arrays)) << 32)
+            address = (3 + len(self.arrays)) << 32
+            self.arrays[key] = FakeDeviceArray(spec.shape, tl.dtypes.of(spec.dtype).name, ptr=address)
         return self.arrays[key]
 
 
