@@ -189,6 +189,25 @@ def test_gemm_split_steps_share_one_workspace():
     assert parts.shape == (4, 1, 64) and p.shape == (4, 2, 32) and np.shares_memory(parts, p)
 
 
+@pytest.mark.parametrize("name", ["cuda", "hip", "metal"])
+def test_a_gpu_backends_temporaries_for_torch_tensors_come_from_torch(name, monkeypatch):
+    """A plan's temporaries for a launch on torch tensors, on every GPU backend: torch tensors on the tensors'
+    device (a host array would not launch there), a fresh one each launch where the plan writes it before reading
+    it, one kept per stream where it holds a fill (gemm's counters)."""
+    torch = pytest.importorskip("torch")
+    from tiles.backend import get
+    from tiles.tune import Shaped
+    b = get(name)
+    monkeypatch.setattr(b, "torch_stream", lambda device: 0)
+    like = torch.zeros(3, dtype=torch.bfloat16)
+    parts, counters = Shaped((4, 2, 32), "f32"), Shaped((2, 3), "i32", fill=0)
+    one, two = b.workspace(parts, like), b.workspace(parts, like)
+    assert isinstance(one, torch.Tensor) and one.shape == (4, 2, 32) and one.dtype == torch.float32
+    assert one.device == like.device and one is not two
+    kept = b.workspace(counters, like)
+    assert kept is b.workspace(counters, like) and kept.dtype == torch.int32 and not kept.any()
+
+
 @pytest.mark.parametrize("rows", ["contiguous", "strided"])
 def test_gemm_split_k_into_a_view(backend, rows):
     """A split of K into a view of a larger array, one row (viewed as rows of sum_parts's width) or rows with a

@@ -203,6 +203,10 @@ class MetalDevice(Backend):
         for a, b in zip(arrays, bufs):
             a[...] = np.frombuffer(b.contents().as_buffer(a.nbytes), dtype=a.dtype).reshape(a.shape)
 
+    def torch_stream(self, device) -> int:
+        """torch's MPS work goes on one queue: the kept temporaries of launches on mps tensors need one each."""
+        return 0
+
     def run(self, k: ir.Kernel, args) -> None:
         if any(map(is_torch, args)):
             return launch_mps(k, args)
