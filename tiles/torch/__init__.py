@@ -7,8 +7,14 @@ Each op is a torch.library.custom_op in the "tiles" namespace (torch.ops.tiles.*
 live: CUDA tensors on the cuda backend (hip under torch for ROCm), mps tensors on metal, CPU tensors on the
 reference interpreter (slow: for tests), or the backend given as backend= or $TILES_TORCH_BACKEND.
 docs/torch.md lists the ops, their dtypes and limits. `import tiles` never imports torch; this module does.
-"""
-from .dispatch import backend_name, resolve
-from .ops import attention, layernorm, matmul, matmul_fp8, rmsnorm, rotary, softmax
 
-__all__ = ["attention", "layernorm", "matmul", "matmul_fp8", "rmsnorm", "rotary", "softmax", "backend_name", "resolve"]
+Your own kernel as a torch op (docs/tutorial.md, section 7): a custom_op whose body allocates with `empty`,
+launches with `launch` and is wrapped in `replayed` (a repeat with the same signature is one prepared launch a
+kernel).
+"""
+from .dispatch import backend_name, empty, launch, resolve
+from .ops import attention, layernorm, matmul, matmul_fp8, rmsnorm, rotary, softmax
+from .replay import keep, replayed
+
+__all__ = ["attention", "layernorm", "matmul", "matmul_fp8", "rmsnorm", "rotary", "softmax", "backend_name", "resolve",
+           "empty", "keep", "launch", "replayed"]
