@@ -183,3 +183,31 @@ def test_a_replay_keeps_autograd():
     (g64,) = torch.autograd.grad(rmsnorm64(x64, w).sum(), x64)
     assert float((gx.double() - g64).norm() / g64.norm()) <= 4 * tolerance("bf16")
     assert math.isfinite(float(gx.double().sum()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_backward_replays_its_temporaries_from_one_buffer(device):
+    """attention's backward allocates three temporaries beside dQ, dK and dV (Delta, LSE in log2 units, the f32 dQ
+    sums): a replay carves them from one scratch buffer. On fresh inputs its gradients are the body's bits, and
+    float64 torch's within tolerance."""
+    memo = replay.MEMOS["attention_bwd"]
+    memo.clear()
+
+    def inputs():
+        make = functools.partial(rand, 1, 2, 32, 64, device=device)
+        return [make().requires_grad_() for _ in range(3)] + [make()]
+
+    def grads(q, k, v, do):
+        return torch.autograd.grad(tt.attention(q, k, v, causal=True), (q, k, v), do)
+    grads(*inputs())   # records
+    ((_, recorded),) = memo.items()
+    assert isinstance(recorded, replay.Replay) and len(recorded.offsets) == 3 and len(recorded.allocations) == 3
+    fresh = inputs()
+    got = grads(*fresh)   # replays
+    memo.clear()
+    want = grads(*fresh)   # the body
+    q, k, v, do = (t.detach().double().requires_grad_(t.requires_grad) for t in fresh)
+    ref = torch.autograd.grad(attention64(q, k, v, True), (q, k, v), do)
+    for name, g, w, r in zip("qkv", got, want, ref):
+        assert torch.equal(g, w), f"d{name}: the replay and the body differ"
+        assert float((g.double() - r).norm() / r.norm()) <= 4 * tolerance("bf16"), f"d{name}"

@@ -85,21 +85,46 @@ class Recording:
             if not 0 <= j < len(self.allocations) or not t.is_contiguous() or t.numel() != self.allocations[j].numel():
                 return None
             outputs.append((j, None if t is self.allocations[j] else t.shape))
-        allocations = [(t.shape, t.dtype, t.device) for t in self.allocations]
-        return Replay(allocations, [p for p in constants], launches, outputs, isinstance(out, torch.Tensor))
+        return Replay(len(args), self.allocations, {j for j, _ in outputs}, constants, launches, outputs,
+                      isinstance(out, torch.Tensor))
+
+
+SCRATCH_ALIGN = 256   # bytes between the starts of a replay's temporaries in its one scratch buffer
 
 
 class Replay:
-    """One signature's body, replayed: allocations, the prepared launches on their sources' addresses (the
-    arguments', then the allocations', then the constants', then 0 for a scalar), the outputs."""
+    """One signature's body, replayed: the outputs allocated as the body allocated them, its other allocations
+    (temporaries the caller never sees) as pieces of one scratch buffer (one allocation, however many there
+    were), the prepared launches on their sources' addresses (the arguments', the outputs', the temporaries',
+    the constants', then 0 for a scalar), the outputs returned."""
 
-    def __init__(self, allocations, constants, launches, outputs, single: bool):
-        self.allocations, self.constants, self.launches = allocations, constants + [0], launches
-        self.outputs, self.single = outputs, single
+    def __init__(self, n_args: int, allocations: list, returned: set, constants: list, launches: list, outputs: list,
+                 single: bool):
+        kept = [j for j in range(len(allocations)) if j in returned]
+        temps = [j for j in range(len(allocations)) if j not in returned]
+        if len({allocations[j].device for j in temps}) > 1:   # one buffer serves one device
+            kept, temps = list(range(len(allocations))), []
+        self.allocations = [(allocations[j].shape, allocations[j].dtype, allocations[j].device) for j in kept]
+        sizes = [-(-allocations[j].numel() * allocations[j].element_size() // SCRATCH_ALIGN) * SCRATCH_ALIGN
+                 for j in temps]
+        self.offsets = [sum(sizes[:i]) for i in range(len(temps))]
+        self.scratch = (sum(sizes), allocations[temps[0]].device) if temps else None
+        order = {j: n_args + i for i, j in enumerate(kept + temps)}   # allocation j -> its place among the sources
+
+        def renumbered(s: int) -> int:
+            return order.get(s - n_args, s) if n_args <= s < n_args + len(allocations) else s
+        self.launches = [(prepared, [renumbered(s) for s in sources]) for prepared, sources in launches]
+        self.constants = constants + [0]
+        self.outputs = [(kept.index(j), shape) for j, shape in outputs]
+        self.single = single
 
     def __call__(self, addresses):
         new = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in self.allocations]
-        where = [*addresses, *(t.data_ptr() for t in new), *self.constants]
+        where = [*addresses, *[t.data_ptr() for t in new]]
+        if self.scratch:   # alive until every launch is issued
+            scratch = torch.empty(self.scratch[0], dtype=torch.uint8, device=self.scratch[1])
+            where += [scratch.data_ptr() + o for o in self.offsets]
+        where += self.constants
         for prepared, sources in self.launches:
             prepared([where[s] for s in sources])
         out = [new[j] if shape is None else new[j].view(shape) for j, shape in self.outputs]
