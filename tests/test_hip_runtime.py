@@ -10,7 +10,9 @@ import pytest
 from tiles import dtypes
 from tiles.backends.hip import launch, runtime, toolchain
 from tiles.dsl import ArgSpec
+from tiles.kernels.gemm import gemm
 from tiles.kernels.rmsnorm import rmsnorm_fwd
+from tiles.kernels.softmax import softmax_fwd
 
 SPECS = [ArgSpec("gl", dtypes.bf16, 2), ArgSpec("gl", dtypes.f32, 1), ArgSpec("gl", dtypes.bf16, 2),
          ArgSpec("gl", dtypes.bf16, 1), ArgSpec("scalar", dtypes.f32)]
@@ -159,7 +161,9 @@ def test_hip_python_takes_the_launch_as_the_pointers_it_is(monkeypatch, tmp_path
 def test_a_prepared_launch_packs_what_kernargs_packs_for_the_new_tensors(monkeypatch, tmp_path):
     """Backend.prepare on the hip backend (tiles.backend.DevicePrepared, HipLaunch): called with other tensors'
     addresses, each step hands hipModuleLaunchKernel the buffer kernargs packs for those tensors (their addresses,
-    the plan's temporaries' of that call), one or two steps (rmsnorm split 4 ways: a temporary of the parts)."""
+    the plan's temporaries' of that call: pieces of one scratch buffer, and the counters kept with their fill), one
+    or two steps (rmsnorm split 4 ways: a temporary of the parts; gemm's K split 4 ways: parts and counters;
+    softmax split 4 ways: the parts' maxes and sums, two pieces of the buffer)."""
     torch = pytest.importorskip("torch")
     from tiles.backend import placed, temporaries
     hip = fake_device(monkeypatch, tmp_path, 0x5000)
@@ -171,22 +175,36 @@ def test_a_prepared_launch_packs_what_kernargs_packs_for_the_new_tensors(monkeyp
         return (0,)
     monkeypatch.setattr(hip, "hipModuleLaunchKernel", launch_kernel, raising=False)
     b = runtime.Hip()
-    temps = []
-    workspace = b.torch_workspace
-    monkeypatch.setattr(b, "torch_workspace", lambda *a: temps.append(workspace(*a)) or temps[-1])
+    monkeypatch.setattr(b, "torch_stream", lambda device: 0)   # the kept counters' stream
 
-    def tensors():
+    def norm():
         x, w = torch.randn(70, 4096, dtype=torch.bfloat16), torch.randn(4096, dtype=torch.bfloat16)
         return [torch.empty_like(x), torch.empty(70), x, w, 1e-6]
-    for split in (1, 4):
-        prepared = b.prepare(rmsnorm_fwd, tensors(), SPLIT=split)
+
+    def product():
+        return [torch.empty(16, 256), torch.randn(16, 4096, dtype=torch.bfloat16),
+                torch.randn(4096, 256, dtype=torch.bfloat16)]
+    def rows():
+        x = torch.randn(16, 8192, dtype=torch.bfloat16)
+        return [torch.empty_like(x), x]
+    for kfn, tensors, split, launches, temps in ((rmsnorm_fwd, norm, 1, 1, 0), (rmsnorm_fwd, norm, 4, 2, 1),
+                                                 (gemm, product, 4, 1, 2), (softmax_fwd, rows, 4, 2, 2)):
+        prepared = b.prepare(kfn, tensors(), SPLIT=split)
+        made = []   # what each call's temporaries() gives: (memory, addresses)
+        temporaries_of = prepared.temporaries
+        prepared.temporaries = lambda: made.append(temporaries_of()) or made[-1]
         new = tensors()
-        seen.clear(), temps.clear()
+        seen.clear()
         prepared([t.data_ptr() if isinstance(t, torch.Tensor) else 0 for t in new])
-        steps = rmsnorm_fwd.steps(new, "gfx942", SPLIT=split)
-        fresh = placed(steps, dict(zip((t for t, _ in temporaries(steps)), temps)))
-        want = [runtime.kernargs(launch.generated(f.trace(a, "gfx942", **kw), "gfx942"), a) for f, a, kw in fresh]
-        assert [packed for _, packed in seen] == want and len(want) == (2 if split > 1 else 1)
+        steps = kfn.steps(new, "gfx942", SPLIT=split)
+        ((_, addresses),) = made
+        assert len(addresses) == temps
+        spans = sorted((p, p + t.nbytes) for (t, _), p in zip(temporaries(steps), addresses))
+        assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:])), "temporaries overlap"
+        at = {t: FakeTensor(p, t.shape, t.dtype.itemsize) for (t, _), p in zip(temporaries(steps), addresses)}
+        want = [runtime.kernargs(launch.generated(f.trace(shaped, "gfx942", **kw), "gfx942"), a)
+                for (f, shaped, kw), (_, a, _) in zip(steps, placed(steps, at))]
+        assert [packed for _, packed in seen] == want and len(want) == launches
         assert {stream for stream, _ in seen} == {0x5000}
 
 

@@ -255,11 +255,9 @@ class DevicePrepared:
         kept = [arrays[t] for t in bases]
         where = [_address(a) if hasattr(a, "shape") else 1 for a in args] + [_address(a) for a in kept]
         aligned = {src for _, slots in planned for _, src, _ in slots if where[src] % ALIGN == 0}
-        if any(map(is_torch, args)):   # torch's allocator gives each call its own, as a launch does
-            dev = like.device
-            return cls(backend, device, planned, names,
-                       lambda: [backend.torch_workspace(t, dev, nth) for t, nth in temps], True, aligned)
-        return cls(backend, device, planned, names, lambda: kept, False, aligned)
+        if any(map(is_torch, args)):
+            return cls(backend, device, planned, names, _fresh(backend, temps, like.device), True, aligned)
+        return cls(backend, device, planned, names, lambda: (kept, where[len(args):]), False, aligned)
 
     def __call__(self, addresses) -> None:
         b = self.backend
@@ -267,8 +265,8 @@ class DevicePrepared:
         if device != self.device:
             raise TileError(f"argument {self.names[self.arrays[0]]} is on device {self.device}, the kernel runs on "
                             f"device {device}")
-        temps = self.temporaries()   # alive until every step is issued
-        where = [*addresses, *map(_address, temps)]
+        alive, temps = self.temporaries()   # alive: their memory, until every step is issued
+        where = [*addresses, *temps]
         for i in self.aligned:
             if where[i] % ALIGN:
                 raise TileError(f"argument {self.names[i]}: data must start on a {ALIGN}-byte boundary (as it did when "
@@ -288,6 +286,26 @@ class DevicePrepared:
                 self.maps.clear()
             m = self.maps[id(spec), address] = self.backend.tensor_map(spec, address)
         return m
+
+
+SCRATCH_ALIGN = 256   # bytes between the starts of a call's temporaries in its one scratch buffer
+
+
+def _fresh(backend, temps, device):
+    """temporaries() of a DevicePrepared on torch tensors: (memory, addresses). Those a launch writes before it
+    reads are pieces of one buffer from torch's allocator, new each call (one allocation however many the plan
+    has); those with a fill are the backend's kept ones (torch_workspace)."""
+    sizes = [0 if t.fill is not None else -(-t.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN for t, _ in temps]
+    offsets = [sum(sizes[:i]) for i in range(len(temps))]
+    total = sum(sizes)
+
+    def temporaries():
+        import torch
+        scratch = torch.empty(total, dtype=torch.uint8, device=device) if total else None
+        base = scratch.data_ptr() if total else 0
+        return scratch, [base + o if t.fill is None else _address(backend.torch_workspace(t, device, nth))
+                         for (t, nth), o in zip(temps, offsets)]
+    return temporaries
 
 
 def _address(a) -> int:
