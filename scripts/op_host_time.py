@@ -44,11 +44,18 @@ def main():
     q = torch.randn(1, 4, 128, 64, generator=g).to(DEV, bf)
     k = torch.randn(1, 2, 128, 64, generator=g).to(DEV, bf)
     cos, sin = torch.randn(128, 32, generator=g).to(DEV, bf), torch.randn(128, 32, generator=g).to(DEV, bf)
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+    do = torch.randn_like(q)
+
+    def backward(attend):   # forward, then autograd's backward of it: the backward op's host time and autograd's
+        return lambda: torch.autograd.grad(attend(), (qg, kg), do)
     rows = [
         ("rmsnorm", lambda: tt.rmsnorm(x, w), "F.rms_norm", lambda: F.rms_norm(x, (1024,), w, 1e-6)),
         ("softmax", lambda: tt.softmax(x), "torch.softmax", lambda: torch.softmax(x, -1)),
         ("attention", lambda: tt.attention(q, k, k, causal=True), "F.scaled_dot_product_attention",
          lambda: F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)),
+        ("attn fwd+bwd", backward(lambda: tt.attention(qg, kg, kg, causal=True)), "SDPA fwd+bwd",
+         backward(lambda: F.scaled_dot_product_attention(qg, kg, kg, is_causal=True, enable_gqa=True))),
         ("rotary", lambda: tt.rotary(q, k, cos, sin), "torch (4 muls, 2 adds, cat)",
          lambda: (torch.cat((q[..., :32] * cos - q[..., 32:] * sin, q[..., 32:] * cos + q[..., :32] * sin), -1))),
     ]
