@@ -634,9 +634,9 @@ def prepared_cases():
 
 @pytest.mark.parametrize("name,kfn,args,kw,maps", list(prepared_cases()), ids=[c[0] for c in prepared_cases()])
 def test_a_prepared_launch_packs_what_a_fresh_plan_packs_for_the_new_addresses(name, kfn, args, kw, maps):
-    """Backend.prepare on the GPU (runtime.Prepared): called with every array 16 MB further on, each step's
-    parameter bytes (addresses, shapes, strides, scalars, tensor maps re-made for the new addresses) are those a
-    fresh plan of the moved arrays packs; the temporaries keep theirs (kept workspaces)."""
+    """Backend.prepare on the GPU (tiles.backend.DevicePrepared): called with every array 16 MB further on, each
+    step's parameter bytes (addresses, shapes, strides, scalars, tensor maps re-made for the new addresses) are
+    those a fresh plan of the moved arrays packs; the temporaries keep theirs (kept workspaces)."""
     ws = FakeGpu()
     rt = ws.runtime
     prepared = DevicePrepared.of(ws, kfn, args, dict(kw))

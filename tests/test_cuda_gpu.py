@@ -350,7 +350,7 @@ def test_default_schedule_is_warp_specialized_where_tma_can_read_the_arrays(m, n
     assert_close(up(c), up(a) @ up(b), "f32", tol=1e-5)
     # TMA steps over a row only where there are several: then its pitch must be a multiple of 16 bytes
     unaddressable = (m > 1 and (k * 2) % 16) or (k > 1 and (n * 2) % 16)
-    assert ((id(traced), "warp", 0) in rt.prepared) == bool(unaddressable)
+    assert ((id(traced), "warp", 0) in rt.compiles) == bool(unaddressable)
 
 
 @pytest.mark.skipif(cuda.target != "sm_90a", reason="the warp-specialized schedule needs sm_90a")
