@@ -7,11 +7,12 @@ address; every other argument's value; the tuning cache (its folder and what thi
 backend of CPU tensors ($TILES_TORCH_BACKEND). The first call with a signature runs the body and records what it
 allocates (dispatch.empty) and launches (dispatch.launch, each launch prepared: Backend.prepare), tracing every
 array a launch takes to the argument, allocation or kept constant (keep) that starts at its address. A later
-call with that signature allocates the same tensors, gives each prepared launch its arrays' new addresses and
-returns the outputs: on a GPU, one driver call a kernel and no Python checks, views or plans.
+call with that signature allocates the same outputs (its temporaries as pieces of one scratch buffer), gives
+each prepared launch its arrays' new addresses and returns the outputs: on a GPU, one driver call a kernel and no
+Python checks, views or plans.
 
 A body that launches on other memory (a contiguous copy of a strided argument), or on a backend that cannot
-prepare a launch (hip and metal for now), is not replayed: it runs every call, as it always did.
+prepare a launch (metal for now), is not replayed: it runs every call, as it always did.
 """
 from __future__ import annotations
 
