@@ -100,9 +100,10 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
-#   replay1250 12-07 20:50: tiles.torch's replayed ops on the GPU: tests, numerics, host time per op against 4edcadd
-#              (carry build/old), the model's steps
-#   next1250   replay1250, then issue 20's table on an H200
+#   replay1250a  12-07 21:40: tiles.torch's replayed ops on the GPU: the replay tests, numerics, the model's graph
+#   replay1250b  12-07 21:40: host time per op against 4edcadd (carry build/old), the model's steps
+#   next1250   replay1250a (a call of its own)
+#   next1251   replay1250b, then issue 20's table on an H200
 #   next1243   12-07 18:35: on an H200 standing1206c, else host1242 (no graphs), merge1241 (1x128256) and fill1241
 #   next1244   12-07 19:00: on an H200 issue 20's forward rows, else host1242 (no graphs)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
@@ -324,23 +325,29 @@ for s in "$@"; do
             echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
                 --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
         NO_GRAPHS=1 bash "$0" host1242 ;;
-    replay1250)  # 12-07 20:50: tiles.torch's ops replayed per signature (tiles/torch/replay.py; the CUDA runtime's Prepared:
-                 # addresses written into the packed parameters, one driver call a kernel). First what must hold: the
-                 # replay tests on CUDA tensors, every op against float64 and the CUDA graph of the model (gpu_torch);
-                 # then the host time per op against the tree before it (build/old = 4edcadd, carried), and the
-                 # model's steps. Predicted (H100 host 12-07 19:13: rmsnorm 165, softmax 124, attention 155, rotary
-                 # 210 us a call): rmsnorm 45-60, softmax 40-50, attention 50-65, rotary 50-60; the compiled model's
-                 # host time a step 6.3 -> ~2 ms, its step 11.9 -> 8-9 ms (stock compiled 7.95)
-        timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_torch_replay.py 2>&1 | tail -4
-        timeout 200 python3 .ci/gpu_torch.py --only opcheck,numerics,graphs --out "$OUT/replay" 2>&1 | \
-            grep -E "FAIL|passed|failed" | tail -12
-        timeout 60 python3 scripts/op_host_time.py 2>&1 | tee "$OUT/op_host_time.log"
-        (cd build/old && PYTHONPATH=$PWD timeout 60 python3 ../../scripts/op_host_time.py 2>&1 | sed 's/^/before: /' | \
+    replay1250a)  # 12-07 21:40: tiles.torch's ops replayed per signature (tiles/torch/replay.py; tiles.backend.DevicePrepared:
+                  # addresses written into the packed parameters, one driver call a kernel): what must hold on the GPU
+                  # before anything is timed. The replay tests on CUDA tensors (each op's repeat against its body,
+                  # bit for bit, and float64; a fresh machine compiles every kernel first), then every op against
+                  # float64 and the CUDA graph of the model through the replay (gpu_torch)
+        timeout 270 python3 -m pytest -q -x -p no:cacheprovider tests/test_torch_replay.py 2>&1 | tail -4
+        timeout 280 python3 .ci/gpu_torch.py --only opcheck,numerics,graphs --out "$OUT/replay" 2>&1 | \
+            grep -E "FAIL|passed|failed" | tail -12 ;;
+    replay1250b)  # 12-07 21:40: the host time the replay saves, against the tree before it (build/old = 4edcadd, carried:
+                  # `bash scripts/old_tree.sh 4edcadd build/old`), and the model's steps. Predicted (H100 host 12-07
+                  # 19:13: rmsnorm 165, softmax 124, attention 155, rotary 210 us a call): rmsnorm 45-60, softmax
+                  # 40-50, attention 50-65, rotary 50-60; the compiled model's host time a step 6.3 -> ~2 ms, its
+                  # step 11.9 -> 8-9 ms (stock compiled 7.95)
+        timeout 90 python3 scripts/op_host_time.py 2>&1 | tee "$OUT/op_host_time.log"
+        (cd build/old && PYTHONPATH=$PWD timeout 90 python3 ../../scripts/op_host_time.py 2>&1 | sed 's/^/before: /' | \
             tee -a "$OUT/op_host_time.log")
         timeout 240 python3 .ci/gpu_torch.py --profile --no-graphs --out "$OUT/host" 2>&1 | tail -150 > "$OUT/replay1250.log"
         echo "== host rc=$?"; grep -E "step times|memo" "$OUT/replay1250.log" ;;
-    next1250)  # 12-07 20:50: replay1250 on whatever card comes; then issue 20's table on an H200
-        then_table replay1250 ;;
+    next1250)  # planned 12-07 21:40 for the next session: replay1250a on whatever card comes (one call); then, in a
+               # call of its own, next1251
+        bash "$0" replay1250a ;;
+    next1251)  # replay1250b (carry build/old), then issue 20's table where the card is an H200
+        then_table replay1250b ;;
     next1243)  # 12-07 18:35, with ~700 s of device time left: on an H200 issue 20's table (standing1206c); else the host
                # time (host1242, its profile without the CUDA-graph part), the decode rows' merge (merge1241 at 1x128256
                # only) and the shifted fill (fill1241)
