@@ -104,6 +104,7 @@
 #   replay1250b  12-07 21:40: host time per op against 4edcadd (carry build/old), the model's steps
 #   next1250   replay1250a (a call of its own)
 #   next1251   replay1250b, then issue 20's table on an H200
+#   next1252   the next session's first call: on an H200 standing1206c (issue 20), else next1250
 #   next1243   12-07 18:35: on an H200 standing1206c, else host1242 (no graphs), merge1241 (1x128256) and fill1241
 #   next1244   12-07 19:00: on an H200 issue 20's forward rows, else host1242 (no graphs)
 #   plain1216  12-07 02:20: unstaged pipelines as plain loops and raw loads against b6a4f9c (carry build/old)
@@ -346,6 +347,10 @@ for s in "$@"; do
     next1250)  # planned 12-07 21:40 for the next session: replay1250a on whatever card comes (one call); then, in a
                # call of its own, next1251
         bash "$0" replay1250a ;;
+    next1252)  # planned 12-07 22:00, the first call of the next session: on an H200 the issues' own figures come first
+               # (issue 20's table, standing1206c; grid1209 for issue 18 in a call of its own), else next1250
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
+        bash "$0" next1250 ;;
     next1251)  # replay1250b (carry build/old), then issue 20's table where the card is an H200
         then_table replay1250b ;;
     next1243)  # 12-07 18:35, with ~700 s of device time left: on an H200 issue 20's table (standing1206c); else the host
