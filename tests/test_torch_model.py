@@ -32,7 +32,18 @@ def step(model, opt, tokens):
     return float(loss.detach()), grads
 
 
+def recorded() -> dict:
+    """The op signatures recorded so far (tiles/torch/replay.py), by op, as the kinds of what was recorded."""
+    from tiles.torch import replay
+    return {op: sorted(type(r).__name__ for r in memo.values()) for op, memo in replay.MEMOS.items() if memo}
+
+
 def test_tiles_model_tracks_the_stock_model():
+    """Step 2 replays every tiles op that step 1 recorded (no new signature, none that cannot be replayed): its
+    losses and gradients are the replays'."""
+    from tiles.torch import replay
+    for memo in replay.MEMOS.values():
+        memo.clear()
     torch.manual_seed(0)
     stock = Llama(CONFIG)
     exact = copy.deepcopy(stock).double()
@@ -44,6 +55,12 @@ def test_tiles_model_tracks_the_stock_model():
     for i in range(STEPS):
         tokens = torch.randint(0, CONFIG.vocab, (BATCH, SEQ + 1), generator=gen)
         out = {k: step(m, opts[k], tokens) for k, m in models.items()}
+        if i == 0:
+            first = recorded()
+            assert set(first) == {"attention_fwd", "attention_bwd", "rmsnorm_fwd", "rotary_fwd"}, first
+            assert all(kind == "Replay" for kinds in first.values() for kind in kinds), first
+        else:
+            assert recorded() == first, "a later step recorded op signatures anew"
         assert abs(out["tiles"][0] - out["exact"][0]) < 0.005, f"step {i}: losses {out}"
         for name, g in out["tiles"][1].items():
             g_stock, g_exact = out["stock"][1][name], out["exact"][1][name]
