@@ -234,7 +234,7 @@ class DevicePrepared:
         temps = temporaries(steps)
         like = next((a for a in args if hasattr(a, "shape")), None)
         arrays = {t: backend.workspace(t, like, nth) for t, nth in temps}
-        starts = {_address(a): i for i, a in reversed(list(enumerate(args))) if hasattr(a, "shape")}
+        starts = {address(a): i for i, a in reversed(list(enumerate(args))) if hasattr(a, "shape")}
         bases = [t for t, _ in temps]
 
         def source(a) -> int | None:   # the argument a step's array is (or views from its start), or its temporary
@@ -242,7 +242,7 @@ class DevicePrepared:
                 return len(args) + bases.index(a.base or a)
             if not hasattr(a, "shape"):
                 return None
-            return next((i for i, b in enumerate(args) if b is a), starts.get(_address(a)))
+            return next((i for i, b in enumerate(args) if b is a), starts.get(address(a)))
 
         planned = []
         for (f, shaped, kw), (_, a, _) in zip(steps, placed(steps, arrays)):
@@ -253,7 +253,7 @@ class DevicePrepared:
             planned.append((step, [(offset, where[arg], spec) for offset, arg, spec in step.slots]))
         names = [*kfn.arg_names[:len(args)], *(f"temporary {i}" for i in range(len(temps)))]
         kept = [arrays[t] for t in bases]
-        where = [_address(a) if hasattr(a, "shape") else 1 for a in args] + [_address(a) for a in kept]
+        where = [address(a) if hasattr(a, "shape") else 1 for a in args] + [address(a) for a in kept]
         aligned = {src for _, slots in planned for _, src, _ in slots if where[src] % ALIGN == 0}
         if any(map(is_torch, args)):
             return cls(backend, device, planned, names, _fresh(backend, temps, like.device), True, aligned)
@@ -288,31 +288,39 @@ class DevicePrepared:
         return m
 
 
-SCRATCH_ALIGN = 256   # bytes between the starts of a call's temporaries in its one scratch buffer
+SCRATCH_ALIGN = 256   # bytes between the starts of the pieces of one scratch buffer
+
+
+def scratch_layout(nbytes) -> tuple[list[int], int]:
+    """(offsets, total bytes) of pieces of these sizes in one scratch buffer, each on a SCRATCH_ALIGN boundary (a
+    piece of 0 bytes takes no room)."""
+    sizes = [-(-n // SCRATCH_ALIGN) * SCRATCH_ALIGN for n in nbytes]
+    return [sum(sizes[:i]) for i in range(len(sizes))], sum(sizes)
 
 
 def _fresh(backend, temps, device):
     """temporaries() of a DevicePrepared on torch tensors: (memory, addresses). Those a launch writes before it
     reads are pieces of one buffer from torch's allocator, new each call (one allocation however many the plan
     has); those with a fill are the backend's kept ones (torch_workspace)."""
-    sizes = [0 if t.fill is not None else -(-t.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN for t, _ in temps]
-    offsets = [sum(sizes[:i]) for i in range(len(temps))]
-    total = sum(sizes)
+    offsets, total = scratch_layout(0 if t.fill is not None else t.nbytes for t, _ in temps)
 
     def temporaries():
         import torch
         scratch = torch.empty(total, dtype=torch.uint8, device=device) if total else None
         base = scratch.data_ptr() if total else 0
-        return scratch, [base + o if t.fill is None else _address(backend.torch_workspace(t, device, nth))
+        return scratch, [base + o if t.fill is None else address(backend.torch_workspace(t, device, nth))
                          for (t, nth), o in zip(temps, offsets)]
     return temporaries
 
 
-def _address(a) -> int:
-    """A device array's address: torch's data_ptr() first (its __cuda_array_interface__ is built anew each time)."""
+def address(a) -> int:
+    """A device array's address: torch's data_ptr() first (its __cuda_array_interface__ is built anew on every
+    access, microseconds each), then the interface's."""
     if callable(getattr(a, "data_ptr", None)):
         return int(a.data_ptr())
-    return int(a.__cuda_array_interface__["data"][0])
+    if hasattr(a, "__cuda_array_interface__"):
+        return int(a.__cuda_array_interface__["data"][0])
+    raise TypeError(f"{type(a).__name__} is not a CUDA array")
 
 
 class HostPrepared:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tiles import diskcache, dtypes, ir, targets
-from tiles.backend import _strides, check_args, is_cuda_array
+from tiles.backend import _strides, address, check_args, is_cuda_array
 from tiles.dsl import TileError
 from tiles.types import GL
 
@@ -33,14 +33,8 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
 # ---- checks (pure Python: testable without a GPU) ------------------------------------------------------------
 
-# Launch overhead: a launch asks each array for its address several times. torch builds its
-# __cuda_array_interface__ dict anew on every access (microseconds each), so its data_ptr() is asked first.
-def pointer(a) -> int:
-    if callable(getattr(a, "data_ptr", None)):
-        return int(a.data_ptr())
-    if hasattr(a, "__cuda_array_interface__"):
-        return int(a.__cuda_array_interface__["data"][0])
-    raise TypeError(f"{type(a).__name__} is not a CUDA array")
+# Launch overhead: a launch asks each array for its address several times, torch's data_ptr() first.
+pointer = address
 
 
 def device_of(a) -> int | None:

@@ -95,8 +95,8 @@ def launch(kfn, args, name: str = "", **consts) -> None:
     rec = recording()
     prepared = None if rec is None else b.prepare(kfn, arrays, **consts)
     if rec is not None:
-        rec.launches.append((prepared, args))
+        rec.launches.append((prepared, args))   # None: a launch the replay cannot make, so no replay
     if prepared is None:
         b.launch(kfn, arrays, **consts)
-    else:
-        prepared([a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args])
+        return
+    prepared([a.data_ptr() if isinstance(a, torch.Tensor) else 0 for a in args])

@@ -23,6 +23,7 @@ import os
 import torch
 
 from tiles import tune
+from tiles.backend import scratch_layout
 from tiles.types import ALIGN
 
 from . import dispatch
@@ -90,9 +91,6 @@ class Recording:
                       isinstance(out, torch.Tensor))
 
 
-SCRATCH_ALIGN = 256   # bytes between the starts of a replay's temporaries in its one scratch buffer
-
-
 class Replay:
     """One signature's body, replayed: the outputs allocated as the body allocated them, its other allocations
     (temporaries the caller never sees) as pieces of one scratch buffer (one allocation, however many there
@@ -106,10 +104,8 @@ class Replay:
         if len({allocations[j].device for j in temps}) > 1:   # one buffer serves one device
             kept, temps = list(range(len(allocations))), []
         self.allocations = [(allocations[j].shape, allocations[j].dtype, allocations[j].device) for j in kept]
-        sizes = [-(-allocations[j].numel() * allocations[j].element_size() // SCRATCH_ALIGN) * SCRATCH_ALIGN
-                 for j in temps]
-        self.offsets = [sum(sizes[:i]) for i in range(len(temps))]
-        self.scratch = (sum(sizes), allocations[temps[0]].device) if temps else None
+        self.offsets, total = scratch_layout(allocations[j].numel() * allocations[j].element_size() for j in temps)
+        self.scratch = (total, allocations[temps[0]].device) if temps else None
         order = {j: n_args + i for i, j in enumerate(kept + temps)}   # allocation j -> its place among the sources
 
         def renumbered(s: int) -> int:
