@@ -1,4 +1,4 @@
-"""Attention forward (FlashAttention-style online softmax): MHA and GQA, causal or not, head dim 64/128.
+"""Attention forward (FlashAttention-style online softmax): MHA and GQA, causal or not, head dims HEAD_DIMS.
 
 O = softmax(Q K^T * scale) V per (batch, head), and the log-sum-exp of each row for the backward pass.
 Q, O: (B, H, N, D); K, V: (B, H_kv, N_kv, D) with H a multiple of H_kv; LSE: (B, H, N) float32.
@@ -14,6 +14,23 @@ from tiles.backend import resolve
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
+
+# The head dims the configurations are set for and tested at (tiles.torch and `tiles compare` take these): 64 and
+# 128 timed on the H100 and H200 (docs/benchmarks.md); 32, 96 and 256 set from the offline resource reports alone
+# (`tiles inspect attention --shape 2x4x1024x256,causal`: no spills, within every target's shared memory), not
+# timed. The kernel itself takes any head dim its target's verifier accepts (tests/test_granularity.py).
+HEAD_DIMS = (32, 64, 96, 128, 256)
+
+# Past head dim 128 (256): smaller blocks where the targets' shared memory or registers run out at the default ones.
+# sm_90a's K and V stages at BN 128 and sm_80's at BN 64 pass the shared memory (395 and 198 KB; at BN 64 / 32:
+# 227 and 129 KB); gfx950's 32 rows of O a wave (32 x 256 f32) spill 177 registers, 16 rows a wave on the 16x16
+# MFMA none; apple's query block of 32 rows passes its 32 KB of threadgroup memory (33 KB; 16 x 16 blocks: 24.5 KB)
+WIDE_HEAD = {
+    "sm_90a": dict(BN=64),
+    "sm_80": dict(BN=32),
+    "gfx950": dict(BM=128, mfma=16),
+    "apple": dict(BM=16, BN=16),
+}
 
 # workers own rows of the query block: consumer warpgroups (sm_90a), warps (sm_80), waves, simdgroups.
 CONFIGS = {
@@ -50,7 +67,9 @@ def per_head_dim(target, O, LSE, Q, K, V, scale, *, D=None, causal=False, **keyw
     warpgroups, more rows to each key block's loads and barriers (12-04 14:25: 2.472 -> 2.299 ms, causal
     1.354 -> 1.323; BN=192 spills). On that block a causal kernel's split is 1 in 16: its diagonal blocks' masks
     already load the FMA and ALU pipes (H100, 12-06, two runs: causal 1.320 -> 1.287 and 1.326 -> 1.306 ms,
-    unmasked 2.218 -> 2.245 and 2.215 -> 2.244, so 1 in 8 stays there)."""
+    unmasked 2.218 -> 2.245 and 2.215 -> 2.244, so 1 in 8 stays there). Past head dim 128: WIDE_HEAD."""
+    if D is not None and D > 128:
+        return WIDE_HEAD.get(target, {})
     if target != "sm_90a" or D != 64:
         return {}
     if Q.shape[2] < 2048:

@@ -1,6 +1,6 @@
 """Attention backward (FlashAttention-2 scheme): dQ, dK, dV from the forward's O and log-sum-exp.
 
-MHA and GQA, causal or not, head dim 64 or 128. Three launches:
+MHA and GQA, causal or not, head dims HEAD_DIMS. Three launches:
   1. attention_bwd_pre: per query row Delta = rowsum(dO * O) * scale and LSE2 = LSE * log2(e), the forms the
      step uses, and the f32 dQ accumulator zeroed;
   2. attention_bwd: a block owns BN rows of K and V of one kv head and walks every query block of every
@@ -25,6 +25,12 @@ import numpy as np
 import tiles as tl
 
 LOG2E = 1.4426950408889634
+# The head dims the configurations are set for and tested at (tiles.torch takes these): 64 and 128 timed, 32 and 96
+# set from the offline resource reports (per_head_dim), not timed. Past 128 the f32 accumulators dK and dV alone
+# take D registers a thread at the fewest rows a worker holds (16 a warp on mma.sync, 64 a warpgroup on wgmma):
+# at D 256 every register, with no split of their columns over the workers yet (sm_80 spills 1.2 KB a thread,
+# sm_90a's K, V, Q and dO exceed its shared memory)
+HEAD_DIMS = (32, 64, 96, 128)
 WAVE = 128   # about the blocks one wave of a large GPU runs (132 SMs of an H100 or H200, one block each)
 
 # BN kv rows per block (split over the workers), BM query rows per step of the loop.
@@ -113,9 +119,14 @@ def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **key
     """sm_90a at head dim 128: dV issued as soon as P^T is there, as FlashAttention-3 orders it, so that its
     wgmma run through dS^T's arithmetic and handoff (H200, 12-04: 4x32x8192x128 22.19 -> 21.74 ms); not at 64,
     where it lost (16x16x4096x64 7.30 -> 7.77 ms; docs/backends/cuda.md). sm_80 at head dim 128, causal: 16 query
-    rows a step, where 32 sit at 255 registers and ptxas spills 52 bytes (12-06; not timed, no A100 here)."""
+    rows a step, where 32 sit at 255 registers and ptxas spills 52 bytes (12-06; not timed, no A100 here). sm_90a at
+    head dims 32 and 96, whose shared tiles' rows are not whole 128-byte swizzle panels (no wgmma: mma.sync): 64 kv
+    rows a block, V in shared memory, where 128 rows spill 3.4-4.0 KB at D 96 and 36-76 B at D 32 causal (12-07,
+    `tiles inspect attention_bwd --shape 2x4x1024x96,causal`; not timed)."""
     if target == "sm_90a" and D == 128:
         return dict(dv_early=True)
+    if target == "sm_90a" and D is not None and D % 64:
+        return dict(BN=64, v_shared_from=0)
     return dict(BM=16) if target == "sm_80" and D == 128 and causal else {}
 
 

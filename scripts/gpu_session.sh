@@ -100,6 +100,7 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
+#   heads1207  12-07 23:10: attention at head dims 32, 96, 256: GPU tests, tiles.torch gradients, against cuDNN
 #   replay1250a  12-07 21:40: tiles.torch's replayed ops on the GPU: the replay tests, numerics, the model's graph
 #   replay1250b  12-07 21:40: host time per op against 4edcadd (carry build/old), the model's steps
 #   next1250   replay1250a (a call of its own)
@@ -326,6 +327,18 @@ for s in "$@"; do
             echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
                 --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
         NO_GRAPHS=1 bash "$0" host1242 ;;
+    heads1207)  # 12-07 23:10: attention at head dims 32, 96 and 256 (configured from the resource reports alone, never
+                # run on a GPU): their property tests on cuda and cuda:sm_80, tiles.torch's gradients (gpu_torch
+                # numerics), then timed against cuDNN. Predicted: D 256 forward (wgmma, BN 64) 0.80-1.00x cuDNN; D 32 and
+                # 96 on mma.sync (no 64-byte-panel wgmma yet) 0.45-0.70x, the backward there 0.5-0.8x
+        timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda,cuda:sm_80 \
+            tests/test_kernels.py::test_attention_forward_head_dims \
+            tests/test_kernel_attention_bwd.py::test_attention_backward_head_dims 2>&1 | tail -4
+        timeout 200 python3 .ci/gpu_torch.py --only numerics --out "$OUT/heads" 2>&1 | grep -E "FAIL|D32|D96|D256" | tail -12
+        echo "== forward"; timeout 120 python3 -m tiles compare attention --backends cuda --no-compile --shapes \
+            8x16x4096x32 8x16x4096x96 8x16x4096x96,causal 4x16x4096x256 4x16x4096x256,causal 2>&1 | r
+        echo "== backward"; timeout 120 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes \
+            8x16x4096x32 8x16x4096x96 8x16x4096x96,causal 2>&1 | r ;;
     replay1250a)  # 12-07 21:40: tiles.torch's ops replayed per signature (tiles/torch/replay.py; tiles.backend.DevicePrepared:
                   # addresses written into the packed parameters, one driver call a kernel): what must hold on the GPU
                   # before anything is timed. The replay tests on CUDA tensors (each op's repeat against its body,

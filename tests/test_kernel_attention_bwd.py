@@ -1,4 +1,5 @@
-"""Attention backward (MHA/GQA, causal or not, D 64/128) on every backend against float64 gradients."""
+"""Attention backward (MHA/GQA, causal or not, every head dim of attention_bwd.HEAD_DIMS) on every backend against
+float64 gradients."""
 import math
 
 import numpy as np
@@ -39,6 +40,20 @@ def reference_attention_grads(q, k, v, do, causal, scale, o_given=None):
        n=st.integers(2, 100), n_kv=st.integers(2, 100), d=st.sampled_from([64, 128]), causal=st.booleans(),
        dtype=st.sampled_from(["bf16", "f16"]), longest_first=st.booleans(), staged=st.booleans())
 def test_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal, dtype, longest_first, staged):
+    check_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal, dtype, longest_first, staged)
+
+
+@settings(max_examples=2)
+@given(n=st.integers(2, 100), n_kv=st.integers(2, 100), group=st.sampled_from([1, 2]), causal=st.booleans(),
+       dtype=st.sampled_from(["bf16", "f16"]))
+@pytest.mark.parametrize("d", [32, 96])
+def test_attention_backward_head_dims(backend, d, n, n_kv, group, causal, dtype):
+    """The head dims configured from the resource reports alone (attention_bwd.HEAD_DIMS; sm_90a off wgmma at
+    64 kv rows a block), on every backend against float64."""
+    check_attention_backward(backend, 1, 2, group, n, n_kv, d, causal, dtype, False, False)
+
+
+def check_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal, dtype, longest_first, staged):
     # n_kv >= 2: with one key, softmax is constant, dQ and dK vanish and no relative error means anything
     n_kv = n if causal else n_kv
     staged = staged and backend.target != "apple"   # three staged tiles at D 128 pass its 32 KB of threadgroup memory

@@ -98,6 +98,20 @@ def test_gemm_at_a_decode_step_runs_the_heuristic(backend, m):
        n=st.integers(1, 150), d=st.sampled_from([64, 128]), causal=st.booleans(),
        dtype=st.sampled_from(["bf16", "f16"]), longest_first=st.booleans())
 def test_attention_forward(backend, batch, kv_heads, group, n, d, causal, dtype, longest_first):
+    check_attention_forward(backend, batch, kv_heads, group, n, d, causal, dtype, longest_first)
+
+
+@settings(max_examples=2)
+@given(n=st.integers(1, 150), group=st.sampled_from([1, 2]), causal=st.booleans(),
+       dtype=st.sampled_from(["bf16", "f16"]))
+@pytest.mark.parametrize("d", [32, 96, 256])
+def test_attention_forward_head_dims(backend, d, n, group, causal, dtype):
+    """The head dims configured from the resource reports alone (attention.HEAD_DIMS; 256 with the smaller
+    blocks of WIDE_HEAD), on every backend against float64."""
+    check_attention_forward(backend, 1, 2, group, n, d, causal, dtype, longest_first=False)
+
+
+def check_attention_forward(backend, batch, kv_heads, group, n, d, causal, dtype, longest_first):
     heads = kv_heads * group
     q = random_array((batch, heads, n, d), dtype)
     k = random_array((batch, kv_heads, n, d), dtype)

@@ -67,6 +67,11 @@ def sdpa64(q, k, v, causal, scale):
 @given(b=st.integers(1, 2), h_kv=st.integers(1, 2), group=st.sampled_from([1, 2]), n=st.integers(1, 80),
        d=st.sampled_from([64, 128]), causal=st.booleans(), dtype=st.sampled_from(["bf16", "f16"]))
 def test_attention_forward_and_gradients(b, h_kv, group, n, d, causal, dtype):
+    check_attention(b, h_kv, group, n, d, causal, dtype)
+
+
+def check_attention(b, h_kv, group, n, d, causal, dtype):
+    """O and the gradients of q, k, v against float64 SDPA."""
     q = rand(b, h_kv * group, n, d, dtype=dtype, grad=True)
     k, v = rand(b, h_kv, n, d, dtype=dtype, grad=True), rand(b, h_kv, n, d, dtype=dtype, grad=True)
     do = rand(b, h_kv * group, n, d, dtype=dtype)
@@ -76,6 +81,33 @@ def test_attention_forward_and_gradients(b, h_kv, group, n, d, causal, dtype):
     close(o, ref, dtype, what="O")
     for name, a, r in zip("qkv", g, ref_g):
         close(a, r, dtype, factor=2, what=f"d{name}")
+
+
+@settings(max_examples=3)
+@given(n=st.integers(1, 40), group=st.sampled_from([1, 2]), causal=st.booleans(),
+       dtype=st.sampled_from(["bf16", "f16"]))
+@pytest.mark.parametrize("d", [32, 96])
+def test_attention_head_dims_32_and_96(d, n, group, causal, dtype):
+    """The head dims configured from the resource reports alone (kernels/attention.py HEAD_DIMS): forward and
+    gradients against float64."""
+    check_attention(1, 1, group, n, d, causal, dtype)
+
+
+@settings(max_examples=3)
+@given(n=st.integers(1, 40), group=st.sampled_from([1, 2]), causal=st.booleans())
+def test_attention_head_dim_256_forward_only(n, group, causal):
+    """Head dim 256 has a forward and no backward kernel: under no_grad it runs, against float64; where autograd
+    would record it, it is refused before any launch, naming the way out."""
+    q, k, v = rand(1, 2 * group, n, 256, grad=True), rand(1, 2, n, 256, grad=True), rand(1, 2, n, 256, grad=True)
+    with pytest.raises(TileError, match="head dim 256 has no backward kernel.*torch.no_grad"):
+        tt.attention(q, k, v, causal=causal)
+    with torch.no_grad():
+        o = tt.attention(q, k, v, causal=causal)
+    close(o, sdpa64(*f64(q, k, v), causal, 1 / 16), "bf16")
+    close(tt.attention(q.detach(), k.detach(), v.detach(), causal=causal), o, "bf16")
+    with pytest.raises(TileError, match="attention backward: head dim 256 is not supported"):
+        ops.attention_bwd(q.detach(), q.detach(), k.detach(), v.detach(), o, torch.zeros(1, 2 * group, n), causal,
+                          1 / 16, "")
 
 
 def test_attention_takes_strided_inputs_and_a_scale():
@@ -96,7 +128,7 @@ def test_attention_takes_strided_inputs_and_a_scale():
     (lambda q, k, v: (q.float(), k, v), "dtype torch.float32 is not supported"),
     (lambda q, k, v: (q, k.half(), v), "share a dtype"),
     (lambda q, k, v: (q[:, :3], k, v), "multiple of H_kv"),
-    (lambda q, k, v: (q[..., :32], k[..., :32], v[..., :32]), "head dim 32"),
+    (lambda q, k, v: (q[..., :48], k[..., :48], v[..., :48]), "head dim 48"),
     (lambda q, k, v: (q, k[:, :, :5], v[:, :, :5]), "causal needs"),
 ])
 def test_attention_bad_input(bad, message):

@@ -339,7 +339,7 @@ class Attention(Workload):
     name = "attention"
     fields = ("B", "H", "Hkv", "N", "D")
     flags = ("causal",)
-    syntax = "BxH[/Hkv]xNxD[,causal][,bf16|f16]  (Hkv: key/value heads for GQA; D 64 or 128)"
+    syntax = "BxH[/Hkv]xNxD[,causal][,bf16|f16]  (Hkv: key/value heads for GQA; D 32, 64, 96, 128 or 256)"
     pattern = r"(?P<B>\d+)x(?P<H>\d+)(?:/(?P<Hkv>\d+))?x(?P<N>\d+)x(?P<D>\d+)(?:,(?P<flags>[\w,]+))?"
     default_shapes = ("16x16x4096x128", "16x16x4096x128,causal", "4x32/8x8192x128,causal")
     small_shapes = ("1x2x80x64,causal", "1x4/2x72x128")
@@ -348,13 +348,18 @@ class Attention(Workload):
         from .kernels.attention import attention_fwd
         return attention_fwd
 
+    def head_dims(self):
+        from .kernels.attention import HEAD_DIMS
+        return HEAD_DIMS
+
     def check(self, s):
         s.setdefault("Hkv", s.get("H"))
         super().check(s)
         if s["H"] % s["Hkv"]:
-            raise ValueError(f"attention: H={s['H']} is not a multiple of Hkv={s['Hkv']}")
-        if s["D"] not in (64, 128):
-            raise ValueError(f"attention: head dim D={s['D']}; the kernel is configured for 64 and 128")
+            raise ValueError(f"{self.name}: H={s['H']} is not a multiple of Hkv={s['Hkv']}")
+        if s["D"] not in self.head_dims():
+            raise ValueError(f"{self.name}: head dim D={s['D']}; the kernel is configured for "
+                             f"{', '.join(map(str, self.head_dims()))}")
 
     def inputs(self, s, rng):
         b, h, hk, n, d, dt = s["B"], s["H"], s["Hkv"], s["N"], s["D"], s["dtype"]
@@ -747,13 +752,17 @@ class AttentionBwd(Attention):
     is a function of what it is handed, and the float64 reference computes that function (on sampled rows:
     dQ's query rows and dK's, dV's key rows need only the given LSE, no whole score matrix)."""
     name = "attention_bwd"
-    syntax = "BxH[/Hkv]xNxD[,causal][,bf16|f16]  (backward of attention: dQ, dK, dV; Hkv: GQA; D 64 or 128)"
+    syntax = "BxH[/Hkv]xNxD[,causal][,bf16|f16]  (backward of attention: dQ, dK, dV; Hkv: GQA; D 32 to 128)"
     default_shapes = ("4x32x8192x128", "4x32x8192x128,causal", "16x16/4x4096x64,causal")
     small_shapes = ("1x2x80x64,causal", "1x4/2x72x128")
 
     def kernel(self, s):
         from .kernels.attention_bwd import attention_bwd
         return attention_bwd
+
+    def head_dims(self):
+        from .kernels.attention_bwd import HEAD_DIMS
+        return HEAD_DIMS
 
     def inputs(self, s, rng):
         b, h, hk, n, d, dt = s["B"], s["H"], s["Hkv"], s["N"], s["D"], s["dtype"]

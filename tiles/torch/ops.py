@@ -25,7 +25,6 @@ from .replay import keep, replayed
 
 HALF = (torch.bfloat16, torch.float16)
 FLOAT = (torch.bfloat16, torch.float16, torch.float32)
-ATTENTION_HEAD_DIMS = (64, 128)   # the head dims attention's configurations are tuned and tested for
 
 
 def _require(ok: bool, message):
@@ -51,7 +50,7 @@ def _operand(t: Tensor) -> Tensor:
 
 # ---- attention -----------------------------------------------------------------------------------------------
 
-def _check_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool):
+def _check_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, head_dims=_attn.HEAD_DIMS, what="attention"):
     _require(q.dim() == 4 and k.dim() == 4 and v.dim() == 4,
              lambda: f"attention: expected q (B, H, N, D), k and v (B, H_kv, N_kv, D); got ranks "
                      f"{q.dim()}, {k.dim()}, {v.dim()}")
@@ -66,8 +65,7 @@ def _check_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool):
              lambda: f"attention: k and v (B, H_kv, N_kv, D) with B and D of q and H a multiple of H_kv; "
                      f"q {tuple(q.shape)}, "
                      f"k {tuple(k.shape)}")
-    _require(d in ATTENTION_HEAD_DIMS,
-             lambda: f"attention: head dim {d} is not supported; expected one of {ATTENTION_HEAD_DIMS}")
+    _require(d in head_dims, lambda: f"{what}: head dim {d} is not supported; expected one of {head_dims}")
     _require(not causal or k.shape[2] == n,
              lambda: f"attention: causal needs as many keys as queries, got N {n}, N_kv {k.shape[2]}")
 
@@ -96,7 +94,7 @@ def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: T
                   backend: str) -> tuple[Tensor, Tensor, Tensor]:
     """(dQ, dK, dV) through the shipped backward: Delta = rowsum(dO * O) scale and LSE in log2 units, then dK, dV
     (summed over a kv head's query heads) with dQ accumulated in float32, then dQ converted to q's dtype."""
-    _check_attention(q, k, v, causal)
+    _check_attention(q, k, v, causal, _attn_bwd.HEAD_DIMS, "attention backward")
     do, q, k, v, o, lse = map(_operand, (do, q, k, v, o, lse))
     d = q.shape[3]
     delta, lse2, dq_acc = empty(lse.shape, lse), empty(lse.shape, lse), empty(q.shape, q, torch.float32)
@@ -130,8 +128,14 @@ attention_fwd.register_autograd(_attention_backward, setup_context=_attention_se
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,
               backend: str = "") -> Tensor:
     """softmax(q k^T * scale) v for q (B, H, N, D), k and v (B, H_kv, N_kv, D), H a multiple of H_kv (GQA);
-    scale defaults to 1/sqrt(D). bf16 or f16, D 64 or 128. Differentiable in q, k and v."""
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale defaults to 1/sqrt(D). bf16 or f16, D 32, 64, 96, 128 or 256. Differentiable in q, k and v at D up to
+    128: at 256 (no backward kernel) a call that autograd would record is refused, before any launch."""
+    d = q.shape[-1]
+    _require(d in _attn_bwd.HEAD_DIMS or not torch.is_grad_enabled() or not any(
+        t.requires_grad for t in (q, k, v)),
+        lambda: f"attention: head dim {d} has no backward kernel (head dims {_attn_bwd.HEAD_DIMS}), and q, k or v "
+                f"requires grad; run it under torch.no_grad() or torch.inference_mode(), or detach them")
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
     return attention_fwd(q, k, v, causal, float(scale), backend)[0]
 
 
