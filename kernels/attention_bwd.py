@@ -52,7 +52,12 @@ CONFIGS = {
     # cost the causal loop 0.1 instructions per MFMA: the static count, 9.39 -> 9.49)
     "sm_90a": dict(BM=64, BN=128, v_shared_from=128, stages=2, workers=2, shared_vectors=True, longest_first=True),
     "gfx942": dict(BM=64, BN=64, workers=4, schedule="interleave"),
-    "gfx950": dict(BM=64, BN=64, v_shared_from=0, workers=4, schedule="interleave"),
+    # gfx950: 128 kv rows a block, 32 a wave (HipKittens' backward: 256, 64 a wave, dK in AGPRs): each step's Q, dO
+    # and LSE loads, its softmax row work and its dQ atomics over twice the MFMAs. Chosen statically, not timed
+    # (2026-12-07, 16x64/8x2048x128; docs/backends/hip.md "Attention backward against HipKittens'"): per MFMA 5.36 ->
+    # 4.46 instructions (HipKittens 4.23 per 16x16x32-equivalent), waits 0.17 -> 0.09, the loop's bound 21.4 -> 17.8
+    # clocks; the static model 9249 -> 4641 us (its Q and dO re-read by half as many kv blocks)
+    "gfx950": dict(BM=64, BN=128, v_shared_from=0, workers=4, schedule="interleave"),
     "apple": dict(BM=32, BN=32, workers=4),
 }
 # the two row-wise kernels around it: BM query rows per block

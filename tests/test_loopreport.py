@@ -131,8 +131,8 @@ def test_instruction_sizes():
                                       "ds_read_u16_d16_hi", "ds_read_u8", "ds_write_b16", "ds_bpermute_b32")] == \
         [16, 16, 8, 8, 2, 1, 2, 4]
     assert [lr.global_bytes(m) for m in ("buffer_load_dwordx4", "buffer_load_ushort", "global_load_lds_dwordx4",
-                                         "buffer_load_dword", "buffer_atomic_add_f32", "buffer_store_short")] == \
-        [16, 2, 16, 4, 4, 2]
+                                         "buffer_load_dword", "buffer_atomic_add_f32", "buffer_store_short",
+                                         "buffer_atomic_pk_add_bf16")] == [16, 2, 16, 4, 4, 2, 4]
     assert lr.mfma_shape("v_mfma_scale_f32_16x16x128_f8f6f4") == (16, 16, 128, "fp8")
     assert lr.mfma_shape("v_mfma_f32_32x32x8_bf16") == (32, 32, 8, "bf16")
     assert lr.mfma_shape("v_mfma_f32_16x16x32_bf8_fp8") == (16, 16, 32, "fp8")

@@ -614,6 +614,37 @@ def test_tiles_tune_without_a_device_says_it_was_not_timed(capsys, monkeypatch):
     assert not tune.cache_dir().exists()
 
 
+def test_tiles_tune_with_every_candidate_pruned_says_why_in_one_line(capsys, monkeypatch):
+    """Every candidate spills (faked): the CLI names the kernel, the target and each candidate's reason, exit 2,
+    no traceback."""
+    spills = toolchains.Static("gfx950", "fake", 256, shared_bytes=32 * 1024, spills="12", spill_bytes=48,
+                               blocks_per_unit=2)
+    monkeypatch.setattr(toolchains, "static", lambda *a, **k: spills)
+    monkeypatch.setattr(toolchains, "emit", lambda kfn, a, t, what, **c: repr(sorted(c.items())))
+    rc = cli.main(["tune", "gemm", "--static", "--target", "gfx950", "--shapes", "16x4096x4096"])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]   # after the search's progress lines
+    assert rc == 2 and "Traceback" not in err and last.startswith("tiles tune: tuning gemm for gfx950: every "
+                                                                     "candidate was pruned: ")
+    assert "(default): spills: 12" in last
+
+
+@pytest.mark.skipif(toolchains.cannot_compile("gfx942") is not None, reason="no clang for AMDGPU")
+def test_an_untouched_private_segment_is_not_a_spill():
+    """clang reserves 36 B of private segment in attention backward on gfx942 (beside SGPRs spilled into VGPR
+    lanes) and no instruction reads or writes it: the configured default is not pruned as spilling, where a
+    kernel that spills VGPRs to scratch still is."""
+    from tiles.kernels.attention_bwd import attention_bwd
+    x = lambda heads: Shaped((1, heads, 256, 128), "bf16")  # noqa: E731
+    args = [x(1), x(1), Shaped((1, 2, 256, 128), "f32"), x(2), x(1), x(1), x(2), Shaped((1, 2, 256), "f32"),
+            Shaped((1, 2, 256), "f32"), 0.1]
+    st = toolchains.static(attention_bwd, args, "gfx942", D=128)
+    assert st.spills.endswith("scratch 36 B untouched") and st.spill_bytes == 0
+    assert toolchains.SCRATCH_ACCESS.search("\tscratch_store_dwordx4 off, v[4:7], off  ; 16-byte Folded Spill")
+    assert toolchains.SCRATCH_ACCESS.search("\tbuffer_store_dword v1, off, s[0:3], 0 offset:4")
+    assert not toolchains.SCRATCH_ACCESS.search("\tbuffer_load_dwordx4 v[0:3], v4, s[8:11], 0 offen")
+
+
 def test_the_amd_model_reads_the_main_loop_report():
     """Where the main loop's count says another unit needs twice the matrix core's clocks per MFMA, the matrix
     term doubles and names that unit."""

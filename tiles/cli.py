@@ -675,9 +675,15 @@ def cmd_tune(a) -> int:
 
 def _log_to_stderr(name: str) -> None:
     import logging
+
+    class Stderr(logging.StreamHandler):
+        """sys.stderr as it is at each record: main() may run again in one process with stderr redirected since
+        (a notebook, pytest's capture), and a stream kept from the first call may be closed by then."""
+        stream = property(lambda self: sys.stderr, lambda self, value: None)
+
     log = logging.getLogger(name)
     if not log.handlers:
-        log.addHandler(logging.StreamHandler(sys.stderr))
+        log.addHandler(Stderr())
         log.setLevel(logging.INFO)
 
 

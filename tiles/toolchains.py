@@ -217,14 +217,22 @@ def _hip_compile(k, target):
     return g, _vendor_module(target, "toolchain").compile_kernel(g)
 
 
+# an instruction that reads or writes the private segment (flat scratch, or the buffer resource in s[0:3])
+SCRATCH_ACCESS = re.compile(r"^\s*(scratch_(load|store)_\w+|buffer_(load|store)_\w+ .*\bs\[0:3\])", re.M)
+
+
 def _hip_static(k, target) -> Static:
     _, rep = _hip_compile(k, target)
     code = re.search(r"codeLenInByte = (\d+)", rep.assembly)
+    # a private segment the code never touches (clang reserves one beside SGPRs spilled into VGPR lanes: attention
+    # backward on gfx942, 36 B) costs nothing; spilled VGPRs and scratch the code reads or writes count
+    scratch = rep.scratch if SCRATCH_ACCESS.search(rep.assembly) else 0
     return Static(target, "ziglang clang", rep.threads, f"v{rep.vgprs} a{rep.agprs}", rep.lds,
-                  f"{rep.spills}, scratch {rep.scratch} B" if rep.spills or rep.scratch else "0",
+                  f"{rep.spills}, scratch {rep.scratch} B{'' if scratch else ' untouched'}"
+                  if rep.spills or rep.scratch else "0",
                   f"{rep.waves_per_simd}/8 waves/SIMD",
                   ", ".join(f"{n} x{c}" for n, c in rep.loop_mfma.items()) or "none in a loop",
-                  int(code.group(1)) if code else None, loop=rep.loop, spill_bytes=4 * rep.spills + rep.scratch,
+                  int(code.group(1)) if code else None, loop=rep.loop, spill_bytes=4 * rep.spills + scratch,
                   # a block's waves spread over the CU's 4 SIMDs
                   blocks_per_unit=rep.waves_per_simd // -(-rep.threads // 256))
 

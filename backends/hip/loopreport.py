@@ -153,9 +153,12 @@ _GLOBAL_BYTES = {"dword": 4, "dwordx2": 8, "dwordx3": 12, "dwordx4": 16, "b32": 
 
 
 def global_bytes(mn: str) -> int:
-    """Bytes per lane of a buffer/global/flat load, store or atomic (buffer_atomic_add_f32: 4)."""
+    """Bytes per lane of a buffer/global/flat load, store or atomic (buffer_atomic_add_f32: 4; a packed pair,
+    buffer_atomic_pk_add_bf16: 4)."""
     m = re.match(r"(?:buffer|global|flat)_(?:load|store|atomic)_(?:lds_)?(\w+)", mn)
-    return (_GLOBAL_BYTES.get(m.group(1)) or _bits(m.group(1), r"_[fuib](\d+)$")) if m else 0
+    if not m:
+        return 0
+    return (_GLOBAL_BYTES.get(m.group(1)) or _bits(m.group(1), r"_b?[fuib](\d+)$")) * (2 if "pk_" in m.group(1) else 1)
 
 
 def mfma_shape(mn: str) -> tuple[int, int, int, str | None] | None:

@@ -311,6 +311,14 @@ def search(kfn, b, args, overrides: dict, *, top: int = 8, min_blocks: int = 1, 
     return finish(kfn, b, args, fixed, cands, ranked, shape=_shape_text(args), phases=phase)
 
 
+class NothingToTune(ValueError):
+    """No candidate of the search space survived pruning, or none ran: each one's reason in the message (a
+    ValueError, so the CLI says it in one line)."""
+
+    def __init__(self, what: str, cands: list):
+        super().__init__(f"{what}: " + "; ".join(f"{c.label()}: {c.error or c.dropped}" for c in cands)[:2000])
+
+
 def _to_time(ranked: list[Candidate], cands: list[Candidate], top: int) -> list[Candidate]:
     """The model's best `top` survivors, and the default (the baseline) whether or not it made the cut."""
     chosen = ranked[:top]
@@ -366,8 +374,7 @@ def finish(kfn, b, args, fixed: dict, cands: list[Candidate], ranked: list[Candi
     MARGIN of it) stored in the cache."""
     timed = [c for c in cands if c.time_s is not None]
     if not timed:
-        raise RuntimeError(f"tuning {kfn.__name__}: no candidate ran: " +
-                           "; ".join(f"{c.label()}: {c.error or c.dropped}" for c in cands)[:2000])
+        raise NothingToTune(f"tuning {kfn.__name__}: no candidate ran", cands)
     default = next(c for c in cands if c.default)
     fastest = min(timed, key=lambda c: c.time_s)
     kept = default.time_s is not None and fastest.time_s > (1 - MARGIN) * default.time_s

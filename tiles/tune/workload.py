@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .model import model_device
-from .search import (Phases, Result, _device_of, _ident, _to_time, candidates, clock_for, finish, precompile, prune,
-                     rank, time_candidates)
+from .search import (NothingToTune, Phases, Result, _device_of, _ident, _to_time, candidates, clock_for, finish,
+                     precompile, prune, rank, time_candidates)
 
 
 def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int = 8, device: str | None = None,
@@ -44,8 +44,7 @@ def tune_workload(w, text: str, b=None, target: str | None = None, *, top: int =
         phase(f"prune ({sum(c.static is not None for c in cands)} compiled)")
     if b is None:
         if not ranked:
-            raise RuntimeError(f"tuning {kfn.__name__} for {target}: every candidate was pruned: " +
-                               "; ".join(f"{c.label()}: {c.dropped}" for c in cands)[:2000])
+            raise NothingToTune(f"tuning {kfn.__name__} for {target}: every candidate was pruned", cands)
         dev = model_device(target, device)
         return Result(kfn.__name__, target, text, False, cands, ranked[0], ranked[0], f"{dev.name} (model)",
                       phases=phase)
