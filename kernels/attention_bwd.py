@@ -125,9 +125,9 @@ def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **key
     wgmma run through dS^T's arithmetic and handoff (H200, 12-04: 4x32x8192x128 22.19 -> 21.74 ms); not at 64,
     where it lost (16x16x4096x64 7.30 -> 7.77 ms; docs/backends/cuda.md). sm_80 at head dim 128, causal: 16 query
     rows a step, where 32 sit at 255 registers and ptxas spills 52 bytes (12-06; not timed, no A100 here). sm_90a at
-    head dims 32 and 96, whose shared tiles' rows are not whole 128-byte swizzle panels (no wgmma: mma.sync): 64 kv
-    rows a block, V in shared memory, where 128 rows spill 3.4-4.0 KB at D 96 and 36-76 B at D 32 causal (12-07,
-    `tiles inspect attention_bwd --shape 2x4x1024x96,causal`; not timed)."""
+    head dims 32 and 96 (shared tiles of 64-byte swizzle panels): 64 kv rows a block, V in shared memory, every
+    product on wgmma with no spills, where 128 rows left S^T and dP^T on mma.sync and spilled 2.1-4.4 KB at D 96
+    (12-07, `tiles inspect attention_bwd --shape 2x4x1024x96,causal`; not timed)."""
     if target == "sm_90a" and D == 128:
         return dict(dv_early=True)
     if target == "sm_90a" and D is not None and D % 64:

@@ -190,6 +190,29 @@ def producer_sass(sass: str) -> str:
     return sass[:sass.index("USETMAXREG.TRY_ALLOC")]
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("d", [32, 96])
+@pytest.mark.parametrize("kernel", ["attention_fwd", "attention_bwd"])
+def test_head_dims_32_and_96_run_on_wgmma(kernel, d):
+    """Their shared tiles' rows (64 and 192 bytes) are 64-byte swizzle panels, which the wgmma descriptors describe
+    (mode 2): every matrix product of both kernels, as a launch configures them (the heuristic's 64 kv rows for
+    the backward), is an HGMMA, with no spills."""
+    from tiles.tune.search import defaults
+    x = lambda heads: random_array((1, heads, 256, d), "bf16")  # noqa: E731
+    lse = np.zeros((1, 2, 256), np.float32)
+    kfn, args = ((attention_fwd, [x(2), lse, x(2), x(1), x(1), 0.1]) if kernel == "attention_fwd" else
+                 (attention_bwd, [x(1), x(1), np.zeros((1, 2, 256, d), np.float32), x(2), x(1), x(1), x(2), lse, lse,
+                                  0.1]))
+    for causal in (False, True):
+        k = kfn.trace(args, "sm_90a", **defaults(kfn, "sm_90a", args, dict(D=d, causal=causal)))
+        gen = generate(k)
+        c = toolchain.compile(gen.source, "sm_90a", compiler="nvrtc")
+        res = c.resources[gen.name]
+        assert res.spills == 0 and res.stack_frame == 0, res
+        sass = c.sass()
+        assert re.search(r"HGMMA\.64x\d+x16\.F32\.BF16", sass) and "HMMA" not in sass, (kernel, d, causal)
+
+
 def loop_with(sass: str, *ops: str) -> str:
     """The SASS of the innermost loop (a backward branch's target to the branch) that holds all of `ops`."""
     code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*;)", sass)]

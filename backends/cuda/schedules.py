@@ -658,20 +658,21 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
 
 WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a
                   # target of 58 for n64 (32 a thread), 122 for n192 (96), 154 for n256 (128))
-WGMMA_N = (16, 64, 96, 128, 176, 192, 256)   # tiles_cuda/mma_block.cuh's wgmma_n: other widths take mma.sync
+WGMMA_N = (16, 32, 64, 96, 128, 176, 192, 256)   # tiles_cuda/mma_block.cuh's wgmma_n: other widths take mma.sync
 
 
 def _on_wgmma(op: ir.Op, warps: int) -> bool:
     """Whether tiles_cuda's mma() issues this op on wgmma (mma_block.cuh, use_wgmma): bf16, or e4m3 with B
-    transposed and A in shared memory; whole warpgroups of 16 rows a warp; a wgmma width; 128-byte swizzled shared
-    operands."""
+    transposed and A in shared memory; whole warpgroups of 16 rows a warp; a wgmma width; shared operands swizzled
+    by 128 bytes, or for bf16 by 64 (rows of a multiple of 32 elements: head dims 32 and 96)."""
     a, b = op.srcs[0], op.srcs[1]
     fp8 = a.dtype.name == b.dtype.name == "fp8e4m3" and op.attrs.get("trans_b") and not isinstance(a, RT)
     if not (fp8 or a.dtype.name == b.dtype.name == "bf16"):
         return False
     if op.attrs.get("trans_a") and (fp8 or isinstance(a, RT)):
         return False
-    wide = lambda t: isinstance(t, ST) and t.cols * t.dtype.itemsize % 128 == 0   # noqa: E731
+    panel = 128 if fp8 else 64   # tc::st takes the widest swizzle its rows fill: 128 bytes, else 64
+    wide = lambda t: isinstance(t, ST) and t.cols * t.dtype.itemsize % panel == 0   # noqa: E731
     return (warps % 4 == 0 and op.dst.rows == 16 * warps and op.dst.cols in WGMMA_N and wide(b)
             and (isinstance(a, RT) or wide(a)))
 

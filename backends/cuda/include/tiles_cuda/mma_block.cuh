@@ -4,11 +4,11 @@
 // Taken when the codegen asks for it (TILES_CUDA_WGMMA) and the operands allow: every warp holds 16 rows, so
 // warpgroup g (warps 4g..4g+3) owns rows [64g, 64g+64) of d, exactly one wgmma m64 accumulator, and rt's
 // pair order within a 16-column base tile is wgmma's register order for two 8-column groups, so d's registers
-// are passed as they are. bf16: A comes from a 128-byte-swizzled shared tile, K-major (A) or MN-major (At), or
-// from bf16 registers (the m64k16 A fragment is mma.sync's, per warp); B from a 128-byte-swizzled shared tile,
-// K-major (Bt) or MN-major (B). e4m3: both from 128-byte-swizzled shared tiles, K-major (ABt; fp8 wgmma reads
-// no other layout). Everything else (f16, other fp8 pairs, transposed A in registers, narrow tiles) stays on
-// mma.sync.
+// are passed as they are. bf16: A comes from a 128- or 64-byte-swizzled shared tile (rows of a multiple of 64
+// or of 32 elements: attention at head dims 32 and 96), K-major (A) or MN-major (At), or from bf16 registers (the
+// m64k16 A fragment is mma.sync's, per warp); B from such a shared tile, K-major (Bt) or MN-major (B). e4m3: both
+// from 128-byte-swizzled shared tiles, K-major (ABt; fp8 wgmma reads no other layout). Everything else (f16,
+// other fp8 pairs, transposed A in registers, narrow tiles) stays on mma.sync.
 #pragma once
 #include "mma.cuh"
 #if defined(TILES_CUDA_WGMMA) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -33,7 +33,11 @@ __device__ constexpr zeros_t zeros{};
 
 // 16: a decode step's few rows as the N of a swapped GEMM (kernels/gemm.py's swap), the weights as its 64 rows
 template <int N>
-constexpr bool wgmma_n = N == 16 || N == 64 || N == 96 || N == 128 || N == 176 || N == 192 || N == 256;
+constexpr bool wgmma_n = N == 16 || N == 32 || N == 64 || N == 96 || N == 128 || N == 176 || N == 192 || N == 256;
+
+// The swizzle modes a wgmma descriptor describes here: 128 bytes, and 64 for bf16 (fp8 keeps 128).
+template <bool FP8>
+__host__ __device__ constexpr bool wgmma_swizzle(int bytes) { return bytes == 128 || (!FP8 && bytes == 64); }
 
 // The operands wgmma can take here, decided at compile time.
 template <bool A_T, bool B_T, int M, int N, int NW, typename AOp, typename TB, int BR, int BC>
@@ -43,39 +47,41 @@ __host__ __device__ constexpr bool use_wgmma() {
     constexpr bool fp8 = same<TB, fp8e4m3> && same<typename AOp::dtype, fp8e4m3> && B_T && !is_rt_t<AOp>::value;
     if constexpr (!TC_HAS_WGMMA || !(fp8 || (same<TB, bf16> && same<typename AOp::dtype, bf16>))) return false;
     else if constexpr (A_T && (fp8 || is_rt_t<AOp>::value)) return false;   // a transposed A: bf16, from shared
-    else if constexpr (NW % 4 != 0 || acc::warp_rows != 16 || !wgmma_n<N> || b_tile::swizzle_bytes != 128) return false;
+    else if constexpr (NW % 4 != 0 || acc::warp_rows != 16 || !wgmma_n<N> ||
+                       !wgmma_swizzle<fp8>(b_tile::swizzle_bytes)) return false;
     else if constexpr (is_rt_t<AOp>::value) return true;
-    else return AOp::swizzle_bytes == 128;
+    else return wgmma_swizzle<fp8>(AOp::swizzle_bytes);
 }
 
 #if TC_HAS_WGMMA
-// Matrix descriptors (PTX ISA, "Matrix Descriptor Format") for st's 128-byte swizzled panels: 8-row groups
-// 1024 bytes apart (SBO); MN-major panels R*128 bytes apart (LBO); a K step (32 bytes) moves the start 32 bytes,
-// and so does an MN offset inside a panel (rt_cols' 32-column parts): the hardware swizzles the address it
-// computes, so an offset inside a row reads what lies there.
-__device__ __forceinline__ unsigned long long desc_bits(unsigned addr, unsigned lbo, unsigned sbo) {
+// Matrix descriptors (PTX ISA, "Matrix Descriptor Format") for st's swizzled panels of S = 128 or 64 bytes a
+// row: 8-row groups 8 * S bytes apart (SBO); MN-major panels R * S bytes apart (LBO); the mode in bits 62-63
+// (1: 128-byte, 2: 64-byte). A K step (32 bytes) moves the start 32 bytes, and so does an MN offset inside a
+// panel (rt_cols' 32-column parts): the hardware swizzles the address it computes, so an offset inside a row
+// reads what lies there.
+template <int S>
+__device__ __forceinline__ unsigned long long desc_bits(unsigned addr, unsigned lbo) {
+    static_assert(S == 128 || S == 64, "wgmma descriptors here: 128- or 64-byte swizzle");
     auto f = [](unsigned x) { return (unsigned long long)((x & 0x3FFFF) >> 4); };
-    return f(addr) | f(lbo) << 16 | f(sbo) << 32 | 1ull << 62;
+    return f(addr) | f(lbo) << 16 | f(8 * S) << 32 | (S == 128 ? 1ull : 2ull) << 62;
 }
 template <typename T, int R, int C>
 __device__ __forceinline__ unsigned long long desc_kmajor(const st<T, R, C>& t, int mn0, int k0) {
-    constexpr int panel = 128 / int(sizeof(T));   // elements of a row in one 128-byte panel
-    return desc_bits(smem_addr(t.data) + (k0 / panel) * R * 128 + mn0 * 128 + (k0 % panel) * int(sizeof(T)), 16,
-                     1024);
+    constexpr int S = st<T, R, C>::swizzle_bytes, panel = S / int(sizeof(T));   // a row's elements in one panel
+    return desc_bits<S>(smem_addr(t.data) + (k0 / panel) * R * S + mn0 * S + (k0 % panel) * int(sizeof(T)), 16);
 }
 template <typename T, int R, int C>
 __device__ __forceinline__ unsigned long long desc_mnmajor(const st<T, R, C>& t, int k0, int mn0) {
-    constexpr int panel = 128 / int(sizeof(T));
-    return desc_bits(smem_addr(t.data) + (mn0 / panel) * R * 128 + (mn0 % panel) * int(sizeof(T)) + k0 * 128,
-                     R * 128, 1024);
+    constexpr int S = st<T, R, C>::swizzle_bytes, panel = S / int(sizeof(T));
+    return desc_bits<S>(smem_addr(t.data) + (mn0 / panel) * R * S + (mn0 % panel) * int(sizeof(T)) + k0 * S, R * S);
 }
 
-// The bytes a k offset k0 moves an operand's start: across 128-byte panels and inside one (K-major), or down
-// the rows (MN-major). Multiples of 16.
-template <bool K_MAJOR, typename T, int R>
+// The bytes a k offset k0 moves an operand's start: across panels and inside one (K-major), or down the rows
+// (MN-major). Multiples of 16.
+template <bool K_MAJOR, typename T, int R, int C>
 __host__ __device__ constexpr unsigned k_bytes(int k0) {
-    constexpr int panel = 128 / int(sizeof(T));
-    return K_MAJOR ? (k0 / panel) * R * 128 + (k0 % panel) * int(sizeof(T)) : k0 * 128;
+    constexpr int S = st<T, R, C>::swizzle_bytes, panel = S / int(sizeof(T));
+    return K_MAJOR ? (k0 / panel) * R * S + (k0 % panel) * int(sizeof(T)) : k0 * S;
 }
 // Descriptor d moved by `bytes`: only the start address field (bits 0-13, address / 16) changes, and the sum
 // stays inside it (shared addresses are below 2^18), so a k step costs one 32-bit add on the low word and the
@@ -113,14 +119,14 @@ __device__ inline void wgmma_block(rt<float, M, N, NW>& d, const AOp& a, const s
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k = 0; k < K / KS; ++k) {
-        const unsigned long long bd = desc_add(bd0, k_bytes<B_T, TB, BR>(KS * k));
+        const unsigned long long bd = desc_add(bd0, k_bytes<B_T, TB, BR, BC>(KS * k));
         if constexpr (is_rt_t<AOp>::value) {
             unsigned af[4];
             a_frag_rt(af, a, 0, k);
             tiles::sm90::detail::wgmma_op<N>::template rs<B_T ? 0 : 1>(acc, af, bd, ACCUMULATE || k > 0);
         } else {
             const unsigned long long ad =
-                desc_add(ad0, k_bytes<!A_T, typename AOp::dtype, AOp::rows>(KS * k));
+                desc_add(ad0, k_bytes<!A_T, typename AOp::dtype, AOp::rows, AOp::cols>(KS * k));
             if constexpr (same<TB, fp8e4m3>)
                 tiles::sm90::detail::wgmma_op_e4m3<N>::ss(acc, ad, bd, ACCUMULATE || k > 0);
             else
@@ -204,8 +210,8 @@ __device__ inline void mma(rt_cols<float, M, N, NW>& d, const st<TA, AR, AC>& a,
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k = 0; k < K / 16; ++k) {
-        const unsigned long long ad = desc_add(ad0, k_bytes<!A_T, TA, AR>(16 * k));
-        const unsigned long long bd = desc_add(bd0, k_bytes<B_T, TB, BR>(16 * k));
+        const unsigned long long ad = desc_add(ad0, k_bytes<!A_T, TA, AR, AC>(16 * k));
+        const unsigned long long bd = desc_add(bd0, k_bytes<B_T, TB, BR, BC>(16 * k));
         tiles::sm90::detail::wgmma_op<PC>::template ss<B_T ? 0 : 1, A_T ? 1 : 0>(acc, ad, bd, !fresh || k > 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
