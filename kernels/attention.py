@@ -16,9 +16,10 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
 # The head dims the configurations are set for and tested at (tiles.torch and `tiles compare` take these): 64 and
-# 128 timed on the H100 and H200 (docs/benchmarks.md); 32, 96 and 256 set from the offline resource reports alone
-# (`tiles inspect attention --shape 2x4x1024x256,causal`: no spills, within every target's shared memory), not
-# timed. The kernel itself takes any head dim its target's verifier accepts (tests/test_granularity.py).
+# 128 tuned on the H100 and H200 (docs/benchmarks.md); 32, 96 and 256 set from the offline resource reports
+# (`tiles inspect attention --shape 2x4x1024x256,causal`: no spills, within every target's shared memory), then
+# timed once (H100, 12-07: 1.16x, 1.10x and 0.96x cuDNN at 8x16x4096x32 / x96, 4x16x4096x256). The kernel itself
+# takes any head dim its target's verifier accepts (tests/test_granularity.py).
 HEAD_DIMS = (32, 64, 96, 128, 256)
 
 # Past head dim 128 (256): smaller blocks where the targets' shared memory or registers run out at the default ones.

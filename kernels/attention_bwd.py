@@ -25,8 +25,8 @@ import numpy as np
 import tiles as tl
 
 LOG2E = 1.4426950408889634
-# The head dims the configurations are set for and tested at (tiles.torch takes these): 64 and 128 timed, 32 and 96
-# set from the offline resource reports (per_head_dim), not timed. Past 128 the f32 accumulators dK and dV alone
+# The head dims the configurations are set for and tested at (tiles.torch takes these): 64 and 128 tuned, 32 and 96
+# set from the offline resource reports (per_head_dim) and timed once (H100, 12-07: 0.86x and 0.62x cuDNN). Past 128 the f32 accumulators dK and dV alone
 # take D registers a thread at the fewest rows a worker holds (16 a warp on mma.sync, 64 a warpgroup on wgmma):
 # at D 256 every register, with no split of their columns over the workers yet (sm_80 spills 1.2 KB a thread,
 # sm_90a's K, V, Q and dO exceed its shared memory)
@@ -127,7 +127,8 @@ def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **key
     rows a step, where 32 sit at 255 registers and ptxas spills 52 bytes (12-06; not timed, no A100 here). sm_90a at
     head dims 32 and 96 (shared tiles of 64-byte swizzle panels): 64 kv rows a block, V in shared memory, every
     product on wgmma with no spills, where 128 rows left S^T and dP^T on mma.sync and spilled 2.1-4.4 KB at D 96
-    (12-07, `tiles inspect attention_bwd --shape 2x4x1024x96,causal`; not timed)."""
+    (12-07, `tiles inspect attention_bwd --shape 2x4x1024x96,causal`). Timed once, H100 12-07: 0.86x cuDNN at
+    8x16x4096x32, 0.62x at x96 (one consumer warpgroup; docs/benchmarks.md)."""
     if target == "sm_90a" and D == 128:
         return dict(dv_early=True)
     if target == "sm_90a" and D is not None and D % 64:

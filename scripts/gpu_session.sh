@@ -100,9 +100,8 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
-#   heads1207  12-07 23:10: attention at head dims 32, 96, 256: GPU tests, tiles.torch gradients, against cuDNN; run it
-#              from branch wgmma64 (`git checkout wgmma64`: main plus wgmma on 64-byte panels, 32 and 96 off mma.sync),
-#              which tests main's head dims too; merge the branch where its tests pass
+#   heads1207  12-07 23:10: attention at head dims 32, 96, 256: GPU tests, tiles.torch gradients, against cuDNN (ran on
+#              the H100 at 00:15 from branch wgmma64, merged after it passed; docs/benchmarks.md)
 #   replay1250a  12-07 21:40: tiles.torch's replayed ops on the GPU: the replay tests, numerics, the model's graph
 #   replay1250b  12-07 21:40: host time per op against 4edcadd (carry build/old), the model's steps
 #   next1250   replay1250a (a call of its own)

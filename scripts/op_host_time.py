@@ -1,6 +1,6 @@
 """Host time per call of the tiles.torch ops at tiny shapes (the GPU never the limit), beside torch's own op for
-the same job, and the layers of one rmsnorm call apart: the whole op (replayed, where the tree has replay.py),
-the backend's launch (tune.resolve, the plan's steps, the runtime), the runtime's launch alone, and the launch
+the same job, and the layers of one rmsnorm call apart: the whole op (replayed, where the tree has replay.py), its
+body without custom_op's dispatch, the backend's launch (tune.resolve, the plan's steps, the runtime), the runtime's launch alone, and the launch
 prepared once (Backend.prepare: what a replay calls). Median of 7 rounds of 500 calls, one sync at each round's
 end; on a GPU the queue never fills (500 launches)."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import tiles.torch as tt
 from tiles import backend as backends
 from tiles.kernels import rmsnorm as R
-from tiles.torch import dispatch
+from tiles.torch import dispatch, ops
 
 DEV = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 bf = torch.bfloat16
@@ -71,7 +71,9 @@ def main():
     kk = plan["K"]
     v = lambda t: t.view(t.shape[0], -1, kk)  # noqa: E731
     args = [v(y), rstd, v(x), w.reshape(-1, kk), 1e-6]
-    print(f"  rmsnorm's layers: the op {per_call_us(lambda: tt.rmsnorm(x, w)):.1f}, "
+    # the op's body without custom_op's dispatch around it (replayed from its second call)
+    body = per_call_us(lambda: ops.rmsnorm_fwd._init_fn(x, w, 1e-6, ""))
+    print(f"  rmsnorm's layers: the op {per_call_us(lambda: tt.rmsnorm(x, w)):.1f}, its body alone {body:.1f}, "
           f"dispatch.launch {per_call_us(lambda: dispatch.launch(R.rmsnorm_rows, args, **plan)):.1f}, "
           f"Backend.launch {per_call_us(lambda: b.launch(R.rmsnorm_rows, args, **plan)):.1f}, "
           f"runtime.launch {per_call_us(lambda: b.runtime.launch(R.rmsnorm_rows, args, dict(plan))):.1f}")
