@@ -100,6 +100,9 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
+#   bwd1208    12-08 00:45, from branch bwd96 (`git checkout bwd96`; merge it where its tests pass): the backward at
+#              head dim 96 on 128 kv rows over two consumer warpgroups (dQ in parts of 48), never run on a GPU; its
+#              tests, then against cuDNN. Predicted: 8x16x4096x96 0.62x -> 0.85-1.0x, causal 0.64x -> 0.85-1.0x
 #   heads1207  12-07 23:10: attention at head dims 32, 96, 256: GPU tests, tiles.torch gradients, against cuDNN (ran on
 #              the H100 at 00:15 from branch wgmma64, merged after it passed; docs/benchmarks.md)
 #   replay1250a  12-07 21:40: tiles.torch's replayed ops on the GPU: the replay tests, numerics, the model's graph
@@ -328,6 +331,11 @@ for s in "$@"; do
             echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
                 --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
         NO_GRAPHS=1 bash "$0" host1242 ;;
+    bwd1208)  # 12-08 00:45 (branch bwd96): the backward at head dim 96 on two consumer warpgroups
+        timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda,cuda:sm_80 \
+            tests/test_kernel_attention_bwd.py tests/test_torch_ops.py 2>&1 | tail -3
+        echo "== backward"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda --no-compile --shapes \
+            8x16x4096x96 8x16x4096x96,causal 8x16x4096x32 4x32x8192x128 2>&1 | r ;;
     heads1207)  # 12-07 23:10: attention at head dims 32, 96 and 256 (configured from the resource reports alone, never
                 # run on a GPU): their property tests on cuda and cuda:sm_80, tiles.torch's gradients (gpu_torch
                 # numerics), then timed against cuDNN. Predicted: D 256 forward (wgmma, BN 64) 0.80-1.00x cuDNN; D 32 and
