@@ -634,15 +634,16 @@ def test_an_untouched_private_segment_is_not_a_spill():
     """clang reserves 36 B of private segment in attention backward on gfx942 (beside SGPRs spilled into VGPR
     lanes) and no instruction reads or writes it: the configured default is not pruned as spilling, where a
     kernel that spills VGPRs to scratch still is."""
+    from tiles.backends.hip import toolchain as hip_toolchain
     from tiles.kernels.attention_bwd import attention_bwd
     x = lambda heads: Shaped((1, heads, 256, 128), "bf16")  # noqa: E731
     args = [x(1), x(1), Shaped((1, 2, 256, 128), "f32"), x(2), x(1), x(1), x(2), Shaped((1, 2, 256), "f32"),
             Shaped((1, 2, 256), "f32"), 0.1]
     st = toolchains.static(attention_bwd, args, "gfx942", D=128)
     assert st.spills.endswith("scratch 36 B untouched") and st.spill_bytes == 0
-    assert toolchains.SCRATCH_ACCESS.search("\tscratch_store_dwordx4 off, v[4:7], off  ; 16-byte Folded Spill")
-    assert toolchains.SCRATCH_ACCESS.search("\tbuffer_store_dword v1, off, s[0:3], 0 offset:4")
-    assert not toolchains.SCRATCH_ACCESS.search("\tbuffer_load_dwordx4 v[0:3], v4, s[8:11], 0 offen")
+    assert hip_toolchain.SCRATCH_ACCESS.search("\tscratch_store_dwordx4 off, v[4:7], off  ; 16-byte Folded Spill")
+    assert hip_toolchain.SCRATCH_ACCESS.search("\tbuffer_store_dword v1, off, s[0:3], 0 offset:4")
+    assert not hip_toolchain.SCRATCH_ACCESS.search("\tbuffer_load_dwordx4 v[0:3], v4, s[8:11], 0 offen")
 
 
 def test_the_amd_model_reads_the_main_loop_report():

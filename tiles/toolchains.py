@@ -217,16 +217,10 @@ def _hip_compile(k, target):
     return g, _vendor_module(target, "toolchain").compile_kernel(g)
 
 
-# an instruction that reads or writes the private segment (flat scratch, or the buffer resource in s[0:3])
-SCRATCH_ACCESS = re.compile(r"^\s*(scratch_(load|store)_\w+|buffer_(load|store)_\w+ .*\bs\[0:3\])", re.M)
-
-
 def _hip_static(k, target) -> Static:
     _, rep = _hip_compile(k, target)
     code = re.search(r"codeLenInByte = (\d+)", rep.assembly)
-    # a private segment the code never touches (clang reserves one beside SGPRs spilled into VGPR lanes: attention
-    # backward on gfx942, 36 B) costs nothing; spilled VGPRs and scratch the code reads or writes count
-    scratch = rep.scratch if SCRATCH_ACCESS.search(rep.assembly) else 0
+    scratch = rep.scratch_used   # spilled VGPRs and scratch the code reads or writes count; an untouched one not
     return Static(target, "ziglang clang", rep.threads, f"v{rep.vgprs} a{rep.agprs}", rep.lds,
                   f"{rep.spills}, scratch {rep.scratch} B{'' if scratch else ' untouched'}"
                   if rep.spills or rep.scratch else "0",

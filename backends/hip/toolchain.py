@@ -30,6 +30,10 @@ LDS_PER_CU = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
 MAX_WAVES_PER_SIMD = 8
 
 
+# an instruction that reads or writes the private segment (flat scratch, or the buffer resource in s[0:3])
+SCRATCH_ACCESS = re.compile(r"^\s*(scratch_(load|store)_\w+|buffer_(load|store)_\w+ .*\bs\[0:3\])", re.M)
+
+
 @dataclass
 class Report:
     target: str
@@ -38,7 +42,7 @@ class Report:
     sgprs: int
     spills: int            # VGPRs spilled to scratch memory
     sgpr_spills: int       # SGPRs spilled into VGPR lanes (no memory traffic)
-    scratch: int
+    scratch: int           # the private segment's bytes a lane
     lds: int
     threads: int
     waves_per_simd: int
@@ -49,6 +53,12 @@ class Report:
     def loop_mfma(self) -> Counter:
         """MFMA mnemonics (with counts) of one iteration of the main loop's hot path."""
         return self.loop.counts["mfma"] if self.loop else Counter()
+
+    @property
+    def scratch_used(self) -> int:
+        """The private segment's bytes where an instruction reads or writes it, else 0: clang reserves one it never
+        touches beside SGPRs spilled into VGPR lanes (attention backward on gfx942, 36 B), which costs nothing."""
+        return self.scratch if SCRATCH_ACCESS.search(self.assembly) else 0
 
     @property
     def occupancy(self) -> float:
