@@ -142,7 +142,7 @@ def opcheck_all(budget):
             every = torch.library.opcheck.__kwdefaults__["test_utils"]
             utils = {"test_utils": [u for u in every if u != "test_schema"]} if name == "matmul_fp8" else {}
             try:
-                torch.library.opcheck(op, args, **utils)
+                torch.library.opcheck(op.overload, args, **utils)
                 record(f"opcheck {name}", True)
             except Exception as e:  # noqa: BLE001
                 record(f"opcheck {name}", False, error=f"{type(e).__name__}: {str(e)[:2000]}")

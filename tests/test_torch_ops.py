@@ -318,7 +318,36 @@ def test_opcheck(name):
     # test_schema compares values through arithmetic CPU torch lacks for float8 (the GPU script runs it there)
     every = torch.library.opcheck.__kwdefaults__["test_utils"]
     utils = {"test_utils": [u for u in every if u != "test_schema"]} if name == "matmul_fp8" else {}
-    torch.library.opcheck(op, args, **utils)
+    torch.library.opcheck(op.overload, args, **utils)
+
+
+def test_an_op_without_a_formula_refuses_a_gradient_through_it():
+    """attention_bwd has no backward of its own: autograd records it (its inputs require grad) and the gradient
+    raises, where an op with no autograd kernel would pass no gradient through, with a warning at most."""
+    q, k = rand(1, 2, 20, 64, grad=True), rand(1, 1, 20, 64)
+    o, lse = ops.attention_fwd(q.detach(), k, k, False, 0.125, "")
+    dq, _, _ = ops.attention_bwd(rand(1, 2, 20, 64), q, k, k, o, lse, False, 0.125, "")
+    assert dq.requires_grad
+    with pytest.raises(TileError, match="tiles::attention_bwd has no backward"):
+        dq.sum().backward()
+
+
+def test_an_op_defined_again_replaces_the_first():
+    """A notebook cell run twice defines its op twice: the second body is what the op runs."""
+    for scale in (2.0, 3.0):
+        @tt.op("tiles_test::scaled")
+        def scaled(x: torch.Tensor) -> torch.Tensor:
+            return x * scale
+
+        @scaled.register_fake
+        def _(x):
+            return torch.empty_like(x)
+        scaled.register_autograd(lambda ctx, dy, s=scale: dy * s)
+    x = rand(5, dtype="f32", grad=True)
+    y = torch.ops.tiles_test.scaled(x)
+    assert torch.equal(y, x * 3.0)
+    (g,) = torch.autograd.grad(y, x, torch.ones(5))
+    assert torch.equal(g, torch.full((5,), 3.0))
 
 
 def test_compile_fullgraph_has_no_graph_break():

@@ -1,4 +1,4 @@
-"""The shipped kernels as torch operators (namespace "tiles"), each a torch.library.custom_op with a fake
+"""The shipped kernels as torch operators (namespace "tiles"), each an `op` (library.py) with a fake
 implementation for shape inference and, where it has one, an autograd formula.
 
 Every op allocates its outputs with torch (so under CUDA graph capture they come from the graph's pool),
@@ -21,6 +21,7 @@ from tiles.kernels import attention as _attn, attention_bwd as _attn_bwd, gemm a
 from tiles.kernels import layernorm as _ln, rmsnorm as _rms, rotary as _rot, softmax as _sm
 
 from .dispatch import empty, launch
+from .library import op
 from .replay import keep, replayed
 
 HALF = (torch.bfloat16, torch.float16)
@@ -70,7 +71,7 @@ def _check_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, head_dims=_a
              lambda: f"attention: causal needs as many keys as queries, got N {n}, N_kv {k.shape[2]}")
 
 
-@torch.library.custom_op("tiles::attention_fwd", mutates_args=())
+@op("tiles::attention_fwd")
 @replayed
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float, backend: str) -> tuple[Tensor, Tensor]:
     """(O, LSE): O = softmax(q k^T * scale) v per head (GQA: query head h reads kv head h // (H / H_kv)), LSE the
@@ -88,7 +89,7 @@ def _(q, k, v, causal, scale, backend):
     return empty(q.shape, q), empty(q.shape[:3], q, torch.float32)
 
 
-@torch.library.custom_op("tiles::attention_bwd", mutates_args=())
+@op("tiles::attention_bwd")
 @replayed
 def attention_bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool, scale: float,
                   backend: str) -> tuple[Tensor, Tensor, Tensor]:
@@ -159,7 +160,7 @@ def _rows(t: Tensor) -> Tensor:
     return _operand(t.reshape(-1, t.shape[-1]) if t.dim() != 2 else t)
 
 
-@torch.library.custom_op("tiles::layernorm", mutates_args=())
+@op("tiles::layernorm")
 @replayed
 def layernorm_fwd(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
                   offset: int, backend: str) -> tuple[Tensor, Tensor]:
@@ -236,7 +237,7 @@ def _check_rmsnorm(x: Tensor, weight: Tensor):
              lambda: f"rmsnorm: expected x (..., C) and weight (C,), got {tuple(x.shape)} and {tuple(weight.shape)}")
 
 
-@torch.library.custom_op("tiles::rmsnorm", mutates_args=())
+@op("tiles::rmsnorm")
 @replayed
 def rmsnorm_fwd(x: Tensor, weight: Tensor, eps: float, backend: str) -> tuple[Tensor, Tensor]:
     """(Y, RSTD): Y = x / sqrt(mean(x^2) + eps) * weight in x's dtype; RSTD float32, one per row of x."""
@@ -314,7 +315,7 @@ def _spread(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     return _SPREADS[device, dtype]
 
 
-@torch.library.custom_op("tiles::rotary", mutates_args=())
+@op("tiles::rotary")
 @replayed
 def rotary_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, interleaved: bool,
                backend: str) -> tuple[Tensor, Tensor]:
@@ -365,7 +366,7 @@ def rotary(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, *, interleaved: bool 
 
 # ---- softmax ------------------------------------------------------------------------------------------------
 
-@torch.library.custom_op("tiles::softmax", mutates_args=())
+@op("tiles::softmax")
 @replayed
 def softmax_fwd(x: Tensor, backend: str) -> Tensor:
     """softmax over the last dim, in x's dtype."""
@@ -423,7 +424,7 @@ def _matmul_shape(a: Tensor, b: Tensor, trans_b: bool, trans_a: bool = False):
     return a.shape[1] if trans_a else a.shape[0], b.shape[0] if trans_b else b.shape[1]
 
 
-@torch.library.custom_op("tiles::matmul", mutates_args=())
+@op("tiles::matmul")
 @replayed
 def matmul_fwd(a: Tensor, b: Tensor, trans_b: bool, out_dtype: Optional[torch.dtype], backend: str,
                trans_a: bool = False) -> Tensor:
@@ -477,7 +478,7 @@ def _check_matmul_fp8(a: Tensor, b: Tensor):
         _dtype(f"matmul_fp8 {name}", t, (torch.float8_e4m3fn,))
 
 
-@torch.library.custom_op("tiles::matmul_fp8", mutates_args=())
+@op("tiles::matmul_fp8")
 @replayed
 def matmul_fp8(a: Tensor, b: Tensor, scale_a: float, scale_b: float, backend: str = "") -> Tensor:
     """bf16 (a @ b.T) * scale_a * scale_b for e4m3 a (M, K) and b (N, K), K contiguous (per-tensor scales).
