@@ -100,6 +100,10 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
+#   first1208  12-08 01:50, the session's first call: bwd1208 from build/bwd96 (carry it: `git archive bwd96 | tar -x
+#              -C build/bwd96`), then host1208 from the working tree (on an H200 standing1206c in a call of its own)
+#   host1208   12-08 01:50: the ops as tt.op (custom_op's dispatch gone): opcheck and numerics on CUDA, the replay
+#              tests, host time per op. Predicted (H100 host): rmsnorm 93.6 -> 74-80 us, attention 114 -> 94-100
 #   bwd1208    12-08 00:45, from branch bwd96 (`git checkout bwd96`; merge it where its tests pass): the backward at
 #              head dim 96 on 128 kv rows over two consumer warpgroups (dQ in parts of 48), never run on a GPU; its
 #              tests, then against cuDNN. Predicted: 8x16x4096x96 0.62x -> 0.85-1.0x, causal 0.64x -> 0.85-1.0x
@@ -331,6 +335,15 @@ for s in "$@"; do
             echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
                 --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
         NO_GRAPHS=1 bash "$0" host1242 ;;
+    first1208)  # 12-08 01:50 (the header's list)
+        (cd build/bwd96 && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
+            && OUT="$OUT" bash scripts/gpu_session.sh bwd1208)
+        python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+        bash "$0" host1208 ;;
+    host1208)  # 12-08 01:50: tt.op in place of custom_op
+        timeout 120 python3 .ci/gpu_torch.py --only opcheck,numerics --out "$OUT/host1208" 2>&1 | grep -E "FAIL|passed|PASS" | tail -4
+        timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_torch_replay.py tests/test_torch_ops.py -k "replay or formula or again" 2>&1 | tail -2
+        timeout 90 python3 scripts/op_host_time.py cuda 2>&1 | tee "$OUT/op_host_time.log" ;;
     bwd1208)  # 12-08 00:45 (branch bwd96): the backward at head dim 96 on two consumer warpgroups
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda,cuda:sm_80 \
             tests/test_kernel_attention_bwd.py tests/test_torch_ops.py 2>&1 | tail -3
