@@ -335,7 +335,14 @@ for s in "$@"; do
             echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
                 --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
         NO_GRAPHS=1 bash "$0" host1242 ;;
-    first1208)  # 12-08 01:50 (the header's list)
+    first1208)  # 12-08 01:50 (the header's list); on an H200 issue 20's table first, then bwd96 against cuDNN only
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+            bash "$0" standing1206c
+            (cd build/bwd96 && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
+                && echo "== bwd96 backward" && timeout 150 python3 -m tiles compare attention_bwd --backends cuda \
+                --no-compile --shapes 8x16x4096x96 8x16x4096x96,causal 2>&1 | r)
+            exit
+        fi
         (cd build/bwd96 && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
             && OUT="$OUT" bash scripts/gpu_session.sh bwd1208)
         python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
