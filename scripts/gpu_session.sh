@@ -102,6 +102,9 @@
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
 #   first1208  12-08 01:50, the session's first call: bwd1208 from build/bwd96 (carry it: `git archive bwd96 | tar -x
 #              -C build/bwd96`), then host1208 from the working tree (on an H200 standing1206c in a call of its own)
+#   fwd256     12-08 02:20, from build/fwd256 (`git archive fwd256 | tar -x -C build/fwd256`, carried): attention at
+#              head dim 256 with FlashAttention-3's 80 kv rows (wgmma n80; it fits only without the persistent walk's
+#              O staging), against 64 rows persistent (the default) and not. Predicted: 0.96x -> 0.95-1.02x cuDNN
 #   host1208   12-08 01:50: the ops as tt.op (custom_op's dispatch gone): opcheck and numerics on CUDA, the replay
 #              tests, host time per op. Predicted (H100 host): rmsnorm 93.6 -> 74-80 us, attention 114 -> 94-100
 #   bwd1208    12-08 00:45, from branch bwd96 (`git checkout bwd96`; merge it where its tests pass): the backward at
@@ -346,7 +349,13 @@ for s in "$@"; do
         (cd build/bwd96 && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
             && OUT="$OUT" bash scripts/gpu_session.sh bwd1208)
         python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-        bash "$0" host1208 ;;
+        bash "$0" host1208 fwd256 ;;
+    fwd256)  # 12-08 02:20 (the header's list)
+        (cd build/fwd256 && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
+            && for set in "BN=64 persistent=True,False" "BN=80 persistent=False"; do echo "== fwd256 $set"
+                timeout 100 python3 -m tiles compare attention --backends cuda --no-compile \
+                    --shapes 4x16x4096x256 4x16x4096x256,causal --set $set 2>&1 | r; done)
+        python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 ;;
     host1208)  # 12-08 01:50: tt.op in place of custom_op
         timeout 120 python3 .ci/gpu_torch.py --only opcheck,numerics --out "$OUT/host1208" 2>&1 | grep -E "FAIL|passed|PASS" | tail -4
         timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_torch_replay.py tests/test_torch_ops.py -k "replay or formula or again" 2>&1 | tail -2
