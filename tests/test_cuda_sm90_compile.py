@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tiles.backends.cuda import bench, toolchain
+from tiles.backends.cuda import bench, schedules, toolchain
 
 SM90 = Path(bench.HAND).parent
 needs_nvcc = pytest.mark.skipif(toolchain.available("nvcc") is not None, reason="nvcc not on PATH")
@@ -26,6 +26,9 @@ def test_generated_wgmma_wrappers_are_current():
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     assert (SM90 / "wgmma_ops.cuh").read_text() == gen.render(), "run gen_wgmma.py"
+    # the header's wgmma_n (declared on every target, where the generated wrappers are sm_90a's only) agrees
+    line = re.search(r"constexpr bool wgmma_n = (.*);", (SM90.parent / "mma_block.cuh").read_text()).group(1)
+    assert tuple(int(n) for n in re.findall(r"N == (\d+)", line)) == schedules.WGMMA_N
 
 
 @pytest.fixture(scope="module", params=[pytest.param(n, marks=needs_nvcc) for n in ("gemm", "attention")])

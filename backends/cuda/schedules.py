@@ -658,7 +658,9 @@ def plan(k: ir.Kernel, target: str, max_smem: int, schedule: str | None = None) 
 
 WGMMA_SPARE = 26  # registers past a wgmma's accumulators that ptxas needs to issue it (CUDA 13.0: C7602 asks for a
                   # target of 58 for n64 (32 a thread), 122 for n192 (96), 154 for n256 (128))
-WGMMA_N = (16, 32, 64, 96, 128, 176, 192, 256)   # tiles_cuda/mma_block.cuh's wgmma_n: other widths take mma.sync
+# the wgmma widths: gen_wgmma.py writes their wrappers from this, mma_block.cuh's wgmma_n repeats it (a test checks);
+# other widths take mma.sync
+WGMMA_N = (16, 32, 64, 96, 128, 176, 192, 256)
 
 
 def _on_wgmma(op: ir.Op, warps: int) -> bool:
