@@ -42,10 +42,10 @@ def _library(qualname: str) -> torch.library.Library:
 class Op:
     """A torch operator "ns::name" (torch.ops.ns.name): call it as the function it wraps."""
 
-    def __init__(self, qualname: str, body, mutates_args=()):
+    def __init__(self, qualname: str, body):
         namespace, self.name = qualname.split("::")
         self.qualname, self.lib = qualname, _library(qualname)
-        self.lib.define(self.name + _infer_schema(body, mutates_args=mutates_args),
+        self.lib.define(self.name + _infer_schema(body, mutates_args=()),
                         tags=(torch.Tag.pt2_compliant_tag,))
         self.lib.impl(self.name, body, "CompositeExplicitAutograd")
         self.overload = getattr(getattr(torch.ops, namespace), self.name).default
@@ -96,6 +96,8 @@ class Op:
         return autograd_kernel
 
 
-def op(qualname: str, *, mutates_args=()):
-    """Decorator: the function as the torch operator `qualname` ("namespace::name"), an Op."""
-    return lambda body: Op(qualname, body, mutates_args)
+def op(qualname: str):
+    """Decorator: the function as the torch operator `qualname` ("namespace::name"), an Op. Functional ops only
+    (custom_op's mutates_args=()): an op that writes its inputs needs torch's in-place bookkeeping, which
+    torch.library.custom_op registers."""
+    return lambda body: Op(qualname, body)
