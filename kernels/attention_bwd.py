@@ -10,7 +10,8 @@ MHA and GQA, causal or not, head dims HEAD_DIMS. Three launches:
          dQ += (dS^T)^T K   (added atomically into the f32 accumulator: other kv blocks add to it too);
      dK and dV sum over the group's query heads in registers and are stored once, without atomics;
      causal: the walk starts at the diagonal and masks only the query blocks that cross it, and the blocks start
-     longest walk first within groups of heads (tl.grid(group=...));
+     longest walk first within groups of heads (tl.grid(group=...)); past head dim 128 a block computes DC of
+     dK, dV and dQ's columns, its neighbours along the grid the others (WIDE_HEAD);
   3. attention_bwd_dq: the f32 accumulator converted to dQ in q's dtype (through shared memory where `staged`).
 Q, O, dO: (B, H, N, D); K, V: (B, H_kv, N_kv, D); LSE (natural log, as kernels/attention.py returns it),
 LSE2 and Delta: (B, H, N) float32. The step reads LSE2 and Delta as they are, never rescaled (FlashAttention-3's
@@ -26,11 +27,9 @@ import tiles as tl
 
 LOG2E = 1.4426950408889634
 # The head dims the configurations are set for and tested at (tiles.torch takes these): 64 and 128 tuned, 32 and 96
-# set from the offline resource reports (per_head_dim) and timed once (H100, 12-07: 0.86x and 0.62x cuDNN). Past 128 the f32 accumulators dK and dV alone
-# take D registers a thread at the fewest rows a worker holds (16 a warp on mma.sync, 64 a warpgroup on wgmma):
-# at D 256 every register, with no split of their columns over the workers yet (sm_80 spills 1.2 KB a thread,
-# sm_90a's K, V, Q and dO exceed its shared memory)
-HEAD_DIMS = (32, 64, 96, 128)
+# set from the offline resource reports (per_head_dim) and timed once (H100, 12-07: 0.86x and 0.62x cuDNN); 256 in
+# chunks of dK, dV and dQ's columns (WIDE_HEAD), from the resource reports alone, never timed
+HEAD_DIMS = (32, 64, 96, 128, 256)
 WAVE = 128   # about the blocks one wave of a large GPU runs (132 SMs of an H100 or H200, one block each)
 
 # BN kv rows per block (split over the workers), BM query rows per step of the loop.
@@ -120,6 +119,20 @@ def bucket(dK, dV, DQacc, Q, K, *rest):
     return tl.tune.pow2(n), tl.tune.pow2(K.shape[2]), tl.tune.pow2(b * h), d
 
 
+# Past head dim 128: dK, dV and dQ in chunks of DC = 64 columns a block (their f32 accumulators' registers), the
+# shared tiles fitted to each target's memory. From `tiles inspect attention_bwd --shape 2x4x1024x256 --targets T`
+# (2026-12-08; no spills anywhere): sm_90a 255 registers and 165 KB on one consumer warpgroup (two stages need
+# 245 KB; DC 128 spills), sm_80 186 registers and 157 KB, gfx942 v254 and 46 KB (its 64 KB of LDS: 32-row blocks
+# on two waves), gfx950 v256 a167 and 112 KB, apple 31 of its 32 KB. Not timed.
+WIDE_HEAD = {
+    "sm_90a": dict(DC=64, BN=64, stages=1, workers=1, v_shared_from=0),
+    "sm_80": dict(DC=64),
+    "gfx942": dict(DC=64, BN=32, BM=32, workers=2, schedule="plain"),
+    "gfx950": dict(DC=64),
+    "apple": dict(DC=64, BN=16, BM=16, workers=2),
+}
+
+
 def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **keywords):
     """sm_90a at head dim 128: dV issued as soon as P^T is there, as FlashAttention-3 orders it, so that its
     wgmma run through dS^T's arithmetic and handoff (H200, 12-04: 4x32x8192x128 22.19 -> 21.74 ms); not at 64,
@@ -128,7 +141,9 @@ def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **key
     head dims 32 and 96 (shared tiles of 64-byte swizzle panels): 64 kv rows a block, V in shared memory, every
     product on wgmma with no spills, where 128 rows left S^T and dP^T on mma.sync and spilled 2.1-4.4 KB at D 96
     (12-07, `tiles inspect attention_bwd --shape 2x4x1024x96,causal`). Timed once, H100 12-07: 0.86x cuDNN at
-    8x16x4096x32, 0.62x at x96 (one consumer warpgroup; docs/benchmarks.md)."""
+    8x16x4096x32, 0.62x at x96 (one consumer warpgroup; docs/benchmarks.md). Past head dim 128: WIDE_HEAD."""
+    if D is not None and D > 128:
+        return WIDE_HEAD.get(target, {})
     if target == "sm_90a" and D == 128:
         return dict(dv_early=True)
     if target == "sm_90a" and D is not None and D % 64:
@@ -138,8 +153,16 @@ def per_head_dim(target, dK, dV, DQacc, Q, K, *rest, D=None, causal=False, **key
 
 @tl.kernel(configs=CONFIGS, tune=TUNE, tune_key=bucket, heuristic=per_head_dim,
            tune_where=lambda cfg, dK, dV, DQacc, Q, K, *rest: cfg["BN"] <= max(64, 2 * tl.tune.pow2(K.shape[2])))
-def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, v_shared_from=None, dv_early=False,
-                  causal=False, longest_first=False):
+def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, DC=None, v_shared_from=None,
+                  dv_early=False, causal=False, longest_first=False):
+    # DC: the columns of dK, dV and dQ a block computes (default all D). Below D, each kv block is D / DC blocks
+    # side by side along grid axis 0, each recomputing S^T and dP^T over the whole head dim and accumulating its
+    # own columns: the f32 accumulators take BN x DC, not BN x D (head dim 256), for twice the products at 128
+    # columns and 2.2 times at 64
+    DC = DC or D
+    if D % DC:
+        raise tl.TileError(f"attention_bwd: DC={DC} must divide the head dim D={D}")
+    chunks = D // DC
     n_kv = tl.cdiv(K.rows, BN)
     if causal and longest_first:
         # kv block bn walks the query blocks from its diagonal on: the first walk longest. Started column by
@@ -147,9 +170,10 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
         # last wave is left short walks (list scheduling, longest first), while the blocks in flight share a few
         # heads' Q, dO and dQ in L2 as in head order (H100, 12-06: 8x16x2048 causal -2.1%, 4x32x8192 -1.2%).
         # All kv blocks in order across every head was 1.7-2x slower: Q, dO and dQ's f32 sums out of L2.
-        hk, bn, b = tl.grid(K.depth, n_kv, K.batch, group=tl.maximum(1, WAVE // n_kv))
+        hk, bn, b = tl.grid(K.depth, n_kv * chunks, K.batch, group=tl.maximum(1, WAVE // (n_kv * chunks)))
     else:
-        bn, hk, b = tl.grid(n_kv, K.depth, K.batch)
+        bn, hk, b = tl.grid(n_kv * chunks, K.depth, K.batch)
+    bn, c = (bn // chunks, bn % chunks) if chunks > 1 else (bn, 0)   # a kv block's chunks side by side
     for a in (Q, K, V, dO, DQacc, dK, dV):
         tl.check_eq(a.cols, D)
     tl.check_eq(K.rows, V.rows)
@@ -170,18 +194,23 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
     q = tl.shared(Q.dtype, BM, D, name="q")
     do = tl.shared(dO.dtype, BM, D, name="dout")
     ds_s = tl.shared(Q.dtype, BN, BM, name="ds_s")   # dS^T again, for dQ's transposed mma
+    # the B operands of dV, dK and dQ: the block's DC columns of dO, Q and K (the whole tiles where DC = D)
+    k_c, q_c, do_c = ((tl.shared(K.dtype, BN, DC, name="k_c"), tl.shared(Q.dtype, BM, DC, name="q_c"),
+                       tl.shared(dO.dtype, BM, DC, name="dout_c")) if chunks > 1 else (k, q, do))
     s = tl.regs(tl.f32, BN, BM, name="s")            # S^T, then P^T
     p = tl.regs(Q.dtype, BN, BM, name="p")
     dp = tl.regs(tl.f32, BN, BM, name="dp")          # dP^T, then dS^T
     ds = tl.regs(Q.dtype, BN, BM, name="ds")
-    dv = tl.regs(tl.f32, BN, D, name="dv")
-    dk = tl.regs(tl.f32, BN, D, name="dk")
-    dq = tl.regs(tl.f32, BM, D, name="dq")
+    dv = tl.regs(tl.f32, BN, DC, name="dv")
+    dk = tl.regs(tl.f32, BN, DC, name="dk")
+    dq = tl.regs(tl.f32, BM, DC, name="dq")
     lse = tl.rvec(tl.f32, BM, axis="cols", name="lse")
     delta = tl.rvec(tl.f32, BM, axis="cols", name="delta")
 
     tl.load(k, K, (b, hk, bn, 0))
     tl.load(v, V, (b, hk, bn, 0))
+    if chunks > 1:
+        tl.load(k_c, K, (b, hk, bn, c))
     tl.zero(dk)
     tl.zero(dv)
 
@@ -189,6 +218,9 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
         """Query block i of query head h against this block's K and V."""
         tl.load(q, Q, (b, h, i, 0))
         tl.load(do, dO, (b, h, i, 0))
+        if chunks > 1:
+            tl.load(q_c, Q, (b, h, i, c))
+            tl.load(do_c, dO, (b, h, i, c))
         tl.load(lse, LSE2, (b, h, i))
         # the matrix products in two batches of independent ones (S^T and dP^T; dQ, dV and dK), which a backend
         # may keep in flight together, each waited for where its result is first needed: the softmax of S^T
@@ -209,7 +241,7 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
         if dv_early:
             # dV as soon as P^T is there (FlashAttention-3's order): a backend that keeps it in flight runs it on
             # the tensor cores through dS^T's arithmetic, its store and the barrier around its shared tile
-            tl.mma_AB(dv, p, do, dv)
+            tl.mma_AB(dv, p, do_c, dv)
         # dS^T = P^T * (dP^T scale - Delta scale): scale folded here (dK and dQ need no rescale), Delta scaled by
         # attention_bwd_pre, so that the tile's multiply and subtract fuse (one FMA per element)
         tl.mul(dp, dp, scale)
@@ -218,11 +250,11 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
         tl.copy(ds, dp)
         tl.store(ds_s, ds)
         tl.zero(dq)
-        tl.mma_AtB(dq, ds_s, k, dq)
+        tl.mma_AtB(dq, ds_s, k_c, dq)
         if not dv_early:
-            tl.mma_AB(dv, p, do, dv)
-        tl.mma_AB(dk, ds, q, dk)
-        tl.atomic_add(DQacc, dq, (b, h, i, 0))
+            tl.mma_AB(dv, p, do_c, dv)
+        tl.mma_AB(dk, ds, q_c, dk)
+        tl.atomic_add(DQacc, dq, (b, h, i, c))
 
     n_q = tl.cdiv(Q.rows, BM)
     for g in tl.range(group, name="g"):
@@ -239,8 +271,8 @@ def attention_bwd(dK, dV, DQacc, Q, K, V, dO, LSE2, Delta, scale, *, D, BM, BN, 
         else:
             for it in tl.pipeline(n_q, name="it"):
                 step(it, h, masked=False)
-    tl.store(dK, dk, (b, hk, bn, 0))
-    tl.store(dV, dv, (b, hk, bn, 0))
+    tl.store(dK, dk, (b, hk, bn, c))
+    tl.store(dV, dv, (b, hk, bn, c))
 
 
 @tl.kernel(configs=DQ_CONFIGS)

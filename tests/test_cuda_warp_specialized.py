@@ -191,12 +191,13 @@ def producer_sass(sass: str) -> str:
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("d", [32, 96])
+@pytest.mark.parametrize("d", [32, 96, 256])
 @pytest.mark.parametrize("kernel", ["attention_fwd", "attention_bwd"])
-def test_head_dims_32_and_96_run_on_wgmma(kernel, d):
-    """Their shared tiles' rows (64 and 192 bytes) are 64-byte swizzle panels, which the wgmma descriptors describe
-    (mode 2): every matrix product of both kernels, as a launch configures them (the heuristic's 64 kv rows for
-    the backward), is an HGMMA, with no spills."""
+def test_head_dims_32_96_and_256_run_on_wgmma(kernel, d):
+    """32 and 96: their shared tiles' rows (64 and 192 bytes) are 64-byte swizzle panels, which the wgmma
+    descriptors describe (mode 2); 256: the forward's 64 kv rows, the backward's chunks of 64 columns of dK, dV
+    and dQ. Every matrix product of both kernels, as a launch configures them (the heuristics), is an HGMMA,
+    with no spills."""
     from tiles.tune.search import defaults
     x = lambda heads: random_array((1, heads, 256, d), "bf16")  # noqa: E731
     lse = np.zeros((1, 2, 256), np.float32)

@@ -81,6 +81,22 @@ def test_gemm_space_declares_what_skinny_m_needs():
     assert {c.config["SPLIT"] for c in big if c.config["BM"] * c.config["BN"] < 256 * 256} == {1}
 
 
+def test_what_the_heuristic_sets_outside_the_space_every_candidate_keeps():
+    """Attention backward past head dim 128: the heuristic's DC (chunks of dK, dV and dQ's columns, outside the
+    search space) is in every candidate, without which none fits; below it, no candidate has one; the caller's
+    own DC wins."""
+    from tiles.kernels.attention_bwd import attention_bwd
+
+    def shapes(d):
+        x, kv, f = Shaped((1, 4, 1024, d), "bf16"), Shaped((1, 2, 1024, d), "bf16"), Shaped((1, 4, 1024), "f32")
+        return [kv, kv, Shaped((1, 4, 1024, d), "f32"), x, kv, kv, x, f, f, 0.1]
+    wide = tune.candidates(attention_bwd, "sm_90a", shapes(256), {"D": 256})
+    assert len(wide) > 1 and all(c.config["DC"] == 64 for c in wide)
+    assert not any("DC" in c.config for c in tune.candidates(attention_bwd, "sm_90a", shapes(128), {"D": 128}))
+    own = tune.candidates(attention_bwd, "sm_90a", shapes(256), {"D": 256, "DC": 128})
+    assert not any("DC" in c.config for c in own)
+
+
 # ---------------------------------------------------------------- static pruning
 
 def test_prune_drops_what_fails_to_verify_spills_overflows_or_starves(monkeypatch):

@@ -129,13 +129,8 @@ attention_fwd.register_autograd(_attention_backward, setup_context=_attention_se
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: Optional[float] = None,
               backend: str = "") -> Tensor:
     """softmax(q k^T * scale) v for q (B, H, N, D), k and v (B, H_kv, N_kv, D), H a multiple of H_kv (GQA);
-    scale defaults to 1/sqrt(D). bf16 or f16, D 32, 64, 96, 128 or 256. Differentiable in q, k and v at D up to
-    128: at 256 (no backward kernel) a call that autograd would record is refused, before any launch."""
+    scale defaults to 1/sqrt(D). bf16 or f16, D 32, 64, 96, 128 or 256. Differentiable in q, k and v."""
     d = q.shape[-1]
-    recorded = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    _require(d in _attn_bwd.HEAD_DIMS or not recorded,
-             lambda: f"attention: head dim {d} has no backward kernel (head dims {_attn_bwd.HEAD_DIMS}), and q, k or v "
-                     f"requires grad; run it under torch.no_grad() or torch.inference_mode(), or detach them")
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     return attention_fwd(q, k, v, causal, float(scale), backend)[0]
 

@@ -35,7 +35,8 @@ class Candidate:
 
 def candidates(kfn, target: str | None, args, fixed: dict) -> list[Candidate]:
     """The space expanded for target and these arguments: every combination that `tune_where` keeps, the
-    configured default first."""
+    configured default first. What the kernel's heuristic sets outside the space (attention backward's DC past
+    head dim 128, without which nothing fits) every candidate keeps."""
     space = kfn.tune
     if space is None:
         raise TypeError(f"{kfn.__name__} declares no search space (@tl.kernel(tune=...))")
@@ -43,11 +44,13 @@ def candidates(kfn, target: str | None, args, fixed: dict) -> list[Candidate]:
     if not dims:
         raise TypeError(f"{kfn.__name__} has no search space for {target or 'the reference'}: "
                         f"it declares {', '.join(space.per_target)}")
-    base = {**space.base(kfn, target), **defaults(kfn, target, args, fixed)}
-    default = {n: base[n] for n in dims if n in base}
+    chosen = defaults(kfn, target, args, fixed)
+    base = {**space.base(kfn, target), **chosen}
+    kept = {n: v for n, v in chosen.items() if n not in dims and n not in fixed}
+    default = {**kept, **{n: base[n] for n in dims if n in base}}
     out, seen = [Candidate(default, default=True)], {_ident(default)}
     for combo in itertools.product(*dims.values()):
-        cfg = dict(zip(dims, combo))
+        cfg = {**kept, **dict(zip(dims, combo))}
         full = {**base, **cfg}
         kfn.config(target, **full)   # a name that is neither a constant nor an option is refused here
         if space.where is not None and not space.where(full, *args):
