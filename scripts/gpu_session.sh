@@ -102,6 +102,9 @@
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
 #   first1208  12-08 01:50, the session's first call: bwd1208 from build/bwd96 (carry it: `git archive bwd96 | tar -x
 #              -C build/bwd96`), then host1208 from the working tree (on an H200 standing1206c in a call of its own)
+#   bwd256     12-08 02:15: the backward at head dim 256 in chunks of 64 columns (never run on a GPU): its GPU tests,
+#              tiles.torch's gradients, then against cuDNN. Predicted 0.30-0.45x cuDNN at 4x16x4096x256 (the scores
+#              recomputed per chunk: ~2.2x the products, one consumer warpgroup, one stage)
 #   fwd256     12-08 02:20, from build/fwd256 (`git archive fwd256 | tar -x -C build/fwd256`, carried): attention at
 #              head dim 256 with FlashAttention-3's 80 kv rows (wgmma n80; it fits only without the persistent walk's
 #              O staging), against 64 rows persistent (the default) and not. Predicted: 0.96x -> 0.95-1.02x cuDNN
@@ -349,7 +352,13 @@ for s in "$@"; do
         (cd build/bwd96 && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
             && OUT="$OUT" bash scripts/gpu_session.sh bwd1208)
         python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-        bash "$0" host1208 fwd256 ;;
+        bash "$0" host1208 bwd256 fwd256 ;;
+    bwd256)  # 12-08 02:15 (the header's list)
+        timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 --backends cuda,cuda:sm_80 \
+            tests/test_kernel_attention_bwd.py::test_attention_backward_head_dims 2>&1 | tail -3
+        timeout 150 python3 .ci/gpu_torch.py --only numerics --out "$OUT/bwd256" 2>&1 | grep -E "FAIL|D256|passed" | tail -5
+        echo "== backward D256"; timeout 150 python3 -m tiles compare attention_bwd --backends cuda --no-compile \
+            --shapes 4x16x4096x256 4x16x4096x256,causal 2>&1 | r ;;
     fwd256)  # 12-08 02:20 (the header's list)
         (cd build/fwd256 && python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
             && for set in "BN=64 persistent=True,False" "BN=80 persistent=False"; do echo "== fwd256 $set"
