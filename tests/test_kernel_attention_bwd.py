@@ -45,12 +45,12 @@ def test_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal,
 
 @settings(max_examples=2)
 @given(n=st.integers(2, 100), n_kv=st.integers(2, 100), group=st.sampled_from([1, 2]), causal=st.booleans(),
-       dtype=st.sampled_from(["bf16", "f16"]))
+       dtype=st.sampled_from(["bf16", "f16"]), longest_first=st.booleans())
 @pytest.mark.parametrize("d", [32, 96, 256])
-def test_attention_backward_head_dims(backend, d, n, n_kv, group, causal, dtype):
+def test_attention_backward_head_dims(backend, d, n, n_kv, group, causal, dtype, longest_first):
     """The head dims configured from the resource reports alone (attention_bwd.HEAD_DIMS; sm_90a off wgmma at
     64 kv rows a block; 256 in chunks of DC = 64 columns of dK, dV and dQ), on every backend against float64."""
-    check_attention_backward(backend, 1, 2, group, n, n_kv, d, causal, dtype, False, False)
+    check_attention_backward(backend, 1, 2, group, n, n_kv, d, causal, dtype, longest_first, False)
 
 
 def check_attention_backward(backend, batch, kv_heads, group, n, n_kv, d, causal, dtype, longest_first, staged):
