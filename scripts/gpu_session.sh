@@ -100,6 +100,9 @@
 #   next1240   planned 12-07 16:30: on an H200 issue 20's table, else merge1241 (32 parts a merge's chunk, carry build/var),
 #              fill1241 (the shifted fill in one batch, carry build/var2) and why1240 (ncu: softmax 50257 SPLIT 8/32, layernorm decode)
 #   host1242   12-07 17:40: the tiles model's host time per step (torch.profiler, cProfile of the op layer)
+#   next1253   planned 12-08 02:40 for the next session's first call: on an H200 standing1206c (issue 20's table; then
+#              grid1209 for issue 18 in a call of its own, then first1208), else first1208 (carry build/bwd96 and
+#              build/fwd256: `git archive bwd96 | tar -x -C build/bwd96`, the same for fwd256)
 #   first1208  12-08 01:50, the session's first call: bwd1208 from build/bwd96 (carry it: `git archive bwd96 | tar -x
 #              -C build/bwd96`), then host1208 from the working tree (on an H200 standing1206c in a call of its own)
 #   bwd256     12-08 02:15: the backward at head dim 256 in chunks of 64 columns (never run on a GPU): its GPU tests,
@@ -341,6 +344,9 @@ for s in "$@"; do
             echo "== attention forward"; timeout 170 python3 -m tiles compare attention --backends cuda --no-compile \
                 --shapes $rows --json "$OUT/attn_fwd.json" 2>&1 | r; exit; fi
         NO_GRAPHS=1 bash "$0" host1242 ;;
+    next1253)  # 12-08 02:40 (the header's list)
+        if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then bash "$0" standing1206c; exit; fi
+        bash "$0" first1208 ;;
     first1208)  # 12-08 01:50 (the header's list); on an H200 issue 20's table first, then bwd96 against cuDNN only
         if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
             bash "$0" standing1206c
