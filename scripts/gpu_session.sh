@@ -112,7 +112,7 @@
 #              head dim 256 with FlashAttention-3's 80 kv rows (wgmma n80; it fits only without the persistent walk's
 #              O staging), against 64 rows persistent (the default) and not. Predicted: 0.96x -> 0.95-1.02x cuDNN
 #   host1208   12-08 01:50: the ops as tt.op (custom_op's dispatch gone): opcheck and numerics on CUDA, the replay
-#              tests, host time per op. Predicted (H100 host): rmsnorm 93.6 -> 74-80 us, attention 114 -> 94-100
+#              tests, host time per op. Predicted (H100 host): rmsnorm 93.6 -> 67-75 us, attention 114 -> 84-94
 #   bwd1208    12-08 00:45, from branch bwd96 (`git checkout bwd96`; merge it where its tests pass): the backward at
 #              head dim 96 on 128 kv rows over two consumer warpgroups (dQ in parts of 48), never run on a GPU; its
 #              tests, then against cuDNN. Predicted: 8x16x4096x96 0.62x -> 0.85-1.0x, causal 0.64x -> 0.85-1.0x

@@ -315,6 +315,28 @@ def test_an_op_without_a_formula_refuses_a_gradient_through_it():
         dq.sum().backward()
 
 
+def test_a_call_without_gradients_skips_autograd_only():
+    """With no input requiring grad an op is called below autograd (Op.__call__), past nothing else: a dispatch
+    mode (FakeTensor, a FLOP counter, functionalization's kin) still sees it, and with grad required autograd
+    records it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+    x, w = rand(3, 48), rand(48)
+    with Seen() as seen:
+        y = tt.rmsnorm(x, w)
+    assert "tiles.rmsnorm.default" in seen.ops and y.grad_fn is None
+    close(y, tt.rmsnorm(x, w), "bf16")
+    assert tt.rmsnorm(x.requires_grad_(), w).grad_fn is not None
+
+
 def test_an_op_defined_again_replaces_the_first():
     """A notebook cell run twice defines its op twice: the second body is what the op runs."""
     for scale in (2.0, 3.0):

@@ -12,8 +12,10 @@ A custom_op call runs three Python layers under the dispatcher (an autograd kern
 autograd, a backend kernel that checks the outputs for aliasing under dynamo's guard): ~11 us a call on this VM
 and ~45 on the H100's host (docs/torch.md, "Host time"). Here the body is the op's one kernel for every device
 (CompositeExplicitAutograd) and the autograd kernel is a single Python function that calls the op again below
-autograd unless some input requires grad, when an autograd.Function records it: ~6 us on this VM. An op without
-a formula gets the same kernel with a backward that raises, so a gradient never silently skips it.
+autograd unless some input requires grad, when an autograd.Function records it: ~6 us on this VM; called from
+Python with no input requiring grad (outside torch.compile's tracing), the op goes below autograd at once, ~2 us
+less. An op without a formula gets the same kernel with a backward that raises, so a gradient never silently
+skips it.
 """
 from __future__ import annotations
 
@@ -57,7 +59,10 @@ class Op:
         self.lib.impl(self.name, self._autograd_kernel(), "Autograd")
 
     def __call__(self, *args, **kwargs):
-        return self.overload(*args, **kwargs)
+        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and torch._C._any_requires_grad(*args)):
+            return self.overload(*args, **kwargs)
+        with torch._C._AutoDispatchBelowAutograd():   # what the autograd kernel would do, without entering it
+            return self.overload(*args, **kwargs)
 
     def register_fake(self, fake):
         torch.library.register_fake(self.qualname, fake, lib=self.lib)
