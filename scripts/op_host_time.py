@@ -1,8 +1,8 @@
 """Host time per call of the tiles.torch ops at tiny shapes (the GPU never the limit), beside torch's own op for
 the same job, and the layers of one rmsnorm call apart: the whole op (replayed, where the tree has replay.py), its
-body without the dispatcher, the backend's launch (tune.resolve, the plan's steps, the runtime), the runtime's launch alone, and the launch
-prepared once (Backend.prepare: what a replay calls). Median of 7 rounds of 500 calls, one sync at each round's
-end; on a GPU the queue never fills (500 launches).
+body without the dispatcher, the backend's launch (tune.resolve, the plan's steps, the runtime), the runtime's
+launch alone, and the launch prepared once (Backend.prepare: what a replay calls). Median of 7 rounds of 500
+calls, one sync at each round's end; on a GPU the queue never fills (500 launches).
 
     python3 scripts/op_host_time.py [cuda|cpu|stub]   # stub: CPU tensors with every kernel launch a no-op, 5000 calls
                                                         # a round (the host's share on a machine without a GPU)"""
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import tiles.torch as tt
 from tiles import backend as backends
 from tiles.kernels import rmsnorm as R
-from tiles.torch import dispatch, library
+from tiles.torch import dispatch, ops
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 DEV = "cpu" if MODE == "stub" else MODE
@@ -81,7 +81,7 @@ def main():
     v = lambda t: t.view(t.shape[0], -1, kk)  # noqa: E731
     args = [v(y), rstd, v(x), w.reshape(-1, kk), 1e-6]
     # the op's body without the dispatcher around it (replayed from its second call)
-    body = per_call_us(lambda: library.BODIES["tiles::rmsnorm"](x, w, 1e-6, ""))
+    body = per_call_us(lambda: ops.rmsnorm_fwd.__wrapped__(x, w, 1e-6, ""))
     print(f"  rmsnorm's layers: the op {per_call_us(lambda: tt.rmsnorm(x, w)):.1f}, its body alone {body:.1f}, "
           f"dispatch.launch {per_call_us(lambda: dispatch.launch(R.rmsnorm_rows, args, **plan)):.1f}, "
           f"Backend.launch {per_call_us(lambda: b.launch(R.rmsnorm_rows, args, **plan)):.1f}, "

@@ -24,12 +24,16 @@ import torch
 from tiles.dsl import TileError
 
 _LIBRARIES: dict[str, torch.library.Library] = {}   # "ns::name" -> the library holding its registrations
-BODIES: dict[str, object] = {}   # "ns::name" -> the Python body (what the op runs, without the dispatcher)
 
 try:
     _infer_schema = torch.library.infer_schema
 except AttributeError:   # torch 2.4
     from torch._library.infer_schema import infer_schema as _infer_schema
+
+
+def _recorded(args) -> bool:
+    """Whether autograd would record a call on these arguments."""
+    return torch.is_grad_enabled() and torch._C._any_requires_grad(*args)
 
 
 def _library(qualname: str) -> torch.library.Library:
@@ -53,13 +57,12 @@ class Op:
         self.overload = getattr(getattr(torch.ops, namespace), self.name).default
         # the dispatcher drops trailing arguments equal to their defaults; the autograd kernel puts them back
         self._defaults = [a.default_value for a in self.overload._schema.arguments]
-        BODIES[qualname] = body
-        self.__doc__, self.__wrapped__ = body.__doc__, body
+        self.__doc__, self.__wrapped__ = body.__doc__, body   # __wrapped__: the body, without the dispatcher
         self._backward = self._setup_context = None
         self.lib.impl(self.name, self._autograd_kernel(), "Autograd")
 
     def __call__(self, *args, **kwargs):
-        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and torch._C._any_requires_grad(*args)):
+        if torch.compiler.is_compiling() or _recorded(args):
             return self.overload(*args, **kwargs)
         with torch._C._AutoDispatchBelowAutograd():   # what the autograd kernel would do, without entering it
             return self.overload(*args, **kwargs)
@@ -94,7 +97,7 @@ class Op:
         def autograd_kernel(*args):
             if len(args) < len(defaults):
                 args = (*args, *defaults[len(args):])
-            if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
+            if _recorded(args):
                 return function.apply(*args)
             with torch._C._AutoDispatchBelowAutograd():
                 return op(*args)
